@@ -1,0 +1,1 @@
+//! Kubernetes discovery documents: types, merge, negotiation and rendering (no I/O).
