@@ -1,0 +1,1 @@
+//! APIService model and gateway configuration.

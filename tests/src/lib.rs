@@ -1,0 +1,1 @@
+//! Test harness for apiagg end-to-end tests.
