@@ -1,1 +1,3 @@
 //! APIService model and gateway configuration.
+
+pub mod version;
