@@ -1,0 +1,374 @@
+//! The registry: an immutable snapshot of every APIService, ordered as legacy discovery orders
+//! them (spec §2.2), with its backend resolved and an O(1) route table keyed by group/version.
+
+use std::cmp::Ordering;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::file::{GatewayConfig, ServiceEntry};
+use crate::priorities::builtin_priority;
+use crate::version::compare_kube_aware;
+
+/// Where an APIService came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    /// Declared in the config (file and position).
+    Config(String),
+    /// Registered automatically for a group-version the delegate serves.
+    Delegate,
+}
+
+/// One backend endpoint, parsed from its URL.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Endpoint {
+    /// The URL as configured.
+    pub url: String,
+    /// `https` endpoint.
+    pub tls: bool,
+    /// Host name or IP literal (without brackets).
+    pub host: String,
+    /// Port (scheme default when omitted).
+    pub port: u16,
+}
+
+/// Parses an endpoint URL (`http(s)://host[:port]`, no path).
+pub fn parse_endpoint(text: &str) -> Result<Endpoint, String> {
+    let url = url::Url::parse(text).map_err(|e| format!("endpoint {text:?}: {e}"))?;
+    let tls = match url.scheme() {
+        "https" => true,
+        "http" => false,
+        other => {
+            return Err(format!(
+                "endpoint {text:?}: scheme {other:?} is not supported, use http or https"
+            ))
+        }
+    };
+    let host = match url.host() {
+        Some(url::Host::Ipv6(ip)) => ip.to_string(),
+        Some(h) => h.to_string(),
+        None => return Err(format!("endpoint {text:?}: host is missing")),
+    };
+    if !matches!(url.path(), "" | "/") || url.query().is_some() {
+        return Err(format!("endpoint {text:?}: must not have a path or query"));
+    }
+    let port = url
+        .port_or_known_default()
+        .ok_or_else(|| format!("endpoint {text:?}: port is missing"))?;
+    Ok(Endpoint {
+        url: text.to_string(),
+        tls,
+        host,
+        port,
+    })
+}
+
+/// How to reach a remote APIService.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemoteBackend {
+    /// `spec.service.namespace`.
+    pub namespace: String,
+    /// `spec.service.name`.
+    pub service: String,
+    /// `spec.service.port`.
+    pub port: i32,
+    /// TLS server name: `<service>.<namespace>.svc`.
+    pub server_name: String,
+    /// PEM CA bundle from `spec.caBundle` (system roots when `None`).
+    pub ca_bundle: Option<Arc<[u8]>>,
+    /// `spec.insecureSkipTLSVerify`.
+    pub insecure_skip_tls_verify: bool,
+    /// Endpoints from the `services` table; `None` when the Service is not in the table.
+    pub endpoints: Option<Vec<Endpoint>>,
+}
+
+/// Where requests for an APIService go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Backend {
+    /// Served by the delegate (`spec.service` unset).
+    Local,
+    /// Served by an extension API server.
+    Remote(RemoteBackend),
+}
+
+/// One registered APIService.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiServiceEntry {
+    /// `<version>.<group>`.
+    pub name: String,
+    /// API group (empty for the core `v1.`).
+    pub group: String,
+    /// API version.
+    pub version: String,
+    /// `spec.groupPriorityMinimum`.
+    pub group_priority_minimum: i32,
+    /// `spec.versionPriority`.
+    pub version_priority: i32,
+    /// Backend.
+    pub backend: Backend,
+    /// Declaration site.
+    pub origin: Origin,
+}
+
+impl ApiServiceEntry {
+    /// Whether the delegate serves it.
+    pub fn is_local(&self) -> bool {
+        matches!(self.backend, Backend::Local)
+    }
+}
+
+/// A group-version the delegate serves, to be registered as a local APIService.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocalGroupVersion {
+    /// Group (empty for core).
+    pub group: String,
+    /// Version.
+    pub version: String,
+}
+
+/// A problem that keeps a registry from being built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{origin} ({name}): {message}")]
+pub struct RegistryError {
+    /// APIService name.
+    pub name: String,
+    /// Declaration site.
+    pub origin: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// Immutable snapshot of every APIService.
+#[derive(Debug, Default)]
+pub struct Registry {
+    entries: Vec<Arc<ApiServiceEntry>>,
+    routes: HashMap<Box<str>, usize>,
+}
+
+/// Route-table key of a group-version: `"<group>/<version>"` (`"/v1"` for core).
+pub fn route_key(group: &str, version: &str) -> String {
+    format!("{group}/{version}")
+}
+
+fn legacy_order(a: &ApiServiceEntry, b: &ApiServiceEntry) -> Ordering {
+    b.group_priority_minimum
+        .cmp(&a.group_priority_minimum)
+        .then_with(|| a.name.cmp(&b.name))
+}
+
+fn count_pem_certificates(pem: &[u8]) -> usize {
+    let text = String::from_utf8_lossy(pem);
+    text.matches("-----BEGIN CERTIFICATE-----").count()
+}
+
+impl Registry {
+    /// Builds the registry from a config plus the group-versions the delegate serves. A config
+    /// APIService with the same name as a delegate group-version wins over the automatic one.
+    pub fn build(
+        config: &GatewayConfig,
+        local: &[LocalGroupVersion],
+    ) -> Result<Registry, RegistryError> {
+        let services: HashMap<(&str, &str, i32), &ServiceEntry> = config
+            .services
+            .iter()
+            .map(|s| ((s.namespace.as_str(), s.name.as_str(), s.port), s))
+            .collect();
+        let mut entries: Vec<ApiServiceEntry> = Vec::new();
+        for sourced in &config.api_services {
+            let obj = &sourced.object;
+            let name = obj.metadata.name.clone().unwrap_or_default();
+            let spec = obj.spec.clone().unwrap_or_default();
+            let fail = |message: String| RegistryError {
+                name: name.clone(),
+                origin: sourced.origin.clone(),
+                message,
+            };
+            let backend = match &spec.service {
+                None => Backend::Local,
+                Some(svc) => {
+                    let namespace = svc.namespace.clone().unwrap_or_default();
+                    let service = svc.name.clone().unwrap_or_default();
+                    let port = svc.port.unwrap_or(crate::apiservice::DEFAULT_SERVICE_PORT);
+                    let ca_bundle = spec
+                        .ca_bundle
+                        .as_ref()
+                        .filter(|b| !b.0.is_empty())
+                        .map(|b| Arc::<[u8]>::from(b.0.as_slice()));
+                    if let Some(ca) = &ca_bundle {
+                        if count_pem_certificates(ca) == 0 {
+                            return Err(fail(
+                                "spec.caBundle: no PEM certificate found".to_string(),
+                            ));
+                        }
+                    }
+                    let endpoints = services
+                        .get(&(namespace.as_str(), service.as_str(), port))
+                        .map(|entry| {
+                            entry
+                                .endpoints
+                                .iter()
+                                .map(|e| parse_endpoint(e))
+                                .collect::<Result<Vec<_>, _>>()
+                        })
+                        .transpose()
+                        .map_err(fail)?;
+                    Backend::Remote(RemoteBackend {
+                        server_name: format!("{service}.{namespace}.svc"),
+                        namespace,
+                        service,
+                        port,
+                        ca_bundle,
+                        insecure_skip_tls_verify: spec.insecure_skip_tls_verify.unwrap_or(false),
+                        endpoints,
+                    })
+                }
+            };
+            entries.push(ApiServiceEntry {
+                name,
+                group: spec.group.unwrap_or_default(),
+                version: spec.version.unwrap_or_default(),
+                group_priority_minimum: spec.group_priority_minimum,
+                version_priority: spec.version_priority,
+                backend,
+                origin: Origin::Config(sourced.origin.clone()),
+            });
+        }
+        for gv in local {
+            let name = format!("{}.{}", gv.version, gv.group);
+            if entries.iter().any(|e| e.name == name) {
+                continue;
+            }
+            let (gpm, vp) = builtin_priority(&gv.group, &gv.version);
+            entries.push(ApiServiceEntry {
+                name,
+                group: gv.group.clone(),
+                version: gv.version.clone(),
+                group_priority_minimum: gpm,
+                version_priority: vp,
+                backend: Backend::Local,
+                origin: Origin::Delegate,
+            });
+        }
+        entries.sort_by(legacy_order);
+        let entries: Vec<Arc<ApiServiceEntry>> = entries.into_iter().map(Arc::new).collect();
+        let routes = entries
+            .iter()
+            .enumerate()
+            .map(|(i, e)| (route_key(&e.group, &e.version).into_boxed_str(), i))
+            .collect();
+        Ok(Registry { entries, routes })
+    }
+
+    /// Every APIService, sorted by group priority (desc) then name.
+    pub fn entries(&self) -> &[Arc<ApiServiceEntry>] {
+        &self.entries
+    }
+
+    /// Position of the APIService for a route key (`"<group>/<version>"`), O(1).
+    pub fn index_of(&self, key: &str) -> Option<usize> {
+        self.routes.get(key).copied()
+    }
+
+    /// The APIService for a route key (`"<group>/<version>"`), O(1).
+    pub fn lookup(&self, key: &str) -> Option<&Arc<ApiServiceEntry>> {
+        self.index_of(key).map(|i| &self.entries[i])
+    }
+
+    /// Whether any APIService serves `group`.
+    pub fn has_group(&self, group: &str) -> bool {
+        self.entries.iter().any(|e| e.group == group)
+    }
+
+    /// Legacy discovery order (spec §2.2): groups by first appearance, versions inside a group by
+    /// versionPriority (desc) then kube-aware order. The core group is included with name "".
+    pub fn groups(&self) -> Vec<(String, Vec<Arc<ApiServiceEntry>>)> {
+        let mut groups: Vec<(String, Vec<Arc<ApiServiceEntry>>)> = Vec::new();
+        for e in &self.entries {
+            match groups.iter_mut().find(|(g, _)| *g == e.group) {
+                Some((_, versions)) => versions.push(e.clone()),
+                None => groups.push((e.group.clone(), vec![e.clone()])),
+            }
+        }
+        for (_, versions) in &mut groups {
+            versions.sort_by(|a, b| {
+                b.version_priority
+                    .cmp(&a.version_priority)
+                    .then_with(|| compare_kube_aware(&a.version, &b.version))
+            });
+        }
+        groups
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::file::Sources;
+
+    fn config(yaml: &str) -> GatewayConfig {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("c.yaml");
+        std::fs::write(&path, yaml).expect("write");
+        Sources::read(&path).and_then(|s| s.parse()).expect("valid config")
+    }
+
+    fn svc(name: &str, gpm: i32, vp: i32) -> String {
+        let (version, group) = name.split_once('.').expect("name has a dot");
+        format!("  - {{apiVersion: apiregistration.k8s.io/v1, kind: APIService, metadata: {{name: {name}}}, spec: {{group: {group}, version: {version}, groupPriorityMinimum: {gpm}, versionPriority: {vp}, service: {{namespace: ns, name: s}}}}}}\n")
+    }
+
+    #[test]
+    fn legacy_order_ties_by_apiservice_name() {
+        let yaml = format!(
+            "services: [{{namespace: ns, name: s, endpoints: [\"https://127.0.0.1:1\"]}}]\napiServices:\n{}{}{}{}",
+            svc("v2.alpha.io", 100, 10),
+            svc("v1.zeta.io", 100, 10),
+            svc("v1.top.io", 500, 10),
+            svc("v1beta1.zeta.io", 100, 10),
+        );
+        let reg = Registry::build(&config(&yaml), &[]).expect("builds");
+        let groups: Vec<String> = reg.groups().into_iter().map(|(g, _)| g).collect();
+        assert_eq!(groups, ["top.io", "zeta.io", "alpha.io"]);
+        let zeta = &reg.groups()[1].1;
+        assert_eq!(zeta[0].version, "v1");
+        assert_eq!(zeta[1].version, "v1beta1");
+    }
+
+    #[test]
+    fn routes_and_backends() {
+        let yaml = format!(
+            "services: [{{namespace: ns, name: s, endpoints: [\"https://127.0.0.1:9443\", \"http://[::1]:80\"]}}]\napiServices:\n{}",
+            svc("v1.a.io", 100, 10)
+        );
+        let reg = Registry::build(
+            &config(&yaml),
+            &[
+                LocalGroupVersion { group: String::new(), version: "v1".into() },
+                LocalGroupVersion { group: "apps".into(), version: "v1".into() },
+                LocalGroupVersion { group: "a.io".into(), version: "v1".into() },
+            ],
+        )
+        .expect("builds");
+        assert_eq!(reg.entries().len(), 3);
+        assert_eq!(reg.lookup("/v1").map(|e| e.name.as_str()), Some("v1."));
+        assert_eq!(reg.lookup("apps/v1").map(|e| e.group_priority_minimum), Some(17800));
+        let a = reg.lookup("a.io/v1").expect("a.io");
+        let Backend::Remote(remote) = &a.backend else { panic!("remote expected") };
+        assert_eq!(remote.server_name, "s.ns.svc");
+        let eps = remote.endpoints.as_ref().expect("service found");
+        assert_eq!((eps[0].tls, eps[0].port), (true, 9443));
+        assert_eq!((eps[1].host.as_str(), eps[1].tls), ("::1", false));
+        assert!(reg.lookup("a.io/v2").is_none());
+    }
+
+    #[test]
+    fn missing_service_and_bad_ca() {
+        let yaml = format!("apiServices:\n{}", svc("v1.a.io", 100, 10));
+        let reg = Registry::build(&config(&yaml), &[]).expect("builds");
+        let Backend::Remote(remote) = &reg.entries()[0].backend else { panic!() };
+        assert!(remote.endpoints.is_none());
+
+        let yaml = "apiServices:\n  - {apiVersion: apiregistration.k8s.io/v1, kind: APIService, metadata: {name: v1.a.io}, spec: {group: a.io, version: v1, groupPriorityMinimum: 1, versionPriority: 1, caBundle: bm90IGEgY2VydA==, service: {namespace: ns, name: s}}}\n";
+        let err = Registry::build(&config(yaml), &[]).unwrap_err();
+        assert!(err.to_string().contains("spec.caBundle: no PEM certificate found"), "{err}");
+    }
+}

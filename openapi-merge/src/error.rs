@@ -1,0 +1,51 @@
+//! Errors for one input document; the merge skips that input and goes on with the others.
+
+/// Why one input document cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SpecError {
+    /// The document is not a JSON object.
+    #[error("OpenAPI document is not a JSON object")]
+    NotAnObject,
+    /// A top-level section (`paths`, `definitions`, `parameters`) is neither an object nor null.
+    #[error("`{section}` is not an object")]
+    SectionNotObject {
+        /// The section name.
+        section: &'static str,
+    },
+    /// An entry of a section (a path item, a definition, a parameter) is not an object.
+    #[error("{section} entry {name:?} is not an object")]
+    EntryNotObject {
+        /// The section name.
+        section: &'static str,
+        /// The entry's key.
+        name: String,
+    },
+    /// A `$ref` in the kept part of the document points to a definition or parameter it lacks.
+    #[error("`$ref` {reference:?} points to nothing in the document")]
+    DanglingRef {
+        /// The reference as written.
+        reference: String,
+    },
+    /// An `x-kubernetes-group-version-kind` that must be merged is not a list of objects.
+    #[error("x-kubernetes-group-version-kind of definition {name:?} is not a list of objects")]
+    MalformedGvk {
+        /// The definition name.
+        name: String,
+    },
+    /// A v3 index document lacks a `paths` object or an entry lacks a string `serverRelativeURL`.
+    #[error("malformed OpenAPI v3 index: {detail}")]
+    MalformedV3Index {
+        /// What is wrong.
+        detail: String,
+    },
+}
+
+/// A [`SpecError`] tied to the input it came from (a local spec or an APIService name).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("OpenAPI spec {input:?} skipped: {error}")]
+pub struct InputError {
+    /// The input's name (`LocalSpec::name` or `RemoteSpec::apiservice`).
+    pub input: String,
+    /// What is wrong with it.
+    pub error: SpecError,
+}

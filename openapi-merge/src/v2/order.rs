@@ -1,0 +1,107 @@
+//! Merge order of remote APIServices (spec §2.4, with DESIGN.md's same-group improvement).
+
+use std::cmp::Ordering;
+use std::collections::HashMap;
+
+use apiagg_config::version::compare_kube_aware;
+
+use super::RemoteSpec;
+
+/// Returns the indices of `remotes` in merge order (earlier wins path conflicts).
+///
+/// * Groups by group priority descending: the maximum `groupPriorityMinimum` over the group's
+///   remote APIServices, as upstream.
+/// * Equal-priority groups by the smallest APIService name in the group (upstream orders by
+///   APIService name; taking the group's smallest name keeps a group's versions together, which
+///   upstream's pairwise comparator does not guarantee), then by group name.
+/// * Inside a group: `versionPriority` descending, then kube-aware version order, then APIService
+///   name. Upstream means to do this but compares an entry with itself, so it falls back to names.
+pub(crate) fn remote_order(remotes: &[RemoteSpec]) -> Vec<usize> {
+    let mut groups: HashMap<&str, (i32, &str)> = HashMap::new();
+    for remote in remotes {
+        let entry = groups
+            .entry(remote.group.as_str())
+            .or_insert((remote.group_priority_minimum, remote.apiservice.as_str()));
+        entry.0 = entry.0.max(remote.group_priority_minimum);
+        if remote.apiservice.as_str() < entry.1 {
+            entry.1 = remote.apiservice.as_str();
+        }
+    }
+    let group_key = |r: &RemoteSpec| groups.get(r.group.as_str()).copied().unwrap_or((0, ""));
+    let mut order: Vec<usize> = (0..remotes.len()).collect();
+    order.sort_by(|&i, &j| {
+        let (a, b) = (&remotes[i], &remotes[j]);
+        let ((a_prio, a_name), (b_prio, b_name)) = (group_key(a), group_key(b));
+        b_prio
+            .cmp(&a_prio)
+            .then_with(|| a_name.cmp(b_name))
+            .then_with(|| a.group.cmp(&b.group))
+            .then_with(|| b.version_priority.cmp(&a.version_priority))
+            .then_with(|| compare_kube_aware(&a.version, &b.version))
+            .then_with(|| a.apiservice.cmp(&b.apiservice))
+            .then(Ordering::Equal)
+    });
+    order
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use std::sync::Arc;
+
+    fn remote(name: &str, group: &str, version: &str, gpm: i32, vp: i32) -> RemoteSpec {
+        RemoteSpec {
+            apiservice: name.into(),
+            group: group.into(),
+            version: version.into(),
+            group_priority_minimum: gpm,
+            version_priority: vp,
+            doc: Arc::new(json!({})),
+        }
+    }
+
+    fn names(remotes: &[RemoteSpec]) -> Vec<&str> {
+        remote_order(remotes)
+            .into_iter()
+            .map(|i| remotes[i].apiservice.as_str())
+            .collect()
+    }
+
+    #[test]
+    fn equal_priority_groups_order_by_apiservice_name() {
+        let remotes = [
+            remote("v2.alpha.example", "alpha.example", "v2", 100, 10),
+            remote("v1.zeta.example", "zeta.example", "v1", 100, 10),
+            remote("v1.high.example", "high.example", "v1", 2000, 10),
+        ];
+        assert_eq!(
+            names(&remotes),
+            ["v1.high.example", "v1.zeta.example", "v2.alpha.example"]
+        );
+    }
+
+    #[test]
+    fn group_priority_is_the_max_over_its_apiservices() {
+        let remotes = [
+            remote("v1.b.example", "b.example", "v1", 500, 10),
+            remote("v1.a.example", "a.example", "v1", 100, 10),
+            remote("v2.a.example", "a.example", "v2", 900, 5),
+        ];
+        assert_eq!(names(&remotes), ["v1.a.example", "v2.a.example", "v1.b.example"]);
+    }
+
+    #[test]
+    fn same_group_orders_by_version_priority_then_kube_version() {
+        let remotes = [
+            remote("v1alpha1.g.example", "g.example", "v1alpha1", 100, 10),
+            remote("v1.g.example", "g.example", "v1", 100, 10),
+            remote("v1beta1.g.example", "g.example", "v1beta1", 100, 20),
+            remote("v2beta1.g.example", "g.example", "v2beta1", 100, 10),
+        ];
+        assert_eq!(
+            names(&remotes),
+            ["v1beta1.g.example", "v1.g.example", "v2beta1.g.example", "v1alpha1.g.example"]
+        );
+    }
+}
