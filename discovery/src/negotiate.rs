@@ -1,0 +1,230 @@
+//! Accept-header negotiation for `/apis`, `/api` and `/apis/<group>` (spec §5.5, §6.1).
+//!
+//! Clauses are parsed the way Kubernetes does (goautoneg): split on `,`, parameters on `;`,
+//! `q` read as a float (unparsable = 0), then ordered by `q` descending with concrete types
+//! before wildcards, otherwise in header order. The gateway only renders JSON, so
+//! `application/json` (directly or through `application/*` / `*/*`) is the only servable type.
+
+use crate::types::APIDISCOVERY_GROUP;
+
+/// The only media type the gateway serves discovery in.
+pub const JSON: &str = "application/json";
+/// Content-Type of aggregated discovery v2.
+pub const CONTENT_TYPE_V2: &str =
+    "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+/// Content-Type of aggregated discovery v2beta1.
+pub const CONTENT_TYPE_V2BETA1: &str =
+    "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList";
+/// `as=` value of aggregated discovery.
+const AGGREGATED_KIND: &str = "APIGroupDiscoveryList";
+
+/// Which discovery path is being served.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Endpoint {
+    /// `/apis` or `/api` (no trailing slash): aggregated or legacy by Accept.
+    Root,
+    /// `/apis/`, `/api/`, `/apis/<group>`: legacy only.
+    LegacyOnly,
+}
+
+/// Negotiation switches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NegotiateOptions {
+    /// Serve `apidiscovery.k8s.io/v2beta1` (1.30–1.32 behaviour). When off, v2beta1 clauses
+    /// are ignored, as with `AggregatedDiscoveryRemoveBetaType` in 1.33+.
+    pub serve_v2beta1: bool,
+}
+
+impl Default for NegotiateOptions {
+    fn default() -> Self {
+        Self {
+            serve_v2beta1: true,
+        }
+    }
+}
+
+/// Aggregated discovery version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AggregatedVersion {
+    /// `apidiscovery.k8s.io/v2`.
+    V2,
+    /// `apidiscovery.k8s.io/v2beta1`.
+    V2Beta1,
+}
+
+impl AggregatedVersion {
+    /// The exact Content-Type to send.
+    pub fn content_type(self) -> &'static str {
+        match self {
+            AggregatedVersion::V2 => CONTENT_TYPE_V2,
+            AggregatedVersion::V2Beta1 => CONTENT_TYPE_V2BETA1,
+        }
+    }
+}
+
+/// Outcome of a successful negotiation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Negotiated {
+    /// Serve the aggregated document. `no_peer` is set when the clause carried
+    /// `profile=nopeer` (the gateway has no peers, so it serves the same document).
+    Aggregated {
+        /// v2 or v2beta1.
+        version: AggregatedVersion,
+        /// `profile=nopeer` was requested.
+        no_peer: bool,
+    },
+    /// Serve the legacy JSON document.
+    Legacy,
+}
+
+impl Negotiated {
+    /// The exact Content-Type to send.
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Negotiated::Aggregated { version, .. } => version.content_type(),
+            Negotiated::Legacy => JSON,
+        }
+    }
+}
+
+/// No Accept clause can be served: answer 406 with [`NotAcceptable::message`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("only the following media types are accepted: application/json")]
+pub struct NotAcceptable;
+
+impl NotAcceptable {
+    /// The Status message (upstream wording, listing the types the gateway serves).
+    pub fn message(&self) -> String {
+        self.to_string()
+    }
+}
+
+/// One parsed Accept clause.
+#[derive(Debug, Clone, PartialEq)]
+struct Clause<'a> {
+    kind: &'a str,
+    subtype: &'a str,
+    q: f64,
+    params: Vec<(&'a str, &'a str)>,
+}
+
+impl<'a> Clause<'a> {
+    fn param(&self, key: &str) -> Option<&'a str> {
+        // Go keeps the last value of a repeated parameter.
+        self.params
+            .iter()
+            .rev()
+            .find(|(k, _)| *k == key)
+            .map(|(_, v)| *v)
+    }
+
+    fn matches_json(&self) -> bool {
+        (self.kind == "application" && (self.subtype == "json" || self.subtype == "*"))
+            || (self.kind == "*" && self.subtype == "*")
+    }
+
+    fn has_transform(&self) -> bool {
+        self.params
+            .iter()
+            .any(|(k, _)| matches!(*k, "g" | "v" | "as"))
+    }
+
+    /// A `stream` parameter other than `watch` makes a clause unacceptable.
+    fn stream_ok(&self) -> bool {
+        self.param("stream")
+            .is_none_or(|s| s.is_empty() || s == "watch")
+    }
+}
+
+fn parse_accept(header: &str) -> Vec<Clause<'_>> {
+    let mut clauses: Vec<Clause<'_>> = header
+        .split(',')
+        .filter_map(|part| {
+            let mut pieces = part.trim().split(';');
+            let range = pieces.next()?;
+            let (kind, subtype) = match range.split_once('/') {
+                Some((t, s)) if !s.contains('/') => (t.trim(), s.trim()),
+                None if range.trim() == "*" => ("*", "*"),
+                _ => return None,
+            };
+            let mut clause = Clause {
+                kind,
+                subtype,
+                q: 1.0,
+                params: Vec::new(),
+            };
+            for param in pieces {
+                let Some((k, v)) = param.split_once('=') else {
+                    continue;
+                };
+                let (k, v) = (k.trim(), v.trim());
+                if k == "q" {
+                    clause.q = v
+                        .parse::<f64>()
+                        .ok()
+                        .filter(|q| q.is_finite())
+                        .unwrap_or(0.0);
+                } else {
+                    clause.params.push((k, v));
+                }
+            }
+            Some(clause)
+        })
+        .collect();
+    clauses.sort_by(|a, b| {
+        b.q.total_cmp(&a.q)
+            .then_with(|| (a.kind == "*").cmp(&(b.kind == "*")))
+            .then_with(|| (a.subtype == "*").cmp(&(b.subtype == "*")))
+    });
+    clauses
+}
+
+/// The aggregated version a clause asks for, if it is a servable aggregated clause.
+fn aggregated_request(clause: &Clause<'_>, opts: &NegotiateOptions) -> Option<AggregatedVersion> {
+    if !clause.matches_json() || !clause.stream_ok() {
+        return None;
+    }
+    if clause.param("g")? != APIDISCOVERY_GROUP || clause.param("as")? != AGGREGATED_KIND {
+        return None;
+    }
+    match clause.param("v")? {
+        "v2" => Some(AggregatedVersion::V2),
+        "v2beta1" if opts.serve_v2beta1 => Some(AggregatedVersion::V2Beta1),
+        _ => None,
+    }
+}
+
+/// Decides what to serve for `accept` (the first Accept header value, `None` if absent).
+///
+/// On [`Endpoint::Root`] the first clause (in preference order) that names JSON with
+/// `g=apidiscovery.k8s.io;v=v2|v2beta1;as=APIGroupDiscoveryList` selects aggregated discovery;
+/// otherwise, and always on [`Endpoint::LegacyOnly`], legacy negotiation runs: a missing or
+/// empty header, or a JSON/wildcard clause without `g`/`v`/`as`, selects legacy JSON; anything
+/// else is [`NotAcceptable`].
+pub fn negotiate(
+    accept: Option<&str>,
+    endpoint: Endpoint,
+    opts: &NegotiateOptions,
+) -> Result<Negotiated, NotAcceptable> {
+    let header = accept.map(str::trim).unwrap_or("");
+    if header.is_empty() {
+        return Ok(Negotiated::Legacy);
+    }
+    let clauses = parse_accept(header);
+    if endpoint == Endpoint::Root {
+        for clause in &clauses {
+            if let Some(version) = aggregated_request(clause, opts) {
+                let no_peer = clause.param("profile") == Some("nopeer");
+                return Ok(Negotiated::Aggregated { version, no_peer });
+            }
+        }
+    }
+    if clauses
+        .iter()
+        .any(|c| c.matches_json() && !c.has_transform() && c.stream_ok())
+    {
+        Ok(Negotiated::Legacy)
+    } else {
+        Err(NotAcceptable)
+    }
+}

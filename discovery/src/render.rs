@@ -1,0 +1,134 @@
+//! Rendering documents to bytes with a strong ETag, and If-None-Match matching (spec §6.7).
+
+use bytes::Bytes;
+use serde::Serialize;
+use sha2::{Digest, Sha512};
+
+use crate::negotiate::{
+    AggregatedVersion, Negotiated, CONTENT_TYPE_V2, CONTENT_TYPE_V2BETA1, JSON,
+};
+use crate::types::{APIGroupDiscoveryList, APIDISCOVERY_V2, APIDISCOVERY_V2BETA1};
+
+/// A document ready to serve: body, quoted ETag and Content-Type. Cheap to clone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RenderedDoc {
+    /// Compact JSON body.
+    pub bytes: Bytes,
+    /// Quoted strong ETag, e.g. `"3F2A…"`.
+    pub etag: String,
+    /// Exact Content-Type header value.
+    pub content_type: &'static str,
+}
+
+impl RenderedDoc {
+    /// Whether the request's `If-None-Match` value means "304 Not Modified".
+    pub fn not_modified(&self, if_none_match: Option<&str>) -> bool {
+        if_none_match_matches(if_none_match, &self.etag)
+    }
+}
+
+/// Serialisation failed (only possible for documents with non-string map keys).
+#[derive(Debug, thiserror::Error)]
+#[error("cannot render discovery document: {0}")]
+pub struct RenderError(#[from] serde_json::Error);
+
+/// The aggregated document in both versions. Both carry the same ETag: upstream hashes the v2
+/// JSON and uses that ETag for every representation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AggregatedDocs {
+    /// `apidiscovery.k8s.io/v2`.
+    pub v2: RenderedDoc,
+    /// `apidiscovery.k8s.io/v2beta1` (same items, only `apiVersion` differs).
+    pub v2beta1: RenderedDoc,
+}
+
+impl AggregatedDocs {
+    /// The rendering for a negotiated aggregated version.
+    pub fn get(&self, version: AggregatedVersion) -> &RenderedDoc {
+        match version {
+            AggregatedVersion::V2 => &self.v2,
+            AggregatedVersion::V2Beta1 => &self.v2beta1,
+        }
+    }
+
+    /// The rendering for a negotiation outcome; `None` for [`Negotiated::Legacy`].
+    pub fn for_negotiated(&self, negotiated: Negotiated) -> Option<&RenderedDoc> {
+        match negotiated {
+            Negotiated::Aggregated { version, .. } => Some(self.get(version)),
+            Negotiated::Legacy => None,
+        }
+    }
+}
+
+/// Quoted uppercase hex SHA-512 of `bytes` (the upstream aggregated-discovery ETag form).
+pub fn strong_etag(bytes: &[u8]) -> String {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    let digest = Sha512::digest(bytes);
+    let mut out = String::with_capacity(digest.len() * 2 + 2);
+    out.push('"');
+    for b in digest.iter() {
+        out.push(char::from(HEX[usize::from(b >> 4)]));
+        out.push(char::from(HEX[usize::from(b & 0x0f)]));
+    }
+    out.push('"');
+    out
+}
+
+/// Upstream If-None-Match rule: a byte-for-byte match of the whole header with the quoted
+/// ETag. Weak tags, lists and `*` never match.
+pub fn if_none_match_matches(if_none_match: Option<&str>, etag: &str) -> bool {
+    if_none_match.is_some_and(|v| v == etag)
+}
+
+/// Renders any document as compact JSON with a strong ETag.
+pub fn render_json<T: Serialize>(
+    doc: &T,
+    content_type: &'static str,
+) -> Result<RenderedDoc, RenderError> {
+    let bytes = serde_json::to_vec(doc)?;
+    let etag = strong_etag(&bytes);
+    Ok(RenderedDoc {
+        bytes: Bytes::from(bytes),
+        etag,
+        content_type,
+    })
+}
+
+/// Renders a legacy document (`APIGroupList`, `APIGroup`, …) as `application/json`.
+pub fn render_legacy<T: Serialize>(doc: &T) -> Result<RenderedDoc, RenderError> {
+    render_json(doc, JSON)
+}
+
+/// Renders the aggregated list as v2 and v2beta1. `kind`/`apiVersion` are written by this
+/// function (whatever `list` carries); the items are serialised once and shared.
+pub fn render_aggregated(list: &APIGroupDiscoveryList) -> Result<AggregatedDocs, RenderError> {
+    let metadata = serde_json::to_vec(&list.metadata)?;
+    let items = serde_json::to_vec(&list.items)?;
+    let v2 = assemble(APIDISCOVERY_V2, &metadata, &items);
+    let v2beta1 = assemble(APIDISCOVERY_V2BETA1, &metadata, &items);
+    let etag = strong_etag(&v2);
+    Ok(AggregatedDocs {
+        v2: RenderedDoc {
+            bytes: Bytes::from(v2),
+            etag: etag.clone(),
+            content_type: CONTENT_TYPE_V2,
+        },
+        v2beta1: RenderedDoc {
+            bytes: Bytes::from(v2beta1),
+            etag,
+            content_type: CONTENT_TYPE_V2BETA1,
+        },
+    })
+}
+
+fn assemble(api_version: &str, metadata: &[u8], items: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(items.len() + metadata.len() + 96);
+    out.extend_from_slice(b"{\"kind\":\"APIGroupDiscoveryList\",\"apiVersion\":\"");
+    out.extend_from_slice(api_version.as_bytes());
+    out.extend_from_slice(b"\",\"metadata\":");
+    out.extend_from_slice(metadata);
+    out.extend_from_slice(b",\"items\":");
+    out.extend_from_slice(items);
+    out.push(b'}');
+    out
+}
