@@ -1,0 +1,10 @@
+//! Unit tests against real fixtures (`$APIAGG_FIXTURES`, default `../../shared/fixtures`).
+
+mod fixtures;
+
+mod convert;
+mod merge;
+mod negotiate;
+mod order;
+mod render;
+mod roundtrip;
