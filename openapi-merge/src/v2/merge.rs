@@ -96,7 +96,11 @@ impl<'a> Merger<'a> {
 
     /// Selects the paths this document contributes and the definitions and parameters that stay
     /// with them: dropping paths drops what only they used; what no path ever used is kept.
-    fn keep(&self, view: &DocView<'a>, prefix: Option<&str>) -> Result<Option<Kept<'a>>, SpecError> {
+    fn keep(
+        &self,
+        view: &DocView<'a>,
+        prefix: Option<&str>,
+    ) -> Result<Option<Kept<'a>>, SpecError> {
         if view.paths.is_none() {
             return Ok(None);
         }
@@ -220,7 +224,11 @@ impl<'a> Merger<'a> {
 
     /// For each kept definition (in order), the merged GVK list to store on the existing equal
     /// definition, if it changes. Fails before anything is mutated when a list is malformed.
-    fn plan_gvk_merges(&self, kept: &Kept<'a>, renames: &Renames) -> Result<Vec<Option<Value>>, SpecError> {
+    fn plan_gvk_merges(
+        &self,
+        kept: &Kept<'a>,
+        renames: &Renames,
+    ) -> Result<Vec<Option<Value>>, SpecError> {
         let mut planned: HashMap<Cow<'a, str>, Value> = HashMap::new();
         let mut out = Vec::with_capacity(kept.definitions.len());
         for (name, value) in &kept.definitions {
@@ -233,9 +241,10 @@ impl<'a> Merger<'a> {
                 .get(target.as_ref())
                 .or(existing.gvk.as_ref())
                 .or_else(|| existing.value.get(GVK_KEY));
-            let merged = merge_gvks(current, value.get(GVK_KEY)).ok_or_else(|| SpecError::MalformedGvk {
-                name: target.to_string(),
-            })?;
+            let merged =
+                merge_gvks(current, value.get(GVK_KEY)).ok_or_else(|| SpecError::MalformedGvk {
+                    name: target.to_string(),
+                })?;
             if let Some(merged) = &merged {
                 planned.insert(target, merged.clone());
             }
@@ -328,13 +337,20 @@ fn merge_gvks(existing: Option<&Value>, incoming: Option<&Value>) -> Option<Opti
         return Some(None);
     }
     keyed.sort_by(|a, b| a.0.cmp(&b.0));
-    Some(Some(Value::Array(keyed.into_iter().map(|(_, v)| v.clone()).collect())))
+    Some(Some(Value::Array(
+        keyed.into_iter().map(|(_, v)| v.clone()).collect(),
+    )))
 }
 
 fn gvk_key(gvk: &Value) -> Option<String> {
     let gvk = gvk.as_object()?;
     let field = |k: &str| gvk.get(k).and_then(Value::as_str).unwrap_or_default();
-    Some(format!("{}/{}.{}", field("group"), field("version"), field("kind")))
+    Some(format!(
+        "{}/{}.{}",
+        field("group"),
+        field("version"),
+        field("kind")
+    ))
 }
 
 #[cfg(test)]
@@ -357,6 +373,9 @@ mod tests {
     fn equality_ignores_only_the_gvk_extension() {
         let a = json!({"type": "object", GVK_KEY: [{"group": "a"}]});
         assert!(equal_ignoring_gvk(&a, &json!({"type": "object"})));
-        assert!(!equal_ignoring_gvk(&a, &json!({"type": "object", "x-other": 1})));
+        assert!(!equal_ignoring_gvk(
+            &a,
+            &json!({"type": "object", "x-other": 1})
+        ));
     }
 }

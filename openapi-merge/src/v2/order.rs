@@ -88,7 +88,10 @@ mod tests {
             remote("v1.a.example", "a.example", "v1", 100, 10),
             remote("v2.a.example", "a.example", "v2", 900, 5),
         ];
-        assert_eq!(names(&remotes), ["v1.a.example", "v2.a.example", "v1.b.example"]);
+        assert_eq!(
+            names(&remotes),
+            ["v1.a.example", "v2.a.example", "v1.b.example"]
+        );
     }
 
     #[test]
@@ -101,7 +104,12 @@ mod tests {
         ];
         assert_eq!(
             names(&remotes),
-            ["v1beta1.g.example", "v1.g.example", "v2beta1.g.example", "v1alpha1.g.example"]
+            [
+                "v1beta1.g.example",
+                "v1.g.example",
+                "v2beta1.g.example",
+                "v1alpha1.g.example"
+            ]
         );
     }
 }

@@ -27,7 +27,10 @@ pub(crate) struct Reach<'a> {
 
 /// Walks `roots` and everything they reference inside `view`. Any `"$ref": "<string>"` counts,
 /// wherever it sits; references of other kinds (`#/responses/…`, external URLs) are left alone.
-pub(crate) fn reach<'a>(view: &DocView<'a>, roots: impl IntoIterator<Item = &'a Value>) -> Reach<'a> {
+pub(crate) fn reach<'a>(
+    view: &DocView<'a>,
+    roots: impl IntoIterator<Item = &'a Value>,
+) -> Reach<'a> {
     let mut out = Reach::default();
     let mut stack: Vec<&'a Value> = roots.into_iter().collect();
     while let Some(value) = stack.pop() {
@@ -52,7 +55,12 @@ pub(crate) fn reach<'a>(view: &DocView<'a>, roots: impl IntoIterator<Item = &'a 
     out
 }
 
-fn follow<'a>(view: &DocView<'a>, target: &'a str, out: &mut Reach<'a>, stack: &mut Vec<&'a Value>) {
+fn follow<'a>(
+    view: &DocView<'a>,
+    target: &'a str,
+    out: &mut Reach<'a>,
+    stack: &mut Vec<&'a Value>,
+) {
     let (name, section, seen) = if let Some(name) = target.strip_prefix(DEFINITION_PREFIX) {
         (name, view.definitions, &mut out.definitions)
     } else if let Some(name) = target.strip_prefix(PARAMETER_PREFIX) {

@@ -113,7 +113,10 @@ impl Serialize for Parameters<'_, '_> {
     fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
         let mut map = ser.serialize_map(Some(self.0.len()))?;
         for (name, (source, value)) in self.0 {
-            map.serialize_entry(name.as_ref(), &Rewrite::new(value, renames_of(self.1, *source)))?;
+            map.serialize_entry(
+                name.as_ref(),
+                &Rewrite::new(value, renames_of(self.1, *source)),
+            )?;
         }
         map.end()
     }

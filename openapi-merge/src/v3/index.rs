@@ -59,7 +59,10 @@ pub struct V3Source {
 
 impl V3Source {
     /// Entries for documents we hash and serve ourselves.
-    pub fn from_documents<'a>(name: impl Into<String>, docs: impl IntoIterator<Item = &'a V3Document>) -> Self {
+    pub fn from_documents<'a>(
+        name: impl Into<String>,
+        docs: impl IntoIterator<Item = &'a V3Document>,
+    ) -> Self {
         Self {
             name: name.into(),
             paths: docs
@@ -84,7 +87,9 @@ impl V3Source {
                     .get("serverRelativeURL")
                     .and_then(Value::as_str)
                     .map(|url| (key.clone(), url.to_owned()))
-                    .ok_or_else(|| malformed(format!("entry {key:?} has no string serverRelativeURL")))
+                    .ok_or_else(|| {
+                        malformed(format!("entry {key:?} has no string serverRelativeURL"))
+                    })
             })
             .collect::<Result<_, _>>()?;
         Ok(Self {
@@ -129,7 +134,12 @@ pub fn build_v3_index(sources: &[V3Source]) -> V3Index {
             if paths.contains_key(key.as_str()) {
                 continue;
             }
-            paths.insert(key, Entry { server_relative_url: url });
+            paths.insert(
+                key,
+                Entry {
+                    server_relative_url: url,
+                },
+            );
             owners.insert(key.clone(), index);
         }
     }
