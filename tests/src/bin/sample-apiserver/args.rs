@@ -1,0 +1,66 @@
+//! Command-line interface.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::Parser;
+
+/// A small extension API server for end-to-end tests of apiagg.
+#[derive(Debug, Clone, Parser)]
+#[command(name = "sample-apiserver", disable_version_flag = true)]
+pub struct Args {
+    /// Address to listen on; port 0 picks a free port (printed on stdout).
+    #[arg(long, default_value = "127.0.0.1:0")]
+    pub listen: SocketAddr,
+
+    /// API group of the generated resource.
+    #[arg(long, default_value = "wardle.example.com")]
+    pub group: String,
+
+    /// Version of the generated group.
+    #[arg(long, default_value = "v1alpha1")]
+    pub version: String,
+
+    /// Plural resource name of the generated resource.
+    #[arg(long, default_value = "flunders")]
+    pub resource: String,
+
+    /// Kind of the generated resource.
+    #[arg(long, default_value = "Flunder")]
+    pub kind: String,
+
+    /// Serve the resource under `namespaces/<ns>/` as well as cluster-wide lists.
+    #[arg(long)]
+    pub namespaced: bool,
+
+    /// Folder of discovery fixtures (`apis__<group>__<version>.json` naming).
+    #[arg(long)]
+    pub fixtures: Option<PathBuf>,
+
+    /// Serve HTTPS.
+    #[arg(long, requires = "cert_dir")]
+    pub tls: bool,
+
+    /// Folder with `ca.crt`, `tls.crt`, `tls.key`; generated there when missing.
+    #[arg(long)]
+    pub cert_dir: Option<PathBuf>,
+
+    /// DNS names (or IPs) for the generated serving certificate; 127.0.0.1 is always added.
+    #[arg(long = "hostname", default_value = "localhost")]
+    pub hostnames: Vec<String>,
+
+    /// Label echoed in the `X-Sample-Server` header (default: the group).
+    #[arg(long)]
+    pub name: Option<String>,
+
+    /// Offer `h2` in TLS ALPN (plain HTTP always accepts h2c prior knowledge).
+    #[arg(long)]
+    pub h2: bool,
+}
+
+impl Args {
+    /// The label for `X-Sample-Server`.
+    pub fn server_name(&self) -> String {
+        self.name.clone().unwrap_or_else(|| self.group.clone())
+    }
+}

@@ -1,0 +1,167 @@
+//! `sample-apiserver`: a small extension API server for apiagg's end-to-end tests.
+//!
+//! Prints `listening on http(s)://ADDR` on stdout once bound; logs go to stderr.
+
+mod args;
+mod debug;
+mod discovery;
+mod fixtures;
+mod resource;
+mod response;
+mod routes;
+mod store;
+mod tls;
+mod upgrade;
+mod watch;
+
+use std::io::Write;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use clap::Parser;
+use hyper::header::HeaderValue;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
+
+use crate::args::Args;
+use crate::discovery::Discovery;
+use crate::fixtures::Fixtures;
+use crate::resource::ResourceInfo;
+use crate::routes::State;
+use crate::store::Store;
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .init();
+    let args = Args::parse();
+    let state = Arc::new(build_state(&args)?);
+    let acceptor = match (&args.tls, &args.cert_dir) {
+        (true, Some(dir)) => Some(TlsAcceptor::from(tls::server_config(
+            dir,
+            &args.hostnames,
+            args.h2,
+        )?)),
+        _ => None,
+    };
+
+    let listener = TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("binding {}", args.listen))?;
+    let scheme = if acceptor.is_some() { "https" } else { "http" };
+    let addr = listener.local_addr()?;
+    {
+        let mut stdout = std::io::stdout().lock();
+        writeln!(stdout, "listening on {scheme}://{addr}")?;
+        stdout.flush()?;
+    }
+    tracing::info!(%addr, scheme, group = %args.group, version = %args.version, "serving");
+
+    tokio::select! {
+        result = accept_loop(listener, acceptor, state) => result,
+        () = shutdown_signal() => {
+            tracing::info!("shutting down");
+            Ok(())
+        }
+    }
+}
+
+fn build_state(args: &Args) -> Result<State> {
+    let fixtures = match &args.fixtures {
+        Some(dir) => Fixtures::load(dir)?,
+        None => Fixtures::default(),
+    };
+    let discovery = Discovery::new(args, &fixtures);
+    let server_name = args.server_name();
+    let server_header = HeaderValue::from_str(&server_name)
+        .with_context(|| format!("--name {server_name:?} is not a valid header value"))?;
+    let api_version = format!("{}/{}", args.group, args.version);
+    Ok(State {
+        server_header,
+        server_name,
+        namespaced: args.namespaced,
+        gv_path: format!("/apis/{api_version}"),
+        store: Arc::new(Store::new(api_version, args.kind.clone())),
+        info: ResourceInfo {
+            group: args.group.clone(),
+            version: args.version.clone(),
+            resource: args.resource.clone(),
+            kind: args.kind.clone(),
+        },
+        fixtures,
+        discovery,
+    })
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    acceptor: Option<TlsAcceptor>,
+    state: Arc<State>,
+) -> Result<()> {
+    loop {
+        let (stream, peer) = match listener.accept().await {
+            Ok(conn) => conn,
+            Err(e) => {
+                tracing::warn!(error = %e, "accept failed");
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let (acceptor, state) = (acceptor.clone(), state.clone());
+        tokio::spawn(async move {
+            match acceptor {
+                Some(acceptor) => match acceptor.accept(stream).await {
+                    Ok(tls) => serve(tls, state).await,
+                    Err(e) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
+                },
+                None => serve(stream, state).await,
+            }
+        });
+    }
+}
+
+/// Serves one connection: HTTP/1.1 (with upgrades) or HTTP/2.
+async fn serve<S>(stream: S, state: Arc<State>)
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let service = service_fn(move |req| routes::handle(state.clone(), req));
+    let builder = auto::Builder::new(TokioExecutor::new());
+    if let Err(e) = builder
+        .serve_connection_with_upgrades(TokioIo::new(stream), service)
+        .await
+    {
+        tracing::debug!(error = %e, "connection ended with an error");
+    }
+}
+
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

@@ -1,0 +1,189 @@
+//! Request dispatch.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use hyper::body::Incoming;
+use hyper::header::{HeaderName, HeaderValue, ACCEPT, VARY};
+use hyper::{Method, Request, Response, StatusCode};
+use serde_json::json;
+
+use crate::debug;
+use crate::discovery::{negotiate, Discovery};
+use crate::fixtures::Fixtures;
+use crate::resource::{self, ResourceInfo};
+use crate::response::{bytes, json, method_not_allowed, not_found, status, text, Body, JSON};
+use crate::store::Store;
+use crate::upgrade;
+
+pub const SERVER_HEADER: HeaderName = HeaderName::from_static("x-sample-server");
+
+/// Everything a request handler reads.
+pub struct State {
+    pub server_name: String,
+    pub server_header: HeaderValue,
+    pub namespaced: bool,
+    pub info: ResourceInfo,
+    /// `/apis/<group>/<version>`.
+    pub gv_path: String,
+    pub fixtures: Fixtures,
+    pub discovery: Discovery,
+    pub store: Arc<Store>,
+}
+
+/// Entry point of every request: routes it and labels the answer with `X-Sample-Server`.
+pub async fn handle(
+    state: Arc<State>,
+    req: Request<Incoming>,
+) -> Result<Response<Body>, Infallible> {
+    let (method, path) = (req.method().clone(), req.uri().path().to_string());
+    let mut resp = route(&state, req).await;
+    tracing::debug!(%method, %path, status = resp.status().as_u16(), "request");
+    resp.headers_mut()
+        .insert(SERVER_HEADER, state.server_header.clone());
+    Ok(resp)
+}
+
+async fn route(state: &Arc<State>, req: Request<Incoming>) -> Response<Body> {
+    let raw_path = req.uri().path();
+    // Python clients ask for `/apis/`, `/version/`: a trailing slash is ignored.
+    let path = match raw_path.strip_suffix('/') {
+        Some(p) if !p.is_empty() => p.to_string(),
+        _ => raw_path.to_string(),
+    };
+    if let Some(rest) = path.strip_prefix(&format!("{}/", state.gv_path)) {
+        let rest = rest.to_string();
+        return group_version(state, &rest, req).await;
+    }
+    if !matches!(*req.method(), Method::GET | Method::HEAD) {
+        return match document(state, &path, &req) {
+            Some(_) => method_not_allowed(req.method()),
+            None => not_found(),
+        };
+    }
+    document(state, &path, &req).unwrap_or_else(not_found)
+}
+
+/// Paths below `/apis/<g>/<v>/`: upgrades, debug endpoints and the resource.
+async fn group_version(state: &Arc<State>, rest: &str, req: Request<Incoming>) -> Response<Body> {
+    if let Some(protocol) = upgrade::requested(&req) {
+        return upgrade::respond(req, protocol);
+    }
+    let segments: Vec<&str> = rest.split('/').collect();
+    let info = &state.info;
+    let is_get = matches!(*req.method(), Method::GET | Method::HEAD);
+    match segments.as_slice() {
+        ["echo", ..] => debug::echo(&req, &state.server_name),
+        ["slow"] if is_get => debug::slow(req.uri().query()).await,
+        ["redirect"] if is_get => debug::redirect(&state.gv_path),
+        ["slow" | "redirect"] => method_not_allowed(req.method()),
+        [r] if *r == info.resource => {
+            let namespace = if state.namespaced { None } else { Some("") };
+            resource::collection(info, &state.store, namespace, req).await
+        }
+        [r, name] if *r == info.resource && !state.namespaced && !name.is_empty() => {
+            resource::item(info, &state.store, "", name, req.method())
+        }
+        ["namespaces", ns, r] if *r == info.resource && state.namespaced && !ns.is_empty() => {
+            resource::collection(info, &state.store, Some(ns), req).await
+        }
+        ["namespaces", ns, r, name]
+            if *r == info.resource && state.namespaced && !ns.is_empty() && !name.is_empty() =>
+        {
+            resource::item(info, &state.store, ns, name, req.method())
+        }
+        _ => not_found(),
+    }
+}
+
+/// Read-only documents: discovery, fixtures, OpenAPI, health and version.
+fn document(state: &State, path: &str, req: &Request<Incoming>) -> Option<Response<Body>> {
+    let fixtures = &state.fixtures;
+    if path == "/apis" || path == "/api" {
+        let accept = req.headers().get(ACCEPT).and_then(|v| v.to_str().ok());
+        let negotiated = negotiate(accept);
+        let aggregated = if path == "/apis" {
+            Some(&state.discovery.apis)
+        } else {
+            state.discovery.api.as_ref()
+        };
+        let mut resp = match (negotiated.aggregated, aggregated) {
+            (Some(format), Some(doc)) => {
+                bytes(StatusCode::OK, format.content_type(), doc.get(format))
+            }
+            _ if negotiated.legacy => legacy(state, path)?,
+            _ => status(
+                StatusCode::NOT_ACCEPTABLE,
+                "NotAcceptable",
+                "only the following media types are accepted: application/json",
+                json!({}),
+            ),
+        };
+        resp.headers_mut()
+            .insert(VARY, HeaderValue::from_static("Accept"));
+        return Some(resp);
+    }
+    if let Some(doc) = fixtures.get(path) {
+        return Some(bytes(StatusCode::OK, JSON, doc));
+    }
+    match path {
+        "/openapi/v2" => {
+            return fixtures
+                .openapi_v2
+                .clone()
+                .map(|d| bytes(StatusCode::OK, JSON, d))
+        }
+        "/openapi/v3" => {
+            return fixtures
+                .openapi_v3_index
+                .clone()
+                .map(|d| bytes(StatusCode::OK, JSON, d))
+        }
+        _ => {}
+    }
+    if let Some(gv) = path.strip_prefix("/openapi/v3/") {
+        return fixtures
+            .openapi_v3(gv)
+            .map(|d| bytes(StatusCode::OK, JSON, d));
+    }
+    if let Some(doc) = state.discovery.generated.get(path) {
+        return Some(bytes(StatusCode::OK, JSON, doc.clone()));
+    }
+    match path {
+        "/healthz" | "/readyz" | "/livez" => Some(text("ok")),
+        "/version" => Some(json(StatusCode::OK, &version())),
+        _ => None,
+    }
+}
+
+/// Legacy `/api` or `/apis`: the fixture wins over the generated group.
+fn legacy(state: &State, path: &str) -> Option<Response<Body>> {
+    state
+        .fixtures
+        .get(path)
+        .or_else(|| state.discovery.generated.get(path).cloned())
+        .map(|doc| bytes(StatusCode::OK, JSON, doc))
+}
+
+/// A version object shaped like kube-apiserver's `/version`.
+fn version() -> serde_json::Value {
+    json!({
+        "major": "1",
+        "minor": "32",
+        "gitVersion": "v1.32.0",
+        "gitCommit": "0000000000000000000000000000000000000000",
+        "gitTreeState": "clean",
+        "buildDate": "2024-12-11T00:00:00Z",
+        "goVersion": "go1.23.3",
+        "compiler": "gc",
+        "platform": format!("{}/{}", std::env::consts::OS, go_arch()),
+    })
+}
+
+fn go_arch() -> &'static str {
+    match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        other => other,
+    }
+}

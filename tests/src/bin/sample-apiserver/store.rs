@@ -1,0 +1,263 @@
+//! In-memory object store with a resource-version counter and a change feed.
+
+use std::collections::hash_map::RandomState;
+use std::collections::BTreeMap;
+use std::hash::BuildHasher;
+use std::sync::Mutex;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde_json::{json, Value};
+use tokio::sync::broadcast;
+
+/// A change, as sent to watchers.
+#[derive(Debug, Clone)]
+pub struct Event {
+    pub kind: &'static str,
+    pub namespace: String,
+    pub object: Value,
+}
+
+/// Why a write failed.
+#[derive(Debug)]
+pub enum StoreError {
+    AlreadyExists(String),
+    NotFound(String),
+    Invalid(String),
+}
+
+#[derive(Default)]
+struct Inner {
+    /// `(namespace, name)` → object; the namespace is empty for cluster-scoped objects.
+    objects: BTreeMap<(String, String), Value>,
+    resource_version: u64,
+}
+
+pub struct Store {
+    api_version: String,
+    kind: String,
+    inner: Mutex<Inner>,
+    events: broadcast::Sender<Event>,
+}
+
+impl Store {
+    pub fn new(api_version: String, kind: String) -> Self {
+        let (events, _) = broadcast::channel(1024);
+        Store {
+            api_version,
+            kind,
+            inner: Mutex::default(),
+            events,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Objects in `namespace` (all when `None`) and the current resource version.
+    pub fn list(&self, namespace: Option<&str>) -> (u64, Vec<Value>) {
+        let inner = self.lock();
+        let items = select(&inner, namespace, 0);
+        (inner.resource_version, items)
+    }
+
+    pub fn get(&self, namespace: &str, name: &str) -> Option<Value> {
+        self.lock()
+            .objects
+            .get(&(namespace.to_string(), name.to_string()))
+            .cloned()
+    }
+
+    /// Stores a new object, filling in type and server-set metadata.
+    pub fn create(&self, namespace: &str, mut object: Value) -> Result<Value, StoreError> {
+        let mut inner = self.lock();
+        let Some(body) = object.as_object_mut() else {
+            return Err(StoreError::Invalid("the body must be a JSON object".into()));
+        };
+        // apiVersion and kind first, as kube-apiserver writes them.
+        let mut fields = serde_json::Map::new();
+        fields.insert("apiVersion".into(), json!(self.api_version));
+        fields.insert("kind".into(), json!(self.kind));
+        fields.extend(
+            std::mem::take(body)
+                .into_iter()
+                .filter(|(k, _)| k != "apiVersion" && k != "kind"),
+        );
+        let meta = fields.entry("metadata").or_insert_with(|| json!({}));
+        let Some(meta) = meta.as_object_mut() else {
+            return Err(StoreError::Invalid("metadata must be an object".into()));
+        };
+        let resource_version = inner.resource_version + 1;
+        let name = match (meta.get("name"), meta.get("generateName")) {
+            (Some(Value::String(n)), _) if !n.is_empty() => n.clone(),
+            (None, Some(Value::String(prefix))) if !prefix.is_empty() => {
+                format!("{prefix}{:05x}", random() & 0xfffff)
+            }
+            _ => {
+                return Err(StoreError::Invalid(
+                    "name or generateName is required".into(),
+                ))
+            }
+        };
+        match meta.get("namespace").and_then(Value::as_str) {
+            Some(ns) if !ns.is_empty() && ns != namespace => {
+                return Err(StoreError::Invalid(
+                    "the namespace of the provided object does not match the namespace sent on the request".into(),
+                ))
+            }
+            _ => {}
+        }
+        let key = (namespace.to_string(), name.clone());
+        if inner.objects.contains_key(&key) {
+            return Err(StoreError::AlreadyExists(name));
+        }
+        meta.insert("name".into(), json!(name));
+        if namespace.is_empty() {
+            meta.remove("namespace");
+        } else {
+            meta.insert("namespace".into(), json!(namespace));
+        }
+        meta.insert("uid".into(), json!(uid()));
+        meta.insert(
+            "resourceVersion".into(),
+            json!(resource_version.to_string()),
+        );
+        meta.insert("creationTimestamp".into(), json!(rfc3339_now()));
+
+        let object = Value::Object(fields);
+        inner.resource_version = resource_version;
+        inner.objects.insert(key, object.clone());
+        self.publish("ADDED", namespace, &object);
+        Ok(object)
+    }
+
+    /// Removes an object and returns it.
+    pub fn delete(&self, namespace: &str, name: &str) -> Result<Value, StoreError> {
+        let mut inner = self.lock();
+        let Some(mut object) = inner
+            .objects
+            .remove(&(namespace.to_string(), name.to_string()))
+        else {
+            return Err(StoreError::NotFound(name.to_string()));
+        };
+        inner.resource_version += 1;
+        object["metadata"]["resourceVersion"] = json!(inner.resource_version.to_string());
+        self.publish("DELETED", namespace, &object);
+        Ok(object)
+    }
+
+    /// Objects newer than `since` plus a receiver for later changes, taken atomically.
+    pub fn watch(
+        &self,
+        namespace: Option<&str>,
+        since: u64,
+    ) -> (Vec<Value>, broadcast::Receiver<Event>) {
+        let inner = self.lock();
+        (select(&inner, namespace, since), self.events.subscribe())
+    }
+
+    /// Called with the lock held so watchers see events in resource-version order.
+    fn publish(&self, kind: &'static str, namespace: &str, object: &Value) {
+        // No receivers is fine: nobody is watching.
+        let _ = self.events.send(Event {
+            kind,
+            namespace: namespace.to_string(),
+            object: object.clone(),
+        });
+    }
+}
+
+fn select(inner: &Inner, namespace: Option<&str>, since: u64) -> Vec<Value> {
+    inner
+        .objects
+        .iter()
+        .filter(|((ns, _), _)| namespace.is_none_or(|want| want == ns))
+        .filter(|(_, obj)| resource_version(obj) > since)
+        .map(|(_, obj)| obj.clone())
+        .collect()
+}
+
+fn resource_version(object: &Value) -> u64 {
+    object["metadata"]["resourceVersion"]
+        .as_str()
+        .and_then(|rv| rv.parse().ok())
+        .unwrap_or(0)
+}
+
+fn random() -> u64 {
+    RandomState::new().hash_one(SystemTime::now())
+}
+
+/// A random version-4 style UUID.
+fn uid() -> String {
+    let (a, b) = (random(), random());
+    format!(
+        "{:08x}-{:04x}-4{:03x}-{:04x}-{:012x}",
+        a >> 32,
+        (a >> 16) & 0xffff,
+        a & 0xfff,
+        0x8000 | ((b >> 48) & 0x3fff),
+        b & 0xffff_ffff_ffff
+    )
+}
+
+/// The current UTC time as `YYYY-MM-DDTHH:MM:SSZ`.
+fn rfc3339_now() -> String {
+    let secs = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    let (y, m, d) = civil_from_days(days as i64);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// Days since 1970-01-01 → (year, month, day), proleptic Gregorian calendar.
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates() {
+        assert_eq!(civil_from_days(0), (1970, 1, 1));
+        assert_eq!(civil_from_days(19_723), (2024, 1, 1));
+        assert_eq!(civil_from_days(19_782), (2024, 2, 29));
+    }
+
+    #[test]
+    fn create_get_delete() {
+        let store = Store::new("g/v".into(), "K".into());
+        let obj = store
+            .create("", json!({"metadata": {"name": "a"}}))
+            .expect("create");
+        assert_eq!(obj["metadata"]["resourceVersion"], "1");
+        assert!(matches!(
+            store.create("", json!({"metadata": {"name": "a"}})),
+            Err(StoreError::AlreadyExists(_))
+        ));
+        assert!(store.get("", "a").is_some());
+        assert!(store.delete("", "a").is_ok());
+        assert!(matches!(
+            store.delete("", "a"),
+            Err(StoreError::NotFound(_))
+        ));
+    }
+}

@@ -1,0 +1,94 @@
+//! Watch streams: newline-delimited JSON events over a chunked response.
+//!
+//! The stream starts with an `ADDED` event for every existing object whose
+//! resourceVersion is greater than the `resourceVersion` query parameter (all of
+//! them when it is absent or `0`), then follows live `ADDED`/`DELETED` events.
+//! It ends after `timeoutSeconds`, when the client goes away, or when the watcher
+//! falls more than 1024 events behind (the client should re-list).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::stream;
+use http_body_util::{BodyExt, StreamBody};
+use hyper::body::Frame;
+use hyper::header::{HeaderValue, CACHE_CONTROL, CONTENT_TYPE};
+use hyper::Response;
+use serde_json::{json, Value};
+use tokio::sync::{broadcast, mpsc};
+
+use crate::response::{Body, JSON};
+use crate::store::Store;
+
+/// Query parameters of a watch.
+#[derive(Debug, Default)]
+pub struct WatchParams {
+    pub resource_version: u64,
+    pub timeout: Option<Duration>,
+}
+
+/// Starts a watch of `namespace` (all namespaces when `None`).
+pub fn respond(
+    store: &Arc<Store>,
+    namespace: Option<String>,
+    params: WatchParams,
+) -> Response<Body> {
+    let (initial, mut events) = store.watch(namespace.as_deref(), params.resource_version);
+    let (tx, mut rx) = mpsc::channel::<Bytes>(16);
+    tokio::spawn(async move {
+        let deadline = params.timeout.map(|t| tokio::time::Instant::now() + t);
+        let feed = async {
+            for object in initial {
+                if tx.send(line("ADDED", object)).await.is_err() {
+                    return;
+                }
+            }
+            loop {
+                match events.recv().await {
+                    Ok(event) if namespace.as_ref().is_none_or(|ns| *ns == event.namespace) => {
+                        if tx.send(line(event.kind, event.object)).await.is_err() {
+                            return;
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(broadcast::error::RecvError::Lagged(n)) => {
+                        tracing::warn!(missed = n, "watcher fell behind; closing the stream");
+                        return;
+                    }
+                    Err(broadcast::error::RecvError::Closed) => return,
+                }
+            }
+        };
+        // Stop as soon as the client goes away, even when no event comes.
+        let run = async {
+            tokio::select! {
+                () = feed => {}
+                () = tx.closed() => {}
+            }
+        };
+        match deadline {
+            Some(deadline) => {
+                let _ = tokio::time::timeout_at(deadline, run).await;
+            }
+            None => run.await,
+        }
+    });
+    let frames = stream::poll_fn(move |cx| {
+        rx.poll_recv(cx)
+            .map(|chunk| chunk.map(|c| Ok::<_, std::convert::Infallible>(Frame::data(c))))
+    });
+    let mut resp = Response::new(StreamBody::new(frames).boxed_unsync());
+    let headers = resp.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static(JSON));
+    headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache, private"));
+    resp
+}
+
+/// One event as a line of JSON.
+fn line(kind: &str, object: Value) -> Bytes {
+    let mut bytes =
+        serde_json::to_vec(&json!({"type": kind, "object": object})).unwrap_or_default();
+    bytes.push(b'\n');
+    Bytes::from(bytes)
+}
