@@ -99,10 +99,9 @@ pub fn respond(mut req: Request<Incoming>, protocol: Protocol) -> Response<Body>
 async fn websocket_echo(io: TokioIo<hyper::upgrade::Upgraded>) -> anyhow::Result<()> {
     let mut ws = WebSocketStream::from_raw_socket(io, Role::Server, None).await;
     while let Some(message) = ws.next().await {
-        match message? {
-            m @ (Message::Text(_) | Message::Binary(_)) => ws.send(m).await?,
-            // Pings and the closing handshake are answered by tungstenite itself.
-            _ => {}
+        // Pings and the closing handshake are answered by tungstenite itself.
+        if let m @ (Message::Text(_) | Message::Binary(_)) = message? {
+            ws.send(m).await?;
         }
     }
     Ok(())
