@@ -439,3 +439,82 @@ async fn spdy_upgrade_echoes_bytes() {
         .expect("read");
     assert_eq!(&echoed, b"raw spdy frames");
 }
+
+#[tokio::test]
+async fn generated_discovery_openapi_and_health() {
+    let server = Server::start(&["--namespaced"]);
+    let http = client();
+    let get = |path: &str| http.get(server.url(path)).send();
+
+    let group: Value = get("/apis/wardle.example.com/")
+        .await
+        .expect("group")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(group["kind"], "APIGroup");
+    assert_eq!(group["preferredVersion"]["version"], "v1alpha1");
+    let resources: Value = get(GV)
+        .await
+        .expect("resources")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(resources["resources"][0]["name"], "flunders");
+    assert_eq!(resources["resources"][0]["namespaced"], true);
+
+    let resp = http
+        .get(server.url("/apis"))
+        .header("accept", AGGREGATED_V2)
+        .send()
+        .await
+        .expect("aggregated");
+    assert_eq!(resp.headers()["content-type"], AGGREGATED_V2);
+    let doc: Value = resp.json().await.expect("json");
+    let resource = &doc["items"][0]["versions"][0]["resources"][0];
+    assert_eq!(resource["resource"], "flunders");
+    assert_eq!(resource["scope"], "Namespaced");
+
+    let v2: Value = get("/openapi/v2")
+        .await
+        .expect("v2")
+        .json()
+        .await
+        .expect("json");
+    assert!(v2["paths"][format!("{GV}/namespaces/{{namespace}}/flunders")].is_object());
+    let index: Value = get("/openapi/v3")
+        .await
+        .expect("v3")
+        .json()
+        .await
+        .expect("json");
+    let url = index["paths"]["apis/wardle.example.com/v1alpha1"]["serverRelativeURL"]
+        .as_str()
+        .expect("v3 entry")
+        .to_string();
+    assert_eq!(get(&url).await.expect("v3 doc").status(), 200);
+
+    for path in ["/healthz", "/readyz", "/livez"] {
+        assert_eq!(
+            get(path).await.expect("health").text().await.expect("body"),
+            "ok"
+        );
+    }
+    let version: Value = get("/version")
+        .await
+        .expect("version")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(version["major"], "1");
+    let slow: Value = get(&format!("{GV}/slow?ms=50"))
+        .await
+        .expect("slow")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(slow["sleptMs"], 50);
+    let redirect = get(&format!("{GV}/redirect")).await.expect("redirect");
+    assert_eq!(redirect.status(), 302);
+    assert!(redirect.headers().contains_key("location"));
+}

@@ -6,6 +6,7 @@ mod args;
 mod debug;
 mod discovery;
 mod fixtures;
+mod openapi;
 mod resource;
 mod response;
 mod routes;
@@ -99,6 +100,7 @@ fn build_state(args: &Args) -> Result<State> {
         },
         fixtures,
         discovery,
+        openapi: openapi::GeneratedOpenApi::new(args),
     })
 }
 

@@ -3,6 +3,7 @@
 use std::convert::Infallible;
 use std::sync::Arc;
 
+use bytes::Bytes;
 use hyper::body::Incoming;
 use hyper::header::{HeaderName, HeaderValue, ACCEPT, VARY};
 use hyper::{Method, Request, Response, StatusCode};
@@ -11,6 +12,7 @@ use serde_json::json;
 use crate::debug;
 use crate::discovery::{negotiate, Discovery};
 use crate::fixtures::Fixtures;
+use crate::openapi::GeneratedOpenApi;
 use crate::resource::{self, ResourceInfo};
 use crate::response::{bytes, json, method_not_allowed, not_found, status, text, Body, JSON};
 use crate::store::Store;
@@ -28,6 +30,8 @@ pub struct State {
     pub gv_path: String,
     pub fixtures: Fixtures,
     pub discovery: Discovery,
+    /// OpenAPI of the generated group, served when the fixtures have none.
+    pub openapi: GeneratedOpenApi,
     pub store: Arc<Store>,
 }
 
@@ -126,25 +130,24 @@ fn document(state: &State, path: &str, req: &Request<Incoming>) -> Option<Respon
     if let Some(doc) = fixtures.get(path) {
         return Some(bytes(StatusCode::OK, JSON, doc));
     }
+    let openapi = &state.openapi;
+    let ok = |doc: Bytes| Some(bytes(StatusCode::OK, JSON, doc));
     match path {
-        "/openapi/v2" => {
-            return fixtures
-                .openapi_v2
-                .clone()
-                .map(|d| bytes(StatusCode::OK, JSON, d))
-        }
+        "/openapi/v2" => return ok(fixtures.openapi_v2.clone().unwrap_or(openapi.v2.clone())),
         "/openapi/v3" => {
-            return fixtures
+            return ok(fixtures
                 .openapi_v3_index
                 .clone()
-                .map(|d| bytes(StatusCode::OK, JSON, d))
+                .unwrap_or(openapi.v3_index.clone()))
         }
         _ => {}
     }
     if let Some(gv) = path.strip_prefix("/openapi/v3/") {
-        return fixtures
-            .openapi_v3(gv)
-            .map(|d| bytes(StatusCode::OK, JSON, d));
+        return match fixtures.openapi_v3(gv) {
+            Some(doc) => ok(doc),
+            None if gv == openapi.v3_path => ok(openapi.v3.clone()),
+            None => None,
+        };
     }
     if let Some(doc) = state.discovery.generated.get(path) {
         return Some(bytes(StatusCode::OK, JSON, doc.clone()));
