@@ -7,7 +7,8 @@
 //!    [`convert::convert_resource_list`];
 //! 2. keep one [`merge::GroupVersionEntry`] per group-version and call
 //!    [`merge::merge_aggregated`] and [`order::legacy_group_list`] when something changes;
-//! 3. [`render::render_aggregated`] / [`render::render_legacy`] once, publish the result;
+//! 3. [`render::render_merged`] (or [`render::render_aggregated`]) and
+//!    [`render::render_legacy`] once, publish the result;
 //! 4. per request, [`negotiate::negotiate`] and [`render::RenderedDoc::not_modified`].
 
 pub mod convert;
@@ -23,7 +24,7 @@ pub use negotiate::{
     negotiate, AggregatedVersion, Endpoint, NegotiateOptions, Negotiated, NotAcceptable,
 };
 pub use order::{legacy_group, legacy_group_list, ApiServiceRecord};
-pub use render::{render_aggregated, render_legacy, AggregatedDocs, RenderedDoc};
+pub use render::{render_aggregated, render_legacy, render_merged, AggregatedDocs, RenderedDoc};
 pub use types::*;
 
 #[cfg(test)]

@@ -133,6 +133,9 @@ impl GroupVersionEntry {
     }
 }
 
+/// One merged group: its name and winning entries, preferred version first.
+pub type MergedGroup<'a> = (&'a str, Vec<&'a GroupVersionEntry>);
+
 /// Merges group-version entries into the aggregated v2 list.
 ///
 /// Per group-version the entry with the lowest source precedence wins (the first one given on
@@ -140,6 +143,27 @@ impl GroupVersionEntry {
 /// versions, descending, then by name; versions by `versionPriority` descending, then
 /// kube-aware. `apiregistration.k8s.io/v1` is pinned to (20001, 0).
 pub fn merge_aggregated(entries: &[GroupVersionEntry]) -> APIGroupDiscoveryList {
+    let items = merge_plan(entries)
+        .into_iter()
+        .map(|(name, versions)| APIGroupDiscovery {
+            metadata: GroupMeta::named(name),
+            versions: versions
+                .into_iter()
+                .map(|e| {
+                    let mut v = (*e.discovery).clone();
+                    v.freshness = Some(e.freshness);
+                    v
+                })
+                .collect(),
+            ..APIGroupDiscovery::default()
+        })
+        .collect();
+    APIGroupDiscoveryList::v2(items)
+}
+
+/// The order [`merge_aggregated`] produces, without copying any document; used by
+/// [`crate::render::render_merged`].
+pub fn merge_plan(entries: &[GroupVersionEntry]) -> Vec<MergedGroup<'_>> {
     // groups in first-seen order, each with the indices of its winning entries
     let mut groups: Vec<(&str, Vec<usize>)> = Vec::new();
     let mut group_slot: HashMap<&str, usize> = HashMap::new();
@@ -173,7 +197,7 @@ pub fn merge_aggregated(entries: &[GroupVersionEntry]) -> APIGroupDiscoveryList 
         }
     }
 
-    let mut ordered: Vec<(i32, &str, Vec<&GroupVersionEntry>)> = groups
+    let mut ordered: Vec<(i32, MergedGroup<'_>)> = groups
         .into_iter()
         .map(|(name, members)| {
             let mut versions: Vec<&GroupVersionEntry> =
@@ -189,25 +213,9 @@ pub fn merge_aggregated(entries: &[GroupVersionEntry]) -> APIGroupDiscoveryList 
                 .map(|e| e.effective_priority().group)
                 .max()
                 .unwrap_or(0);
-            (top, name, versions)
+            (top, (name, versions))
         })
         .collect();
-    ordered.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(b.1)));
-
-    let items = ordered
-        .into_iter()
-        .map(|(_, name, versions)| APIGroupDiscovery {
-            metadata: GroupMeta::named(name),
-            versions: versions
-                .into_iter()
-                .map(|e| {
-                    let mut v = (*e.discovery).clone();
-                    v.freshness = Some(e.freshness);
-                    v
-                })
-                .collect(),
-            ..APIGroupDiscovery::default()
-        })
-        .collect();
-    APIGroupDiscoveryList::v2(items)
+    ordered.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1 .0.cmp(b.1 .0)));
+    ordered.into_iter().map(|(_, group)| group).collect()
 }

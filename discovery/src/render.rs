@@ -4,10 +4,14 @@ use bytes::Bytes;
 use serde::Serialize;
 use sha2::{Digest, Sha512};
 
+use crate::merge::{merge_plan, GroupVersionEntry};
 use crate::negotiate::{
     AggregatedVersion, Negotiated, CONTENT_TYPE_V2, CONTENT_TYPE_V2BETA1, JSON,
 };
-use crate::types::{APIGroupDiscoveryList, APIDISCOVERY_V2, APIDISCOVERY_V2BETA1};
+use crate::types::{
+    APIGroupDiscoveryList, APIResourceDiscovery, Extra, Freshness, APIDISCOVERY_V2,
+    APIDISCOVERY_V2BETA1,
+};
 
 /// A document ready to serve: body, quoted ETag and Content-Type. Cheap to clone.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -104,10 +108,61 @@ pub fn render_legacy<T: Serialize>(doc: &T) -> Result<RenderedDoc, RenderError> 
 pub fn render_aggregated(list: &APIGroupDiscoveryList) -> Result<AggregatedDocs, RenderError> {
     let metadata = serde_json::to_vec(&list.metadata)?;
     let items = serde_json::to_vec(&list.items)?;
-    let v2 = assemble(APIDISCOVERY_V2, &metadata, &items);
-    let v2beta1 = assemble(APIDISCOVERY_V2BETA1, &metadata, &items);
+    Ok(finish(&metadata, &items))
+}
+
+/// Merges and renders in one step without copying documents: the same bytes and ETag as
+/// `render_aggregated(&merge_aggregated(entries))`, several times faster.
+pub fn render_merged(entries: &[GroupVersionEntry]) -> Result<AggregatedDocs, RenderError> {
+    let items: Vec<GroupOut<'_>> = merge_plan(entries)
+        .into_iter()
+        .map(|(name, versions)| GroupOut {
+            metadata: NameOut { name },
+            versions: versions
+                .into_iter()
+                .map(|e| VersionOut {
+                    version: &e.discovery.version,
+                    resources: &e.discovery.resources,
+                    freshness: e.freshness,
+                    extra: &e.discovery.extra,
+                })
+                .collect(),
+        })
+        .collect();
+    let items = serde_json::to_vec(&items)?;
+    Ok(finish(b"{}", &items))
+}
+
+/// Borrowed mirror of `APIGroupDiscovery` (same field order, so the same bytes).
+#[derive(Serialize)]
+struct GroupOut<'a> {
+    metadata: NameOut<'a>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    versions: Vec<VersionOut<'a>>,
+}
+
+#[derive(Serialize)]
+struct NameOut<'a> {
+    #[serde(skip_serializing_if = "str::is_empty")]
+    name: &'a str,
+}
+
+/// Borrowed mirror of `APIVersionDiscovery` with the entry's freshness.
+#[derive(Serialize)]
+struct VersionOut<'a> {
+    version: &'a str,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    resources: &'a [APIResourceDiscovery],
+    freshness: Freshness,
+    #[serde(flatten)]
+    extra: &'a Extra,
+}
+
+fn finish(metadata: &[u8], items: &[u8]) -> AggregatedDocs {
+    let v2 = assemble(APIDISCOVERY_V2, metadata, items);
+    let v2beta1 = assemble(APIDISCOVERY_V2BETA1, metadata, items);
     let etag = strong_etag(&v2);
-    Ok(AggregatedDocs {
+    AggregatedDocs {
         v2: RenderedDoc {
             bytes: Bytes::from(v2),
             etag: etag.clone(),
@@ -118,7 +173,7 @@ pub fn render_aggregated(list: &APIGroupDiscoveryList) -> Result<AggregatedDocs,
             etag,
             content_type: CONTENT_TYPE_V2BETA1,
         },
-    })
+    }
 }
 
 fn assemble(api_version: &str, metadata: &[u8], items: &[u8]) -> Vec<u8> {

@@ -249,3 +249,16 @@ fn empty_input_gives_an_empty_list() {
         json!({"kind": "APIGroupDiscoveryList", "apiVersion": APIDISCOVERY_V2, "metadata": {}, "items": []})
     );
 }
+
+#[test]
+fn render_merged_matches_merge_then_render() {
+    let (_, entries) = scenario();
+    let slow = render_aggregated(&merge_aggregated(&entries)).expect("renders");
+    let fast = crate::render::render_merged(&entries).expect("renders");
+    assert_eq!(fast, slow);
+    let empty = crate::render::render_merged(&[]).expect("renders");
+    assert_eq!(
+        empty,
+        render_aggregated(&merge_aggregated(&[])).expect("renders")
+    );
+}
