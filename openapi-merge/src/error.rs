@@ -1,4 +1,4 @@
-//! Errors for one input document; the merge skips that input and goes on with the others.
+//! Why an input document cannot be used; the caller keeps its last good version of that input.
 
 /// Why one input document cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -38,14 +38,4 @@ pub enum SpecError {
         /// What is wrong.
         detail: String,
     },
-}
-
-/// A [`SpecError`] tied to the input it came from (a local spec or an APIService name).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("OpenAPI spec {input:?} skipped: {error}")]
-pub struct InputError {
-    /// The input's name (`LocalSpec::name` or `RemoteSpec::apiservice`).
-    pub input: String,
-    /// What is wrong with it.
-    pub error: SpecError,
 }

@@ -10,6 +10,6 @@ pub mod hash;
 pub mod v2;
 pub mod v3;
 
-pub use error::{InputError, SpecError};
-pub use v2::{merge_v2, LocalSpec, MergeOutcome, MergedV2, RemoteSpec};
+pub use error::SpecError;
+pub use v2::{merge_v2, LocalSpec, MergedV2, PreparedV2, RemoteSpec};
 pub use v3::{build_v3_index, V3Document, V3Index, V3Source};

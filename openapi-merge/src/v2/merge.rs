@@ -6,9 +6,9 @@ use std::collections::{HashMap, HashSet};
 
 use serde_json::{Map, Value};
 
-use super::refs::{reach, Renames, DEFINITION_PREFIX, PARAMETER_PREFIX};
+use super::prepare::{kept_closure, PreparedV2};
+use super::refs::{Renames, DEFINITION_PREFIX, PARAMETER_PREFIX};
 use super::view::DocView;
-use crate::error::SpecError;
 
 /// Vendor extension listing the kinds a definition describes; ignored when comparing.
 pub(crate) const GVK_KEY: &str = "x-kubernetes-group-version-kind";
@@ -47,27 +47,34 @@ struct Kept<'a> {
 }
 
 impl<'a> Merger<'a> {
-    /// Merges one document. `prefix` (`/apis/<g>/<v>/`) restricts a remote document to its
-    /// APIService's paths. On error nothing of this document is merged.
-    pub fn add(&mut self, doc: &'a Value, prefix: Option<&str>) -> Result<(), SpecError> {
-        let view = DocView::new(doc)?;
-        let Some(kept) = self.keep(&view, prefix)? else {
-            // No paths (null, or all filtered or conflicting): contributes nothing.
-            self.base.get_or_insert(view.root);
-            return Ok(());
+    /// Merges one prepared document; a path some earlier document has is not taken (and what
+    /// only such paths used is dropped).
+    pub fn add(&mut self, spec: &'a PreparedV2) {
+        // A prepared document passed `DocView::new` already.
+        let Ok(view) = DocView::new(&spec.doc) else {
+            return;
         };
+        if let Some(kept) = self.keep(spec, &view) {
+            self.insert(kept);
+        }
+        self.base.get_or_insert(view.root);
+    }
+
+    fn insert(&mut self, kept: Kept<'a>) {
         let source = self.renames.len();
         let mut renames = Renames::new();
         self.rename_definitions(&kept, &mut renames);
         self.rename_parameters(&kept, &mut renames);
-        let gvks = self.plan_gvk_merges(&kept, &renames)?;
-
-        for ((name, value), gvk) in kept.definitions.iter().zip(gvks) {
+        for (name, value) in &kept.definitions {
             let name = renamed(&renames, DEFINITION_PREFIX, name);
             match self.definitions.get_mut(name.as_ref()) {
                 Some(existing) => {
-                    if gvk.is_some() {
-                        existing.gvk = gvk;
+                    let current = existing
+                        .gvk
+                        .as_ref()
+                        .or_else(|| existing.value.get(GVK_KEY));
+                    if let Some(merged) = merge_gvks(current, value.get(GVK_KEY)) {
+                        existing.gvk = Some(merged);
                     }
                 }
                 None => {
@@ -90,79 +97,55 @@ impl<'a> Merger<'a> {
             self.paths.insert(path, (source, item));
         }
         self.renames.push(renames);
-        self.base.get_or_insert(view.root);
-        Ok(())
     }
 
-    /// Selects the paths this document contributes and the definitions and parameters that stay
-    /// with them: dropping paths drops what only they used; what no path ever used is kept.
-    fn keep(
-        &self,
-        view: &DocView<'a>,
-        prefix: Option<&str>,
-    ) -> Result<Option<Kept<'a>>, SpecError> {
-        if view.paths.is_none() {
-            return Ok(None);
+    /// The part of `spec` that goes in: its paths nobody has yet, and their definitions and
+    /// parameters. `None` when it contributes nothing.
+    fn keep(&self, spec: &'a PreparedV2, view: &DocView<'a>) -> Option<Kept<'a>> {
+        if !spec.has_paths {
+            return None;
         }
-        let mut total = 0usize;
-        let mut paths = Vec::new();
-        for (path, item) in view.path_items() {
-            total += 1;
-            if prefix.is_none_or(|p| path.starts_with(p)) && !self.paths.contains_key(path) {
-                paths.push((path, item));
-            }
-        }
+        let items = view.paths?;
+        let paths: Vec<(&'a str, &'a Value)> = spec
+            .paths
+            .iter()
+            .filter(|p| !self.paths.contains_key(p.as_str()))
+            .filter_map(|p| items.get(p).map(|item| (p.as_str(), item)))
+            .collect();
         if paths.is_empty() {
-            return Ok(None);
+            return None;
         }
-        if paths.len() == total {
-            // Nothing dropped: keep everything, but still check every reference resolves.
-            let all = reach(
-                view,
-                paths
-                    .iter()
-                    .map(|(_, v)| *v)
-                    .chain(view.definition_entries().map(|(_, v)| v))
-                    .chain(view.parameter_entries().map(|(_, v)| v)),
-            );
-            if let Some(missing) = all.missing {
-                return Err(dangling(missing));
-            }
-            return Ok(Some(Kept {
-                paths,
-                definitions: view.definition_entries().collect(),
-                parameters: view.parameter_entries().collect(),
-            }));
-        }
-        let before = reach(view, view.path_items().map(|(_, v)| v));
-        let never_used_defs = view
-            .definition_entries()
-            .filter(|(k, _)| !before.definitions.contains(k));
-        let never_used_params = view
-            .parameter_entries()
-            .filter(|(k, _)| !before.parameters.contains(k));
-        let after = reach(
-            view,
-            paths
+        let lookup = |names: &'a [String], section: Option<&'a Map<String, Value>>| {
+            names
                 .iter()
-                .map(|(_, v)| *v)
-                .chain(never_used_defs.map(|(_, v)| v))
-                .chain(never_used_params.map(|(_, v)| v)),
-        );
-        if let Some(missing) = after.missing {
-            return Err(dangling(missing));
+                .filter_map(move |n| section.and_then(|m| m.get(n)).map(|v| (n.as_str(), v)))
+        };
+        if paths.len() == spec.paths.len() {
+            return Some(Kept {
+                paths,
+                definitions: lookup(&spec.definitions, view.definitions).collect(),
+                parameters: lookup(&spec.parameters, view.parameters).collect(),
+            });
         }
-        Ok(Some(Kept {
+        // Some paths were taken by earlier documents: drop what only they used.
+        let items: Vec<&'a Value> = paths.iter().map(|(_, v)| *v).collect();
+        let after = kept_closure(
+            view,
+            &items,
+            |k| spec.used_definitions.contains(k),
+            |k| spec.used_parameters.contains(k),
+        );
+        let definitions = lookup(&spec.definitions, view.definitions)
+            .filter(|(k, _)| after.definitions.contains(k) || !spec.used_definitions.contains(*k))
+            .collect();
+        let parameters = lookup(&spec.parameters, view.parameters)
+            .filter(|(k, _)| after.parameters.contains(k) || !spec.used_parameters.contains(*k))
+            .collect();
+        Some(Kept {
             paths,
-            definitions: view
-                .definition_entries()
-                .filter(|(k, _)| after.definitions.contains(k) || !before.definitions.contains(k))
-                .collect(),
-            parameters: view
-                .parameter_entries()
-                .filter(|(k, _)| after.parameters.contains(k) || !before.parameters.contains(k))
-                .collect(),
-        }))
+            definitions,
+            parameters,
+        })
     }
 
     /// A definition whose name is taken by a different schema (ignoring GVKs) becomes
@@ -221,43 +204,6 @@ impl<'a> Merger<'a> {
             );
         }
     }
-
-    /// For each kept definition (in order), the merged GVK list to store on the existing equal
-    /// definition, if it changes. Fails before anything is mutated when a list is malformed.
-    fn plan_gvk_merges(
-        &self,
-        kept: &Kept<'a>,
-        renames: &Renames,
-    ) -> Result<Vec<Option<Value>>, SpecError> {
-        let mut planned: HashMap<Cow<'a, str>, Value> = HashMap::new();
-        let mut out = Vec::with_capacity(kept.definitions.len());
-        for (name, value) in &kept.definitions {
-            let target = renamed(renames, DEFINITION_PREFIX, name);
-            let Some(existing) = self.definitions.get(target.as_ref()) else {
-                out.push(None);
-                continue;
-            };
-            let current = planned
-                .get(target.as_ref())
-                .or(existing.gvk.as_ref())
-                .or_else(|| existing.value.get(GVK_KEY));
-            let merged =
-                merge_gvks(current, value.get(GVK_KEY)).ok_or_else(|| SpecError::MalformedGvk {
-                    name: target.to_string(),
-                })?;
-            if let Some(merged) = &merged {
-                planned.insert(target, merged.clone());
-            }
-            out.push(merged);
-        }
-        Ok(out)
-    }
-}
-
-fn dangling(reference: &str) -> SpecError {
-    SpecError::DanglingRef {
-        reference: reference.to_owned(),
-    }
 }
 
 /// The name `name` takes in the result, after this source's renames.
@@ -309,48 +255,37 @@ pub(crate) fn equal_ignoring_gvk(a: &Value, b: &Value) -> bool {
     }
 }
 
-/// Union of two GVK lists, sorted by `group/version.kind` when it grew. `Some(None)`: nothing to
-/// change; `None`: a list is malformed.
-fn merge_gvks(existing: Option<&Value>, incoming: Option<&Value>) -> Option<Option<Value>> {
-    let Some(incoming) = incoming else {
-        return Some(None);
-    };
+/// The union of two GVK lists, sorted by `group/version.kind`, when `incoming` adds to
+/// `existing` (or `existing` has none); `None` when nothing changes. Lists were checked to be
+/// arrays when prepared; anything else counts as empty.
+fn merge_gvks(existing: Option<&Value>, incoming: Option<&Value>) -> Option<Value> {
+    let incoming = incoming?;
     let Some(existing) = existing else {
-        return Some(Some(incoming.clone()));
+        return Some(incoming.clone());
     };
-    let (Value::Array(existing), Value::Array(incoming)) = (existing, incoming) else {
-        return None;
-    };
-    let mut keyed: Vec<(String, &Value)> = Vec::with_capacity(existing.len() + incoming.len());
-    for gvk in existing {
-        keyed.push((gvk_key(gvk)?, gvk));
-    }
+    let list = |v: &'_ Value| v.as_array().cloned().unwrap_or_default();
+    let mut keyed: Vec<(String, Value)> = list(existing)
+        .into_iter()
+        .map(|g| (gvk_key(&g), g))
+        .collect();
     let mut changed = false;
-    for gvk in incoming {
-        let key = gvk_key(gvk)?;
+    for gvk in list(incoming) {
+        let key = gvk_key(&gvk);
         if !keyed.iter().any(|(k, _)| *k == key) {
             keyed.push((key, gvk));
             changed = true;
         }
     }
     if !changed {
-        return Some(None);
+        return None;
     }
     keyed.sort_by(|a, b| a.0.cmp(&b.0));
-    Some(Some(Value::Array(
-        keyed.into_iter().map(|(_, v)| v.clone()).collect(),
-    )))
+    Some(Value::Array(keyed.into_iter().map(|(_, v)| v).collect()))
 }
 
-fn gvk_key(gvk: &Value) -> Option<String> {
-    let gvk = gvk.as_object()?;
+fn gvk_key(gvk: &Value) -> String {
     let field = |k: &str| gvk.get(k).and_then(Value::as_str).unwrap_or_default();
-    Some(format!(
-        "{}/{}.{}",
-        field("group"),
-        field("version"),
-        field("kind")
-    ))
+    format!("{}/{}.{}", field("group"), field("version"), field("kind"))
 }
 
 #[cfg(test)]
@@ -362,11 +297,12 @@ mod tests {
     fn gvk_lists_are_unioned_and_sorted_when_changed() {
         let a = json!([{"group": "b", "version": "v1", "kind": "X"}]);
         let b = json!([{"group": "a", "version": "v1", "kind": "X"}, {"group": "b", "version": "v1", "kind": "X"}]);
-        let merged = merge_gvks(Some(&a), Some(&b)).unwrap().unwrap();
+        let merged = merge_gvks(Some(&a), Some(&b)).unwrap();
         assert_eq!(merged[0]["group"], "a");
         assert_eq!(merged.as_array().unwrap().len(), 2);
-        assert_eq!(merge_gvks(Some(&b), Some(&a)), Some(None));
-        assert_eq!(merge_gvks(Some(&json!("x")), Some(&a)), None);
+        assert_eq!(merge_gvks(Some(&b), Some(&a)), None);
+        assert_eq!(merge_gvks(None, Some(&a)), Some(a.clone()));
+        assert_eq!(merge_gvks(Some(&a), None), None);
     }
 
     #[test]

@@ -1,23 +1,23 @@
 //! OpenAPI v2 aggregation (spec §7, §2.4).
 //!
 //! Inputs are documents parsed once when downloaded and shared as `Arc<Value>`; the merge borrows
-//! them, keeps every field it does not have to change (vendor extensions, `info`, `security`, …),
+//! them (see [`PreparedV2`]), keeps every field it does not have to change (vendor extensions, `info`, `security`, …),
 //! renames conflicting definitions and parameters only in the documents that need it (while
 //! serialising, without cloning), and writes the result once to bytes.
 
 mod merge;
 mod order;
+mod prepare;
 mod refs;
 mod render;
 mod view;
 
+pub use prepare::PreparedV2;
+
 use std::sync::Arc;
 
-use bytes::Bytes;
-use serde_json::Value;
-
-use crate::error::{InputError, SpecError};
 use crate::hash::strong_etag;
+use bytes::Bytes;
 
 /// A document of the delegate chain (kube-apiserver, apiextensions, …), merged first and
 /// unfiltered, in the order given.
@@ -25,8 +25,8 @@ use crate::hash::strong_etag;
 pub struct LocalSpec {
     /// Name used in errors, e.g. `k8s_internal_local_delegation_chain_0000000001`.
     pub name: String,
-    /// The parsed `/openapi/v2` document.
-    pub doc: Arc<Value>,
+    /// The document, prepared with [`PreparedV2::local`].
+    pub spec: Arc<PreparedV2>,
 }
 
 /// The `/openapi/v2` document of one remote APIService.
@@ -42,8 +42,8 @@ pub struct RemoteSpec {
     pub group_priority_minimum: i32,
     /// `spec.versionPriority`.
     pub version_priority: i32,
-    /// The parsed document as downloaded (it is filtered to `/apis/<group>/<version>/` here).
-    pub doc: Arc<Value>,
+    /// The document, prepared with [`PreparedV2::remote`] for this group and version.
+    pub spec: Arc<PreparedV2>,
 }
 
 /// The merged `/openapi/v2` JSON and its strong ETag (`"<uppercase hex SHA-512>"`, as upstream).
@@ -55,17 +55,9 @@ pub struct MergedV2 {
     pub etag: String,
 }
 
-/// Result of [`merge_v2`]: the merged document (absent only when no input was usable) and one
-/// error per skipped input. The caller keeps the last good version of a skipped input.
-#[derive(Debug, Clone)]
-pub struct MergeOutcome {
-    /// The merged document, unless every input failed.
-    pub merged: Option<MergedV2>,
-    /// Inputs that were skipped, in merge order.
-    pub errors: Vec<InputError>,
-}
-
-/// Merges `locals` (in chain order) and `remotes` (any order; sorted here) into one document.
+/// Merges `locals` (in chain order) and `remotes` (any order; sorted here) into one document;
+/// `None` when there is no input. Inputs were checked when prepared ([`PreparedV2`] reports
+/// unusable documents with a [`crate::SpecError`]), so the merge itself cannot fail.
 ///
 /// Rules (spec §7.3): remote documents keep only paths under `/apis/<group>/<version>/`; the
 /// first document to claim a path keeps it; a document losing paths also loses the definitions
@@ -75,35 +67,22 @@ pub struct MergeOutcome {
 /// `$ref`s rewritten; shared parameters likewise. The first usable document provides every other
 /// top-level field (`swagger`, `info`, `securityDefinitions`, `security`, `responses`, …).
 /// A document with no paths (`paths` missing or null, or all filtered) contributes nothing.
-pub fn merge_v2(locals: &[LocalSpec], remotes: &[RemoteSpec]) -> MergeOutcome {
+pub fn merge_v2(locals: &[LocalSpec], remotes: &[RemoteSpec]) -> Option<MergedV2> {
     let mut merger = merge::Merger::default();
-    let mut errors = Vec::new();
-    let mut record = |input: &str, result: Result<(), SpecError>| {
-        if let Err(error) = result {
-            errors.push(InputError {
-                input: input.to_owned(),
-                error,
-            });
-        }
-    };
     for local in locals {
-        record(&local.name, merger.add(&local.doc, None));
+        merger.add(&local.spec);
     }
     for index in order::remote_order(remotes) {
-        let remote = &remotes[index];
-        let prefix = format!("/apis/{}/{}/", remote.group, remote.version);
-        record(&remote.apiservice, merger.add(&remote.doc, Some(&prefix)));
+        merger.add(&remotes[index].spec);
     }
-    let merged = merger.base.is_some().then(|| {
-        // Serialising a `Value` tree into a Vec cannot fail (string keys, finite numbers).
-        let json = render::render(&merger).unwrap_or_default();
-        let etag = strong_etag(&json);
-        MergedV2 {
-            json: Bytes::from(json),
-            etag,
-        }
-    });
-    MergeOutcome { merged, errors }
+    merger.base?;
+    // Serialising `Value` trees into a Vec cannot fail (string keys, finite numbers).
+    let json = render::render(&merger).unwrap_or_default();
+    let etag = strong_etag(&json);
+    Some(MergedV2 {
+        json: Bytes::from(json),
+        etag,
+    })
 }
 
 #[cfg(test)]

@@ -47,6 +47,7 @@ pub(crate) fn remote_order(remotes: &[RemoteSpec]) -> Vec<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::v2::PreparedV2;
     use serde_json::json;
     use std::sync::Arc;
 
@@ -57,7 +58,7 @@ mod tests {
             version: version.into(),
             group_priority_minimum: gpm,
             version_priority: vp,
-            doc: Arc::new(json!({})),
+            spec: Arc::new(PreparedV2::local(Arc::new(json!({}))).unwrap()),
         }
     }
 

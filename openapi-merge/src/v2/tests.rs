@@ -7,6 +7,7 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 
 use super::*;
+use crate::error::SpecError;
 use crate::hash::sha512_upper_hex;
 
 const META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.";
@@ -32,20 +33,23 @@ fn fixture(rel: &str) -> Arc<Value> {
 }
 
 fn local(name: &str, doc: Arc<Value>) -> LocalSpec {
+    let spec = PreparedV2::local(doc).unwrap_or_else(|e| panic!("{name}: {e}"));
     LocalSpec {
         name: name.into(),
-        doc,
+        spec: Arc::new(spec),
     }
 }
 
 fn remote(group: &str, version: &str, gpm: i32, vp: i32, doc: Arc<Value>) -> RemoteSpec {
+    let spec = PreparedV2::remote(doc, group, version)
+        .unwrap_or_else(|e| panic!("{group}/{version}: {e}"));
     RemoteSpec {
         apiservice: format!("{version}.{group}"),
         group: group.into(),
         version: version.into(),
         group_priority_minimum: gpm,
         version_priority: vp,
-        doc,
+        spec: Arc::new(spec),
     }
 }
 
@@ -114,8 +118,8 @@ fn realistic_inputs() -> (Vec<LocalSpec>, Vec<RemoteSpec>) {
     (locals, remotes)
 }
 
-fn merged_value(outcome: &MergeOutcome) -> Value {
-    let merged = outcome.merged.as_ref().expect("a merged document");
+fn merged_value(merged: &Option<MergedV2>) -> Value {
+    let merged = merged.as_ref().expect("a merged document");
     serde_json::from_slice(&merged.json).expect("merged JSON parses")
 }
 
@@ -170,14 +174,13 @@ fn without_gvk(v: &Value) -> Value {
 fn realistic_merge_follows_the_rules() {
     let (locals, remotes) = realistic_inputs();
     let outcome = merge_v2(&locals, &remotes);
-    assert!(outcome.errors.is_empty(), "{:?}", outcome.errors);
-    let merged = outcome.merged.as_ref().unwrap();
+    let merged = outcome.as_ref().unwrap();
     assert_eq!(
         merged.etag,
         format!("\"{}\"", sha512_upper_hex(&merged.json))
     );
     let doc = merged_value(&outcome);
-    let kube = &*locals[0].doc;
+    let kube = &**locals[0].spec.doc();
 
     // Top-level fields come from the first document.
     assert_eq!(doc["swagger"], "2.0");
@@ -194,7 +197,7 @@ fn realistic_merge_follows_the_rules() {
     for r in &remotes {
         let prefix = format!("/apis/{}/{}/", r.group, r.version);
         expected.extend(
-            keys(&r.doc, "paths")
+            keys(r.spec.doc(), "paths")
                 .into_iter()
                 .filter(|p| p.starts_with(&prefix)),
         );
@@ -229,7 +232,12 @@ fn realistic_merge_follows_the_rules() {
     ] {
         assert!(!paths.contains(dropped), "{dropped} should be dropped");
     }
-    assert_eq!(paths.len(), 478 + expected.len() - 478);
+    assert_eq!(keys(kube, "paths").len(), 478);
+    assert_eq!(
+        paths.len(),
+        777,
+        "478 kube paths + 299 from the remotes' own group-versions"
+    );
 
     // Every $ref resolves; the kube shared parameters survive.
     assert!(assert_refs_resolve(&doc) > 5000);
@@ -237,6 +245,10 @@ fn realistic_merge_follows_the_rules() {
 
     // Conflicting definitions were renamed; their documents point to the renamed copies.
     let defs = doc["definitions"].as_object().unwrap();
+    // Regression anchors for this input set: 838 definitions, 35 of them renamed twins.
+    assert_eq!(defs.len(), 838);
+    assert_eq!(defs.keys().filter(|k| k.contains("_v")).count(), 35);
+    assert!(defs.contains_key(&format!("{META}Status_v5")));
     for renamed in [
         "DeleteOptions_v2",
         "ObjectMeta_v2",
@@ -298,16 +310,15 @@ fn realistic_merge_follows_the_rules() {
     assert!(!defs.contains_key("v1.KubeVirt"));
     assert!(defs.contains_key("v1.VirtualMachineInstanceGuestAgentInfo"));
     // Kube definitions no path uses are kept (a local is not pruned).
-    assert_eq!(defs.len() >= keys(kube, "definitions").len(), true);
     assert!(keys(kube, "definitions").is_subset(&keys(&doc, "definitions")));
 }
 
 #[test]
 fn merge_is_deterministic_and_input_order_independent() {
     let (locals, mut remotes) = realistic_inputs();
-    let a = merge_v2(&locals, &remotes).merged.unwrap();
+    let a = merge_v2(&locals, &remotes).unwrap();
     remotes.reverse();
-    let b = merge_v2(&locals, &remotes).merged.unwrap();
+    let b = merge_v2(&locals, &remotes).unwrap();
     assert_eq!(a.etag, b.etag);
     assert_eq!(a.json, b.json);
 }
@@ -346,7 +357,6 @@ fn first_document_wins_a_path_and_the_loser_keeps_only_what_its_other_paths_use(
         &[local("local", local_doc)],
         &[remote("g.example", "v1", 1000, 15, remote_doc)],
     );
-    assert!(outcome.errors.is_empty());
     let doc = merged_value(&outcome);
     assert_eq!(doc["paths"]["/apis/g.example/v1/things"], op("Thing"));
     assert_eq!(
@@ -459,7 +469,7 @@ fn equal_definitions_union_their_gvk_lists() {
 fn equal_priority_groups_merge_in_apiservice_name_order() {
     let doc = |d: &str, g: &str| {
         small(
-            json!({format!("/apis/{g}/v1/x"): op("Foo")}),
+            json!({format!("/apis/{g}/x"): op("Foo")}),
             json!({"Foo": {"description": d}}),
         )
     };
@@ -470,15 +480,16 @@ fn equal_priority_groups_merge_in_apiservice_name_order() {
             "v2",
             100,
             10,
-            doc("alpha", "alpha.example"),
+            doc("alpha", "alpha.example/v2"),
         ),
-        remote("zeta.example", "v1", 100, 10, doc("zeta", "zeta.example")),
+        remote(
+            "zeta.example",
+            "v1",
+            100,
+            10,
+            doc("zeta", "zeta.example/v1"),
+        ),
     ];
-    let mut remotes = remotes.to_vec();
-    remotes[0].doc = small(
-        json!({"/apis/alpha.example/v2/x": op("Foo")}),
-        json!({"Foo": {"description": "alpha"}}),
-    );
     let out = merged_value(&merge_v2(&[], &remotes));
     assert_eq!(out["definitions"]["Foo"]["description"], "zeta");
     assert_eq!(out["definitions"]["Foo_v2"]["description"], "alpha");
@@ -506,91 +517,77 @@ fn same_group_merges_in_version_priority_order() {
 }
 
 #[test]
-fn malformed_documents_are_reported_and_skipped() {
+fn malformed_documents_are_rejected_when_prepared_and_the_rest_merges() {
+    let prepare = |doc: Value| PreparedV2::remote(Arc::new(doc), "x.example", "v1").err();
+    let cases = [
+        (json!([1, 2]), Some(SpecError::NotAnObject)),
+        (json!("str"), Some(SpecError::NotAnObject)),
+        (
+            json!({"paths": ["x"]}),
+            Some(SpecError::SectionNotObject { section: "paths" }),
+        ),
+        (
+            json!({"paths": {}, "definitions": 3}),
+            Some(SpecError::SectionNotObject {
+                section: "definitions",
+            }),
+        ),
+        (
+            json!({"paths": {"/apis/x.example/v1/a": "nope"}}),
+            Some(SpecError::EntryNotObject {
+                section: "paths",
+                name: "/apis/x.example/v1/a".into(),
+            }),
+        ),
+        (
+            json!({"paths": {}, "parameters": {"p": null}}),
+            Some(SpecError::EntryNotObject {
+                section: "parameters",
+                name: "p".into(),
+            }),
+        ),
+        (
+            json!({"paths": {"/apis/x.example/v1/a": op("Missing")}}),
+            Some(SpecError::DanglingRef {
+                reference: "#/definitions/Missing".into(),
+            }),
+        ),
+        (
+            json!({
+                "paths": {"/apis/x.example/v1/a": op("K")},
+                "definitions": {"K": {"x-kubernetes-group-version-kind": "oops"}}
+            }),
+            Some(SpecError::MalformedGvk { name: "K".into() }),
+        ),
+        // A dangling reference only under a dropped path does not matter.
+        (json!({"paths": {"/healthz": op("Missing")}}), None),
+        // `paths: null` is usable: it contributes nothing (upstream skips such documents).
+        (json!({"paths": null, "definitions": {"Z": {}}}), None),
+        (json!({}), None),
+    ];
+    for (doc, expected) in cases {
+        assert_eq!(prepare(doc.clone()), expected, "{doc}");
+    }
+    assert!(SpecError::NotAnObject
+        .to_string()
+        .contains("not a JSON object"));
+
+    // The usable ones merge; the null-paths document contributes nothing.
     let good = small(
         json!({"/apis/ok.example/v1/x": op("Ok")}),
         json!({"Ok": {"type": "object"}}),
     );
-    let bad = |name: &str, doc: Value| remote(name, "v1", 100, 10, Arc::new(doc));
-    let remotes = vec![
+    let remotes = [
         remote("ok.example", "v1", 100, 10, good),
-        bad("array.example", json!([1, 2])),
-        bad("paths.example", json!({"paths": ["x"]})),
-        bad(
-            "item.example",
-            json!({"paths": {"/apis/item.example/v1/x": "nope"}}),
-        ),
-        bad(
-            "defs.example",
-            json!({"paths": {}, "definitions": {"X": 3}}),
-        ),
-        bad(
-            "dangling.example",
-            json!({"paths": {"/apis/dangling.example/v1/x": op("Missing")}}),
-        ),
-        bad(
-            "nullpaths.example",
-            json!({"paths": null, "definitions": {"Z": {}}}),
-        ),
-        bad(
-            "gvk.example",
-            json!({
-                "paths": {"/apis/gvk.example/v1/x": op("Ok")},
-                "definitions": {"Ok": {"type": "object", "x-kubernetes-group-version-kind": "oops"}}
-            }),
+        remote(
+            "null.example",
+            "v1",
+            200,
+            10,
+            Arc::new(json!({"paths": null, "definitions": {"Z": {}}})),
         ),
     ];
-    // `Ok` in the first document has no GVK list, so gvk.example's string is copied, not merged:
-    // make the first one carry a list to force the malformed merge.
-    let mut remotes = remotes;
-    remotes[0].group_priority_minimum = 200;
-    remotes[0].doc = small(
-        json!({"/apis/ok.example/v1/x": op("Ok")}),
-        json!({"Ok": {"type": "object", "x-kubernetes-group-version-kind": [{"group": "ok.example"}]}}),
-    );
-    let outcome = merge_v2(&[local("notjson", Arc::new(json!("str")))], &remotes);
-    let mut failed: Vec<(&str, &SpecError)> = outcome
-        .errors
-        .iter()
-        .map(|e| (e.input.as_str(), &e.error))
-        .collect();
-    failed.sort_by_key(|(n, _)| *n);
-    assert_eq!(
-        failed,
-        vec![
-            ("notjson", &SpecError::NotAnObject),
-            ("v1.array.example", &SpecError::NotAnObject),
-            (
-                "v1.dangling.example",
-                &SpecError::DanglingRef {
-                    reference: "#/definitions/Missing".into()
-                }
-            ),
-            (
-                "v1.defs.example",
-                &SpecError::EntryNotObject {
-                    section: "definitions",
-                    name: "X".into()
-                }
-            ),
-            (
-                "v1.gvk.example",
-                &SpecError::MalformedGvk { name: "Ok".into() }
-            ),
-            (
-                "v1.item.example",
-                &SpecError::EntryNotObject {
-                    section: "paths",
-                    name: "/apis/item.example/v1/x".into()
-                }
-            ),
-            (
-                "v1.paths.example",
-                &SpecError::SectionNotObject { section: "paths" }
-            ),
-        ]
-    );
-    let doc = merged_value(&outcome);
+    let doc = merged_value(&merge_v2(&[], &remotes));
     assert_eq!(
         keys(&doc, "paths"),
         BTreeSet::from(["/apis/ok.example/v1/x".to_string()])
@@ -599,16 +596,13 @@ fn malformed_documents_are_reported_and_skipped() {
         keys(&doc, "definitions"),
         BTreeSet::from(["Ok".to_string()])
     );
-    assert!(outcome.errors[0].to_string().contains("notjson"));
+    // The first usable document (here the null-paths one, merged first) provides the top level.
+    assert!(doc.get("swagger").is_none());
 }
 
 #[test]
 fn nothing_usable_gives_no_document() {
-    let outcome = merge_v2(&[local("x", Arc::new(json!(null)))], &[]);
-    assert!(outcome.merged.is_none());
-    assert_eq!(outcome.errors.len(), 1);
-    let empty = merge_v2(&[], &[]);
-    assert!(empty.merged.is_none() && empty.errors.is_empty());
+    assert!(merge_v2(&[], &[]).is_none());
 }
 
 #[test]

@@ -152,3 +152,145 @@ pub fn build_v3_index(sources: &[V3Source]) -> V3Index {
         owners,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    fn fixture_bytes(rel: &str) -> Bytes {
+        let dir = std::env::var_os("APIAGG_FIXTURES")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| {
+                PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures")
+            });
+        let path = dir.join(rel);
+        Bytes::from(std::fs::read(&path).unwrap_or_else(|e| {
+            panic!(
+                "missing fixture {}: {e} (set APIAGG_FIXTURES)",
+                path.display()
+            )
+        }))
+    }
+
+    fn kube_documents() -> Vec<V3Document> {
+        [
+            (
+                "apis/networking.k8s.io/v1alpha1",
+                "apis__networking.k8s.io__v1alpha1_openapi.json",
+            ),
+            ("api/v1", "api__v1_openapi.json"),
+            ("apis/apps/v1", "apis__apps__v1_openapi.json"),
+            ("apis/batch/v1", "apis__batch__v1_openapi.json"),
+            (
+                "apis/discovery.k8s.io/v1",
+                "apis__discovery.k8s.io__v1_openapi.json",
+            ),
+        ]
+        .into_iter()
+        .map(|(key, file)| {
+            V3Document::new(key, fixture_bytes(&format!("kubernetes/openapi-v3/{file}")))
+        })
+        .collect()
+    }
+
+    fn parse(index: &V3Index) -> Value {
+        serde_json::from_slice(&index.json).unwrap()
+    }
+
+    #[test]
+    fn index_lists_sorted_keys_with_sha512_hashes() {
+        let docs = kube_documents();
+        let index = build_v3_index(&[V3Source::from_documents(
+            "k8s_internal_local_delegation_chain_0000000001",
+            &docs,
+        )]);
+        let value = parse(&index);
+        let paths = value["paths"].as_object().unwrap();
+        let keys: Vec<&str> = paths.keys().map(String::as_str).collect();
+        assert_eq!(
+            keys,
+            [
+                "api/v1",
+                "apis/apps/v1",
+                "apis/batch/v1",
+                "apis/discovery.k8s.io/v1",
+                "apis/networking.k8s.io/v1alpha1"
+            ]
+        );
+        let url = paths["apis/apps/v1"]["serverRelativeURL"].as_str().unwrap();
+        let hash = url.strip_prefix("/openapi/v3/apis/apps/v1?hash=").unwrap();
+        assert_eq!(hash.len(), 128);
+        assert!(hash
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'A'..=b'F').contains(&b)));
+        assert_eq!(hash, sha512_upper_hex(&docs[2].json));
+        assert_eq!(docs[2].etag(), format!("\"{hash}\""));
+        assert_eq!(index.etag, format!("\"{}\"", sha512_upper_hex(&index.json)));
+        assert!(index.owners.values().all(|&o| o == 0));
+    }
+
+    #[test]
+    fn a_changed_document_changes_its_hash_only() {
+        let docs = kube_documents();
+        let mut changed = docs.clone();
+        let mut doc: Value = serde_json::from_slice(&changed[2].json).unwrap();
+        doc["info"]["title"] = Value::String("changed".into());
+        changed[2] = V3Document::from_value("apis/apps/v1", &doc).unwrap();
+        let before = parse(&build_v3_index(&[V3Source::from_documents("a", &docs)]));
+        let after_index = build_v3_index(&[V3Source::from_documents("a", &changed)]);
+        let after = parse(&after_index);
+        assert_ne!(
+            before["paths"]["apis/apps/v1"],
+            after["paths"]["apis/apps/v1"]
+        );
+        assert_eq!(before["paths"]["api/v1"], after["paths"]["api/v1"]);
+        assert_ne!(
+            build_v3_index(&[V3Source::from_documents("a", &docs)]).etag,
+            after_index.etag
+        );
+    }
+
+    #[test]
+    fn duplicate_keys_go_to_the_first_source_and_backend_urls_pass_through() {
+        let local = V3Source::from_documents("local", &kube_documents());
+        let oauth_index: Value = serde_json::from_slice(&fixture_bytes(
+            "extension-apiservers/oauth-apiserver/discovery/v3-discovery.json",
+        ))
+        .unwrap();
+        let oauth = V3Source::from_index("v1.oauth.openshift.io", &oauth_index).unwrap();
+        let shadow = V3Source {
+            name: "shadow".into(),
+            paths: vec![("api/v1".into(), "/openapi/v3/api/v1?hash=BAD".into())],
+        };
+        let index = build_v3_index(&[local, oauth, shadow]);
+        let value = parse(&index);
+        assert_eq!(index.owners["api/v1"], 0);
+        assert_ne!(
+            value["paths"]["api/v1"]["serverRelativeURL"],
+            "/openapi/v3/api/v1?hash=BAD"
+        );
+        assert_eq!(index.owners["apis/oauth.openshift.io/v1"], 1);
+        // The backend's URL (here without a hash) is kept as it sent it; its extra keys are listed.
+        assert_eq!(
+            value["paths"]["apis/oauth.openshift.io/v1"]["serverRelativeURL"],
+            "/openapi/v3/apis/oauth.openshift.io/v1"
+        );
+        assert_eq!(index.owners["version"], 1);
+        let keys: Vec<&String> = value["paths"].as_object().unwrap().keys().collect();
+        let mut sorted = keys.clone();
+        sorted.sort();
+        assert_eq!(keys, sorted);
+    }
+
+    #[test]
+    fn malformed_backend_index_is_an_error() {
+        assert!(matches!(
+            V3Source::from_index("x", &serde_json::json!({"paths": {"a": {}}})),
+            Err(SpecError::MalformedV3Index { .. })
+        ));
+        assert!(V3Source::from_index("x", &serde_json::json!([])).is_err());
+        let empty = build_v3_index(&[]);
+        assert_eq!(&empty.json[..], br#"{"paths":{}}"#);
+    }
+}
