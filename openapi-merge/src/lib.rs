@@ -4,6 +4,27 @@
 //!   the `/openapi/v2` document (spec §7.3), rendered once to bytes with a strong ETag.
 //! * [`v3::build_v3_index`] builds the `/openapi/v3` index from per-group-version documents
 //!   (spec §8), with kube-openapi's content hashes.
+//!
+//! Use: prepare each document once when it is downloaded ([`PreparedV2::local`] /
+//! [`PreparedV2::remote`]; an unusable document yields a [`SpecError`] and the caller keeps its
+//! last good `PreparedV2`), then call [`merge_v2`] on every change.
+//!
+//! Where this differs from kube-openapi/kube-aggregator, on purpose:
+//! * Same-group APIServices merge by `versionPriority` desc, then kube-aware version (upstream
+//!   compares an entry with itself); a group's APIServices stay together in the order.
+//! * A document whose kept part has a `$ref` to a missing definition or parameter, or a
+//!   non-list `x-kubernetes-group-version-kind`, is rejected when prepared (upstream merges it and
+//!   may serve dangling references or fail the merge later).
+//! * Definitions no path used are kept as upstream, together with what they reference (upstream
+//!   can prune a definition that only such a never-used definition still references).
+//! * Any `"$ref": "<string>"` is rewritten on rename, wherever it sits; upstream rewrites only
+//!   the schema, parameter, items and response positions its walker visits.
+//! * `/openapi/v3` duplicate keys: the first source wins (upstream: Go map order).
+//!
+//! As upstream: definitions are compared before renaming (so two `_vN` twins can end up equal
+//! once their own references are renamed); only the first usable document's `responses`,
+//! `securityDefinitions`, `info`, … are kept; `paths`, `definitions`, `parameters` are written
+//! sorted by key (as Go's encoder does); the v2 ETag is the quoted uppercase hex SHA-512.
 
 pub mod error;
 pub mod hash;

@@ -212,7 +212,7 @@ fn renamed<'a>(renames: &Renames, prefix: &str, name: &'a str) -> Cow<'a, str> {
         return Cow::Borrowed(name);
     }
     match renames.get(&format!("{prefix}{name}")) {
-        Some(new_ref) => Cow::Owned(new_ref[prefix.len()..].to_owned()),
+        Some(new_ref) => Cow::Owned(new_ref.strip_prefix(prefix).unwrap_or(new_ref).to_owned()),
         None => Cow::Borrowed(name),
     }
 }
