@@ -624,3 +624,52 @@ fn unknown_fields_and_extensions_are_kept_verbatim() {
         .collect();
     assert!(seen.contains("x-top"));
 }
+
+/// kube-openapi's own expected result for merging its aggregator testdata (`openapi-1` and
+/// `openapi-2` into `openapi-0` = `openapi.json`). Optional: skipped when the testdata is absent.
+#[test]
+fn matches_kube_openapi_expected_merge_of_its_testdata() {
+    let dir = std::env::var_os("KUBE_OPENAPI_TESTDATA")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(
+                "/usr/share/gocode/src/k8s.io/kube-openapi/test/integration/testdata/aggregator",
+            )
+        });
+    if !dir.join("openapi.json").exists() {
+        eprintln!(
+            "skipping: kube-openapi testdata not in {} (golang-k8s-kube-openapi-dev)",
+            dir.display()
+        );
+        return;
+    }
+    let read = |name: &str| -> Arc<Value> {
+        let bytes = std::fs::read(dir.join(name)).unwrap();
+        Arc::new(serde_json::from_slice(&bytes).unwrap())
+    };
+    let locals: Vec<LocalSpec> = (0..3)
+        .map(|i| local(&format!("openapi-{i}"), read(&format!("openapi-{i}.json"))))
+        .collect();
+    let ours = merged_value(&merge_v2(&locals, &[]));
+    let expected = read("openapi.json");
+    assert_eq!(keys(&ours, "paths"), keys(&expected, "paths"));
+    assert_eq!(keys(&ours, "definitions"), keys(&expected, "definitions"));
+    for name in keys(&expected, "definitions") {
+        assert_eq!(
+            ours["definitions"][&name], expected["definitions"][&name],
+            "{name}"
+        );
+    }
+    for path in keys(&expected, "paths") {
+        assert_eq!(ours["paths"][&path], expected["paths"][&path], "{path}");
+    }
+    for field in ["swagger", "info", "securityDefinitions", "security"] {
+        assert_eq!(ours[field], expected[field], "{field}");
+    }
+    // 14 + 442 + 8 paths, two of them conflicting; the loser's now-unused definitions pruned.
+    assert_eq!(
+        (keys(&ours, "paths").len(), keys(&ours, "definitions").len()),
+        (462, 828)
+    );
+    assert_refs_resolve(&ours);
+}
