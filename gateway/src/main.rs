@@ -1,1 +1,186 @@
-fn main() {}
+//! `apiagg`: the command line of the gateway.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use apiagg_config::Sources;
+use apiagg_gateway::controller::ConfigController;
+use apiagg_gateway::proxy::ApiaggProxy;
+use apiagg_gateway::shutdown::GracefulShutdown;
+use apiagg_gateway::state::{Gateway, Options};
+use clap::{Parser, Subcommand, ValueEnum};
+use pingora_core::listeners::tls::TlsSettings;
+use pingora_core::server::configuration::ServerConf;
+use pingora_core::server::{RunArgs, Server};
+use pingora_core::services::background::background_service;
+
+/// A Kubernetes API aggregation gateway.
+#[derive(Parser)]
+#[command(name = "apiagg", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the gateway.
+    Serve(ServeArgs),
+    /// Validate a config file (and every APIService file it names) and exit.
+    Check {
+        /// Config file.
+        #[arg(long, short)]
+        config: PathBuf,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Parser)]
+struct ServeArgs {
+    /// Config file (YAML).
+    #[arg(long, short)]
+    config: PathBuf,
+    /// Listen address; overrides `listen` in the config.
+    #[arg(long)]
+    listen: Option<String>,
+    /// After SIGTERM, keep serving this long (readyz failing) before refusing new requests.
+    #[arg(long, value_parser = parse_duration, default_value = "0s")]
+    shutdown_delay: Duration,
+    /// Upper bound on waiting for in-flight requests (watches included) during shutdown.
+    #[arg(long, value_parser = parse_duration, default_value = "60s")]
+    shutdown_drain_timeout: Duration,
+    /// How often config files are checked for changes (SIGHUP reloads at once).
+    #[arg(long, value_parser = parse_duration, default_value = "1s")]
+    reload_interval: Duration,
+    /// How often the delegate's group-versions are re-read.
+    #[arg(long, value_parser = parse_duration, default_value = "60s")]
+    delegate_refresh: Duration,
+    /// Worker threads of the proxy.
+    #[arg(long, default_value_t = default_threads())]
+    threads: usize,
+    /// Log format.
+    #[arg(long, value_enum, default_value = "text")]
+    log_format: LogFormat,
+}
+
+fn default_threads() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get())
+}
+
+/// Parses `500ms`, `5s`, `2m` or a bare number of seconds.
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    let (number, unit) = match text.find(|c: char| !c.is_ascii_digit() && c != '.') {
+        Some(i) => text.split_at(i),
+        None => (text, "s"),
+    };
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration (use 500ms, 5s, 2m)"))?;
+    let seconds = match unit {
+        "ms" => value / 1000.0,
+        "s" => value,
+        "m" => value * 60.0,
+        "h" => value * 3600.0,
+        _ => return Err(format!("{text:?}: unknown unit {unit:?} (use ms, s, m or h)")),
+    };
+    Ok(Duration::from_secs_f64(seconds))
+}
+
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    init_logging(args.log_format);
+    let sources = Sources::read(&args.config)
+        .with_context(|| format!("reading config {}", args.config.display()))?;
+    let config = sources
+        .parse()
+        .with_context(|| format!("invalid config {}", args.config.display()))?;
+    let listen = args.listen.clone().unwrap_or_else(|| config.listen.clone());
+    let options = Options {
+        shutdown_delay: args.shutdown_delay,
+        drain_timeout: args.shutdown_drain_timeout,
+        reload_interval: args.reload_interval,
+        delegate_refresh: args.delegate_refresh,
+        serving_tls: config.tls.is_some(),
+    };
+    let gateway = Gateway::new(options).context("creating metrics")?;
+
+    let conf = ServerConf {
+        threads: args.threads.max(1),
+        grace_period_seconds: Some(0),
+        graceful_shutdown_timeout_seconds: Some(1),
+        ..ServerConf::default()
+    };
+    let mut server = Server::new_with_opt_and_conf(None, conf);
+    server.bootstrap();
+
+    let mut proxy = pingora_proxy::http_proxy_service_with_name(
+        &server.configuration,
+        ApiaggProxy::new(gateway.clone()),
+        "apiagg",
+    );
+    match &config.tls {
+        Some(tls) => {
+            let cert = tls.cert_file.to_string_lossy();
+            let key = tls.key_file.to_string_lossy();
+            let mut settings = TlsSettings::intermediate(&cert, &key)
+                .map_err(|e| anyhow::anyhow!("serving certificate {cert} / {key}: {e}"))?;
+            settings.enable_h2();
+            proxy.add_tls_with_settings(&listen, None, settings);
+        }
+        None => proxy.add_tcp(&listen),
+    }
+    let controller = ConfigController::new(gateway.clone(), args.config.clone(), sources, config);
+    server.add_service(background_service("config controller", controller));
+    server.add_service(proxy);
+    tracing::info!(%listen, "apiagg starting");
+    server.run(RunArgs {
+        shutdown_signal: Box::new(GracefulShutdown::new(gateway)),
+    });
+    Ok(())
+}
+
+fn check(config: PathBuf) -> anyhow::Result<()> {
+    let loaded = apiagg_config::GatewayConfig::load(&config)
+        .with_context(|| format!("invalid config {}", config.display()))?;
+    apiagg_config::Registry::build(&loaded, &[])?;
+    println!(
+        "{}: ok ({} APIServices, {} services)",
+        config.display(),
+        loaded.api_services.len(),
+        loaded.services.len()
+    );
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Serve(args) => serve(args),
+        Command::Check { config } => check(config),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("apiagg: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,15 @@
+//! apiagg: a Kubernetes API aggregation gateway. The binary `apiagg` wires these modules into a
+//! pingora server.
+
+pub mod controller;
+pub mod delegate;
+pub mod health;
+pub mod lifecycle;
+pub mod metrics;
+pub mod proxy;
+pub mod routes;
+pub mod shutdown;
+pub mod state;
+pub mod status;
+pub mod tls;
+pub mod upgrade;

@@ -1,0 +1,506 @@
+//! The pingora `ProxyHttp` service: answers local paths, routes `/apis/<g>/<v>/…` to the
+//! APIService's backend, falls through to the delegate, and turns failures into Status JSON.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use pingora_core::upstreams::peer::HttpPeer;
+use pingora_error::{Error, ErrorSource, ErrorType, Result};
+use pingora_http::{RequestHeader, ResponseHeader};
+use pingora_proxy::{FailToProxy, ProxyHttp, Session};
+
+use crate::health;
+use crate::lifecycle::InFlight;
+use crate::metrics::RouteKind;
+use crate::routes::Upstream;
+use crate::state::Gateway;
+use crate::status;
+use crate::upgrade;
+
+const JSON: &str = "application/json";
+const TEXT: &str = "text/plain; charset=utf-8";
+
+/// Per-request state.
+pub struct RequestCtx {
+    started: Instant,
+    /// Whether every route was installed when the request arrived (spec §3.4).
+    arrived_complete: bool,
+    kind: RouteKind,
+    upstream: Option<Arc<Upstream>>,
+    endpoint: usize,
+    /// Status of a response apiagg wrote itself (for metrics).
+    code: u16,
+    /// Replacement body for an upstream response apiagg rewrites (`Some` until sent).
+    replacement: Option<Bytes>,
+    replacing: bool,
+    _in_flight: Option<InFlight>,
+}
+
+/// The proxy service.
+pub struct ApiaggProxy {
+    gateway: Arc<Gateway>,
+}
+
+impl ApiaggProxy {
+    /// A proxy reading `gateway`.
+    pub fn new(gateway: Arc<Gateway>) -> ApiaggProxy {
+        ApiaggProxy { gateway }
+    }
+}
+
+/// Where a path goes, decided from the path alone.
+enum PathRoute<'a> {
+    Health(health::Endpoint, &'a str),
+    Metrics,
+    Version,
+    /// `/api[/…]` or `/apis/<g>/<v>[/…]`: route key `"<g>/<v>"`.
+    GroupVersion(&'a str),
+    Other,
+}
+
+fn classify(path: &str) -> PathRoute<'_> {
+    let trimmed = path.strip_prefix('/').unwrap_or(path);
+    let (first, rest) = trimmed.split_once('/').unwrap_or((trimmed, ""));
+    if let Some(endpoint) = health::Endpoint::from_segment(first) {
+        return PathRoute::Health(endpoint, rest);
+    }
+    match first {
+        "metrics" if rest.is_empty() => PathRoute::Metrics,
+        "version" if rest.is_empty() => PathRoute::Version,
+        "api" => PathRoute::GroupVersion("/v1"),
+        "apis" => {
+            let mut parts = rest.splitn(3, '/');
+            match (parts.next(), parts.next()) {
+                (Some(g), Some(v)) if !g.is_empty() && !v.is_empty() => {
+                    PathRoute::GroupVersion(&rest[..g.len() + 1 + v.len()])
+                }
+                _ => PathRoute::Other,
+            }
+        }
+        _ => PathRoute::Other,
+    }
+}
+
+/// Paths served even while shutting down (spec §11.3).
+fn exempt_from_shutdown(path: &str) -> bool {
+    ["/readyz", "/livez", "/healthz", "/metrics"]
+        .iter()
+        .any(|p| path.starts_with(p))
+}
+
+fn version_document() -> Bytes {
+    Bytes::from(
+        serde_json::json!({
+            "major": "1",
+            "minor": "32",
+            "gitVersion": concat!("v1.32.0-apiagg.", env!("CARGO_PKG_VERSION")),
+            "gitCommit": "",
+            "gitTreeState": "clean",
+            "buildDate": "1970-01-01T00:00:00Z",
+            "goVersion": "",
+            "compiler": "rustc",
+            "platform": format!("{}/{}", std::env::consts::OS, std::env::consts::ARCH),
+        })
+        .to_string(),
+    )
+}
+
+/// Writes a complete response apiagg answers itself.
+pub async fn respond(
+    session: &mut Session,
+    code: u16,
+    content_type: &str,
+    body: Bytes,
+    extra: &[(&'static str, &str)],
+) -> Result<()> {
+    let mut resp = ResponseHeader::build(code, Some(4 + extra.len()))?;
+    resp.insert_header("Content-Type", content_type)?;
+    resp.insert_header("Content-Length", body.len().to_string())?;
+    resp.insert_header("X-Content-Type-Options", "nosniff")?;
+    for (name, value) in extra {
+        resp.insert_header(*name, *value)?;
+    }
+    session
+        .write_response_header(Box::new(resp), false)
+        .await?;
+    session.write_response_body(Some(body), true).await
+}
+
+fn header_str<'a>(req: &'a RequestHeader, name: &str) -> &'a str {
+    req.headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+}
+
+/// Headers a client may not pass to a remote backend (credentials and identity).
+fn is_identity_header(name: &str, strip_credentials: bool) -> bool {
+    let lower = name.to_ascii_lowercase();
+    lower.starts_with("x-remote-")
+        || (strip_credentials
+            && (lower == "authorization"
+                || lower == "proxy-authorization"
+                || lower.starts_with("impersonate-")))
+}
+
+impl ApiaggProxy {
+    async fn answer(
+        &self,
+        session: &mut Session,
+        ctx: &mut RequestCtx,
+        kind: RouteKind,
+        code: u16,
+        content_type: &str,
+        body: Bytes,
+        extra: &[(&'static str, &str)],
+    ) -> Result<bool> {
+        ctx.kind = kind;
+        ctx.code = code;
+        respond(session, code, content_type, body, extra).await?;
+        Ok(true)
+    }
+
+    /// 404, or 503 with `Retry-After` when the request arrived before mux completion.
+    async fn not_found(&self, session: &mut Session, ctx: &mut RequestCtx) -> Result<bool> {
+        if ctx.arrived_complete {
+            self.answer(session, ctx, RouteKind::NotFound, 404, JSON, status::not_found(), &[])
+                .await
+        } else {
+            let retry = status::MUX_RETRY_AFTER_SECONDS.to_string();
+            self.answer(
+                session,
+                ctx,
+                RouteKind::NotFound,
+                503,
+                JSON,
+                status::mux_incomplete(),
+                &[("Retry-After", retry.as_str())],
+            )
+            .await
+        }
+    }
+
+    async fn to_upstream(
+        &self,
+        session: &mut Session,
+        ctx: &mut RequestCtx,
+        kind: RouteKind,
+        upstream: Arc<Upstream>,
+    ) -> Result<bool> {
+        if upgrade::is_upgrade(session.req_header()) {
+            ctx.kind = RouteKind::Upgrade;
+            ctx.code = upgrade::tunnel(session, &upstream).await;
+            return Ok(true);
+        }
+        ctx.kind = kind;
+        ctx.upstream = Some(upstream);
+        Ok(false)
+    }
+}
+
+#[async_trait]
+impl ProxyHttp for ApiaggProxy {
+    type CTX = RequestCtx;
+
+    fn new_ctx(&self) -> RequestCtx {
+        self.gateway.metrics.in_flight.inc();
+        RequestCtx {
+            started: Instant::now(),
+            arrived_complete: self.gateway.lifecycle.mux_complete(),
+            kind: RouteKind::NotFound,
+            upstream: None,
+            endpoint: 0,
+            code: 0,
+            replacement: None,
+            replacing: false,
+            _in_flight: Some(self.gateway.lifecycle.track()),
+        }
+    }
+
+    async fn request_filter(&self, session: &mut Session, ctx: &mut RequestCtx) -> Result<bool> {
+        let lifecycle = &self.gateway.lifecycle;
+        let path = session.req_header().uri.path().to_string();
+        if lifecycle.rejecting() && !exempt_from_shutdown(&path) {
+            let agent = header_str(session.req_header(), "user-agent");
+            if !agent.starts_with("kube-apiserver/") {
+                return self
+                    .answer(
+                        session,
+                        ctx,
+                        RouteKind::Shutdown,
+                        429,
+                        TEXT,
+                        Bytes::from_static(
+                            b"The apiserver is shutting down, please try again later.\n",
+                        ),
+                        &[("Retry-After", "5"), ("Connection", "close")],
+                    )
+                    .await;
+            }
+        }
+
+        let routes = self.gateway.routes.load_full();
+        match classify(&path) {
+            PathRoute::Health(endpoint, check) => {
+                let query = session.req_header().uri.query();
+                let answer = health::answer(endpoint, check, query, lifecycle);
+                return self
+                    .answer(
+                        session,
+                        ctx,
+                        RouteKind::Health,
+                        answer.code,
+                        TEXT,
+                        Bytes::from(answer.body),
+                        &[],
+                    )
+                    .await;
+            }
+            PathRoute::Metrics => {
+                let body = Bytes::from(self.gateway.metrics.render());
+                return self
+                    .answer(
+                        session,
+                        ctx,
+                        RouteKind::Metrics,
+                        200,
+                        "text/plain; version=0.0.4; charset=utf-8",
+                        body,
+                        &[],
+                    )
+                    .await;
+            }
+            PathRoute::Version if routes.delegate.is_none() => {
+                return self
+                    .answer(session, ctx, RouteKind::Local, 200, JSON, version_document(), &[])
+                    .await;
+            }
+            PathRoute::GroupVersion(key) => {
+                if let Some(index) = routes.registry.index_of(key) {
+                    let entry = &routes.registry.entries()[index];
+                    if !entry.is_local() {
+                        return match routes.upstreams.get(index).cloned().flatten() {
+                            Some(upstream) => {
+                                self.to_upstream(session, ctx, RouteKind::Proxy, upstream)
+                                    .await
+                            }
+                            None => {
+                                let message = format!(
+                                    "service unavailable: APIService {} has no endpoints (its service is not in the services table or lists none)",
+                                    entry.name
+                                );
+                                let body = status::failure(503, "ServiceUnavailable", &message, None);
+                                self.answer(session, ctx, RouteKind::Proxy, 503, JSON, body, &[])
+                                    .await
+                            }
+                        };
+                    }
+                }
+            }
+            PathRoute::Version | PathRoute::Other => {}
+        }
+
+        match routes.delegate.clone() {
+            Some(delegate) => {
+                self.to_upstream(session, ctx, RouteKind::Delegate, delegate)
+                    .await
+            }
+            None => self.not_found(session, ctx).await,
+        }
+    }
+
+    async fn upstream_peer(
+        &self,
+        _session: &mut Session,
+        ctx: &mut RequestCtx,
+    ) -> Result<Box<HttpPeer>> {
+        let Some(upstream) = &ctx.upstream else {
+            return Error::e_explain(ErrorType::InternalError, "no upstream selected");
+        };
+        let Some(index) = upstream.pick() else {
+            return Error::e_explain(ErrorType::ConnectNoRoute, "upstream has no endpoints");
+        };
+        ctx.endpoint = index;
+        Ok(Box::new(upstream.endpoints[index].peer.clone()))
+    }
+
+    async fn upstream_request_filter(
+        &self,
+        session: &mut Session,
+        request: &mut RequestHeader,
+        ctx: &mut RequestCtx,
+    ) -> Result<()> {
+        let Some(upstream) = &ctx.upstream else {
+            return Ok(());
+        };
+        let strip = upstream.strip_credentials;
+        let doomed: Vec<http::HeaderName> = request
+            .headers
+            .keys()
+            .filter(|name| is_identity_header(name.as_str(), strip))
+            .cloned()
+            .collect();
+        for name in doomed {
+            request.remove_header(&name);
+        }
+        let endpoint = &upstream.endpoints[ctx.endpoint];
+        request.insert_header("Host", endpoint.authority.as_str())?;
+        if let Some(addr) = session.client_addr().and_then(|a| a.as_inet()) {
+            let ip = addr.ip().to_string();
+            let forwarded = match request.headers.get("x-forwarded-for").and_then(|v| v.to_str().ok()) {
+                Some(prior) if !prior.is_empty() => format!("{prior}, {ip}"),
+                _ => ip,
+            };
+            request.insert_header("X-Forwarded-For", forwarded)?;
+        }
+        let proto = if self.gateway.options.serving_tls { "https" } else { "http" };
+        request.insert_header("X-Forwarded-Proto", proto)?;
+        request.insert_header("X-Forwarded-Host", endpoint.authority.as_str())?;
+        let uri = request.uri.path().to_string();
+        request.insert_header("X-Forwarded-Uri", uri)?;
+        Ok(())
+    }
+
+    async fn response_filter(
+        &self,
+        _session: &mut Session,
+        response: &mut ResponseHeader,
+        ctx: &mut RequestCtx,
+    ) -> Result<()> {
+        let code = response.status.as_u16();
+        let replacement = if ctx.kind == RouteKind::Proxy {
+            for name in [
+                "access-control-allow-origin",
+                "access-control-allow-credentials",
+                "access-control-allow-headers",
+                "access-control-allow-methods",
+            ] {
+                response.remove_header(name);
+            }
+            if (300..400).contains(&code) && response.headers.contains_key("location") {
+                Some((
+                    502,
+                    status::failure(
+                        502,
+                        "BadGateway",
+                        "the backend attempted to redirect this request, which is not permitted",
+                        None,
+                    ),
+                ))
+            } else {
+                None
+            }
+        } else if code == 404 && !ctx.arrived_complete {
+            Some((503, status::mux_incomplete()))
+        } else {
+            None
+        };
+        if let Some((code, body)) = replacement {
+            response.set_status(code)?;
+            for name in ["location", "transfer-encoding", "content-encoding", "etag"] {
+                response.remove_header(name);
+            }
+            response.insert_header("Content-Type", JSON)?;
+            response.insert_header("Content-Length", body.len().to_string())?;
+            if code == 503 {
+                response.insert_header("Retry-After", status::MUX_RETRY_AFTER_SECONDS.to_string())?;
+            }
+            ctx.replacement = Some(body);
+            ctx.replacing = true;
+        }
+        Ok(())
+    }
+
+    fn response_body_filter(
+        &self,
+        _session: &mut Session,
+        body: &mut Option<Bytes>,
+        _end_of_stream: bool,
+        ctx: &mut RequestCtx,
+    ) -> Result<Option<std::time::Duration>> {
+        if ctx.replacing {
+            *body = ctx.replacement.take();
+        }
+        Ok(None)
+    }
+
+    async fn fail_to_proxy(
+        &self,
+        session: &mut Session,
+        e: &Error,
+        ctx: &mut RequestCtx,
+    ) -> FailToProxy {
+        let downstream_gone = e.esource() == &ErrorSource::Downstream;
+        let code = if downstream_gone || session.response_written().is_some() {
+            0
+        } else {
+            let target = ctx.upstream.as_ref().map_or_else(
+                || "no backend".to_string(),
+                |u| {
+                    let authority = u
+                        .endpoints
+                        .get(ctx.endpoint)
+                        .map_or("", |e| e.authority.as_str());
+                    format!("{} at {authority}", u.label)
+                },
+            );
+            let message = format!("error trying to reach service {target}: {e}");
+            tracing::warn!("{message}");
+            let body = status::failure(503, "ServiceUnavailable", &message, None);
+            match respond(session, 503, JSON, body, &[]).await {
+                Ok(()) => 503,
+                Err(_) => 0,
+            }
+        };
+        ctx.code = code;
+        FailToProxy {
+            error_code: code,
+            can_reuse_downstream: false,
+        }
+    }
+
+    async fn logging(&self, session: &mut Session, _e: Option<&Error>, ctx: &mut RequestCtx) {
+        let code = session
+            .response_written()
+            .map_or(ctx.code, |r| r.status.as_u16());
+        self.gateway
+            .metrics
+            .observe(ctx.kind, code, ctx.started.elapsed().as_secs_f64());
+        self.gateway.metrics.in_flight.dec();
+        ctx._in_flight = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classifies_paths() {
+        assert!(matches!(classify("/apis/a.io/v1"), PathRoute::GroupVersion("a.io/v1")));
+        assert!(matches!(
+            classify("/apis/a.io/v1/namespaces/x/foos"),
+            PathRoute::GroupVersion("a.io/v1")
+        ));
+        assert!(matches!(classify("/apis/a.io/v1/"), PathRoute::GroupVersion("a.io/v1")));
+        assert!(matches!(classify("/apis/a.io"), PathRoute::Other));
+        assert!(matches!(classify("/apis/a.io/"), PathRoute::Other));
+        assert!(matches!(classify("/apis"), PathRoute::Other));
+        assert!(matches!(classify("/api"), PathRoute::GroupVersion("/v1")));
+        assert!(matches!(classify("/api/v1/pods"), PathRoute::GroupVersion("/v1")));
+        assert!(matches!(classify("/readyz/shutdown"), PathRoute::Health(health::Endpoint::Readyz, "shutdown")));
+        assert!(matches!(classify("/metrics"), PathRoute::Metrics));
+        assert!(matches!(classify("/version"), PathRoute::Version));
+    }
+
+    #[test]
+    fn identity_headers() {
+        assert!(is_identity_header("X-Remote-User", false));
+        assert!(is_identity_header("Authorization", true));
+        assert!(!is_identity_header("Authorization", false));
+        assert!(is_identity_header("Impersonate-Extra-Scopes", true));
+        assert!(!is_identity_header("Accept", true));
+    }
+}

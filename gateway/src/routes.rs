@@ -1,0 +1,235 @@
+//! The route table the request path reads: the registry plus, for every remote APIService and the
+//! delegate, ready-to-use upstream peers. Built off the request path and published whole.
+
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use apiagg_config::{Backend, DelegateConfig, Endpoint, Registry};
+use pingora_core::protocols::ALPN;
+use pingora_core::upstreams::peer::HttpPeer;
+use pingora_core::utils::tls::{parse_x509, WrappedX509};
+use rustls::pki_types::CertificateDer;
+
+use crate::tls;
+
+/// One reachable endpoint of an upstream.
+pub struct UpstreamEndpoint {
+    /// Pingora peer template (cloned per request).
+    pub peer: HttpPeer,
+    /// Resolved address.
+    pub addr: SocketAddr,
+    /// Endpoint speaks TLS.
+    pub tls: bool,
+    /// `host:port` as configured, for `Host` and `X-Forwarded-Host`.
+    pub authority: String,
+}
+
+/// Where the requests of one APIService (or the delegate) go.
+pub struct Upstream {
+    /// APIService name, or `delegate`.
+    pub label: String,
+    /// TLS server name (`<svc>.<ns>.svc`, or the delegate's host).
+    pub server_name: String,
+    /// Endpoints, in configured order.
+    pub endpoints: Vec<UpstreamEndpoint>,
+    /// Client-sent credentials and identity headers are removed (remote backends).
+    pub strip_credentials: bool,
+    /// rustls config for connections apiagg opens itself (HTTP/1.1 only).
+    pub tls_config: Arc<rustls::ClientConfig>,
+    next: AtomicUsize,
+}
+
+impl Upstream {
+    /// Picks the index of the next endpoint (round robin).
+    pub fn pick(&self) -> Option<usize> {
+        if self.endpoints.is_empty() {
+            return None;
+        }
+        Some(self.next.fetch_add(1, Ordering::Relaxed) % self.endpoints.len())
+    }
+}
+
+/// What the request path needs, published as one snapshot.
+pub struct RouteTable {
+    /// Every APIService.
+    pub registry: Arc<Registry>,
+    /// Upstream per registry entry (same order); `None` for local APIServices and for remote ones
+    /// whose Service has no endpoints.
+    pub upstreams: Vec<Option<Arc<Upstream>>>,
+    /// The delegate, when configured.
+    pub delegate: Option<Arc<Upstream>>,
+}
+
+impl RouteTable {
+    /// An empty table (nothing registered yet).
+    pub fn empty() -> RouteTable {
+        RouteTable {
+            registry: Arc::new(Registry::default()),
+            upstreams: Vec::new(),
+            delegate: None,
+        }
+    }
+}
+
+/// TLS settings shared by the endpoints of one upstream.
+struct TlsSettings<'a> {
+    ca: Option<&'a [CertificateDer<'static>]>,
+    insecure: bool,
+    server_name: &'a str,
+}
+
+fn resolve(host: &str, port: u16) -> Result<SocketAddr, String> {
+    (host, port)
+        .to_socket_addrs()
+        .map_err(|e| format!("cannot resolve {host}:{port}: {e}"))?
+        .next()
+        .ok_or_else(|| format!("{host}:{port} resolves to no address"))
+}
+
+fn authority(host: &str, port: u16) -> String {
+    if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    }
+}
+
+fn build_endpoint(ep: &Endpoint, settings: &TlsSettings<'_>) -> Result<UpstreamEndpoint, String> {
+    let addr = resolve(&ep.host, ep.port)?;
+    let mut peer = HttpPeer::new(addr, ep.tls, settings.server_name.to_string());
+    let options = &mut peer.options;
+    options.connection_timeout = Some(Duration::from_secs(5));
+    options.total_connection_timeout = Some(Duration::from_secs(10));
+    options.idle_timeout = Some(Duration::from_secs(90));
+    options.tcp_keepalive = Some(pingora_core::protocols::l4::ext::TcpKeepalive {
+        idle: Duration::from_secs(30),
+        interval: Duration::from_secs(5),
+        count: 3,
+        #[cfg(target_os = "linux")]
+        user_timeout: Duration::from_secs(0),
+    });
+    if ep.tls {
+        options.alpn = ALPN::H2H1;
+        options.max_h2_streams = 100;
+        options.h2_ping_interval = Some(Duration::from_secs(30));
+        options.verify_cert = !settings.insecure;
+        options.verify_hostname = !settings.insecure;
+        if let Some(ca) = settings.ca {
+            let wrapped: Vec<WrappedX509> = ca
+                .iter()
+                .map(|c| WrappedX509::new(c.to_vec(), parse_x509))
+                .collect();
+            options.ca = Some(Arc::from(wrapped.into_boxed_slice()));
+        }
+    }
+    // Connections are pooled by this key: it must separate endpoints with different TLS trust.
+    let mut hasher = DefaultHasher::new();
+    ep.url.hash(&mut hasher);
+    settings.server_name.hash(&mut hasher);
+    settings.insecure.hash(&mut hasher);
+    if let Some(ca) = settings.ca {
+        for c in ca {
+            c.as_ref().hash(&mut hasher);
+        }
+    }
+    peer.group_key = hasher.finish();
+    Ok(UpstreamEndpoint {
+        peer,
+        addr,
+        tls: ep.tls,
+        authority: authority(&ep.host, ep.port),
+    })
+}
+
+fn build_upstream(
+    label: String,
+    endpoints: &[Endpoint],
+    settings: TlsSettings<'_>,
+    strip_credentials: bool,
+) -> Result<Upstream, String> {
+    let built = endpoints
+        .iter()
+        .map(|e| build_endpoint(e, &settings))
+        .collect::<Result<Vec<_>, _>>()?;
+    let tls_config = tls::client_config(settings.ca, settings.insecure, &[b"http/1.1"])?;
+    Ok(Upstream {
+        label,
+        server_name: settings.server_name.to_string(),
+        endpoints: built,
+        strip_credentials,
+        tls_config,
+        next: AtomicUsize::new(0),
+    })
+}
+
+/// Builds the delegate upstream from its config.
+pub fn build_delegate(config: &DelegateConfig) -> Result<Upstream, String> {
+    let ca = config
+        .ca_pem
+        .as_deref()
+        .map(tls::parse_ca_pem)
+        .transpose()
+        .map_err(|e| format!("delegate caFile: {e}"))?;
+    let endpoint = apiagg_config::registry::parse_endpoint(
+        config.url.origin().ascii_serialization().as_str(),
+    )
+    .map_err(|e| format!("delegate: {e}"))?;
+    let server_name = endpoint.host.clone();
+    build_upstream(
+        "delegate".into(),
+        &[endpoint],
+        TlsSettings {
+            ca: ca.as_deref(),
+            insecure: config.insecure_skip_tls_verify,
+            server_name: &server_name,
+        },
+        false,
+    )
+}
+
+/// Builds the route table for a registry. Fails with the APIService and the reason when an
+/// endpoint cannot be resolved or a CA bundle is unusable.
+pub fn build(
+    registry: Arc<Registry>,
+    delegate: Option<Arc<Upstream>>,
+) -> Result<RouteTable, String> {
+    let mut upstreams = Vec::with_capacity(registry.entries().len());
+    for entry in registry.entries() {
+        let upstream = match &entry.backend {
+            Backend::Local => None,
+            Backend::Remote(remote) => match &remote.endpoints {
+                Some(endpoints) if !endpoints.is_empty() => {
+                    let ca = remote
+                        .ca_bundle
+                        .as_deref()
+                        .map(tls::parse_ca_pem)
+                        .transpose()
+                        .map_err(|e| format!("APIService {}: spec.caBundle: {e}", entry.name))?;
+                    let upstream = build_upstream(
+                        entry.name.clone(),
+                        endpoints,
+                        TlsSettings {
+                            ca: ca.as_deref(),
+                            insecure: remote.insecure_skip_tls_verify,
+                            server_name: &remote.server_name,
+                        },
+                        true,
+                    )
+                    .map_err(|e| format!("APIService {}: {e}", entry.name))?;
+                    Some(Arc::new(upstream))
+                }
+                _ => None,
+            },
+        };
+        upstreams.push(upstream);
+    }
+    Ok(RouteTable {
+        registry,
+        upstreams,
+        delegate,
+    })
+}

@@ -1,0 +1,61 @@
+//! The state shared by the request path and the controllers.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+
+use crate::lifecycle::Lifecycle;
+use crate::metrics::Metrics;
+use crate::routes::RouteTable;
+
+/// Options that shape the gateway's behaviour.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Time between SIGTERM and refusing new requests (readyz is red during it).
+    pub shutdown_delay: Duration,
+    /// Upper bound on waiting for in-flight requests (watches included) after the delay.
+    pub drain_timeout: Duration,
+    /// How often the config files are checked for changes.
+    pub reload_interval: Duration,
+    /// How often the delegate's group-versions are re-read.
+    pub delegate_refresh: Duration,
+    /// Whether the listener serves TLS (for `X-Forwarded-Proto`).
+    pub serving_tls: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            shutdown_delay: Duration::ZERO,
+            drain_timeout: Duration::from_secs(60),
+            reload_interval: Duration::from_secs(1),
+            delegate_refresh: Duration::from_secs(60),
+            serving_tls: false,
+        }
+    }
+}
+
+/// Everything the request path reads, lock-free.
+pub struct Gateway {
+    /// Current routes (swapped whole on every change).
+    pub routes: ArcSwap<RouteTable>,
+    /// Lifecycle flags.
+    pub lifecycle: Arc<Lifecycle>,
+    /// Metrics.
+    pub metrics: Metrics,
+    /// Options.
+    pub options: Options,
+}
+
+impl Gateway {
+    /// A gateway with no routes yet.
+    pub fn new(options: Options) -> Result<Arc<Gateway>, prometheus::Error> {
+        Ok(Arc::new(Gateway {
+            routes: ArcSwap::from_pointee(RouteTable::empty()),
+            lifecycle: Lifecycle::new(),
+            metrics: Metrics::new()?,
+            options,
+        }))
+    }
+}
