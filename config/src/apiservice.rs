@@ -270,7 +270,9 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains("spec.versionPriority: Invalid value: 0: must be positive and less than 1000"),
+            text.contains(
+                "spec.versionPriority: Invalid value: 0: must be positive and less than 1000"
+            ),
             "{text}"
         );
     }
@@ -303,9 +305,15 @@ mod tests {
                      "versionPriority": 10, "insecureSkipTLSVerify": true, "caBundle": "YWJj"}
         }));
         let text = validate(&svc).unwrap_err().to_string();
-        assert!(text.contains("local APIServices may not have a caBundle"), "{text}");
+        assert!(
+            text.contains("local APIServices may not have a caBundle"),
+            "{text}"
+        );
         assert!(text.contains("\"3 bytes\""), "{text}");
-        assert!(text.contains("local APIServices may not have insecureSkipTLSVerify"), "{text}");
+        assert!(
+            text.contains("local APIServices may not have insecureSkipTLSVerify"),
+            "{text}"
+        );
     }
 
     #[test]
@@ -318,10 +326,19 @@ mod tests {
                      "service": {"port": 70000}}
         }));
         let text = validate(&svc).unwrap_err().to_string();
-        assert!(text.contains("spec.service.namespace: Required value"), "{text}");
+        assert!(
+            text.contains("spec.service.namespace: Required value"),
+            "{text}"
+        );
         assert!(text.contains("spec.service.name: Required value"), "{text}");
-        assert!(text.contains("port is not valid: must be between 1 and 65535, inclusive"), "{text}");
-        assert!(text.contains("may not be true if caBundle is present"), "{text}");
+        assert!(
+            text.contains("port is not valid: must be between 1 and 65535, inclusive"),
+            "{text}"
+        );
+        assert!(
+            text.contains("may not be true if caBundle is present"),
+            "{text}"
+        );
     }
 
     #[test]

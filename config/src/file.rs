@@ -233,16 +233,14 @@ impl Sources {
             cert_file: base.join(t.cert_file),
             key_file: base.join(t.key_file),
         });
-        let delegate = raw.delegate.and_then(|d| {
-            match parse_delegate(&base, d) {
-                Ok(d) => Some(d),
-                Err(message) => {
-                    problems.push(Problem {
-                        location: format!("{shown}: delegate"),
-                        message,
-                    });
-                    None
-                }
+        let delegate = raw.delegate.and_then(|d| match parse_delegate(&base, d) {
+            Ok(d) => Some(d),
+            Err(message) => {
+                problems.push(Problem {
+                    location: format!("{shown}: delegate"),
+                    message,
+                });
+                None
             }
         });
         check_services(&shown, &raw.services, &mut problems);
@@ -354,7 +352,10 @@ fn parse_delegate(base: &Path, raw: RawDelegate) -> Result<DelegateConfig, Strin
 fn check_services(shown: &str, services: &[ServiceEntry], problems: &mut Vec<Problem>) {
     let mut seen = HashMap::new();
     for (i, s) in services.iter().enumerate() {
-        let location = format!("{shown}: services[{i}] ({}/{}:{})", s.namespace, s.name, s.port);
+        let location = format!(
+            "{shown}: services[{i}] ({}/{}:{})",
+            s.namespace, s.name, s.port
+        );
         if s.namespace.is_empty() || s.name.is_empty() {
             problems.push(Problem {
                 location: location.clone(),
@@ -364,10 +365,7 @@ fn check_services(shown: &str, services: &[ServiceEntry], problems: &mut Vec<Pro
         if !(1..=65535).contains(&s.port) {
             problems.push(Problem {
                 location: location.clone(),
-                message: format!(
-                    "port {}: must be between 1 and 65535, inclusive",
-                    s.port
-                ),
+                message: format!("port {}: must be between 1 and 65535, inclusive", s.port),
             });
         }
         for e in &s.endpoints {
@@ -392,8 +390,8 @@ fn documents(bytes: &[u8]) -> Result<Vec<serde_json::Value>, String> {
     let text = std::str::from_utf8(bytes).map_err(|e| e.to_string())?;
     let mut out = Vec::new();
     for (i, doc) in serde_yaml_ng::Deserializer::from_str(text).enumerate() {
-        let value = serde_json::Value::deserialize(doc)
-            .map_err(|e| format!("document {}: {e}", i + 1))?;
+        let value =
+            serde_json::Value::deserialize(doc).map_err(|e| format!("document {}: {e}", i + 1))?;
         if !value.is_null() {
             out.push(value);
         }
@@ -408,7 +406,10 @@ fn object_from_value(value: serde_json::Value) -> Result<Option<APIService>, Str
     if kind != "APIService" {
         return Ok(None);
     }
-    let api_version = value.get("apiVersion").and_then(|k| k.as_str()).unwrap_or("");
+    let api_version = value
+        .get("apiVersion")
+        .and_then(|k| k.as_str())
+        .unwrap_or("");
     if api_version != "apiregistration.k8s.io/v1" {
         return Err(format!(
             "apiVersion {api_version:?} is not supported: use apiregistration.k8s.io/v1"
@@ -467,7 +468,10 @@ mod tests {
             "v1beta2.custom.metrics.k8s.io",
             "v1beta1.external.metrics.k8s.io",
         ] {
-            assert!(names.iter().any(|n| n == expected), "{expected} not in {names:?}");
+            assert!(
+                names.iter().any(|n| n == expected),
+                "{expected} not in {names:?}"
+            );
         }
     }
 
@@ -481,7 +485,10 @@ mod tests {
             &format!("apiServiceFiles: [{:?}]\n", path.display().to_string()),
         );
         let err = GatewayConfig::load(&cfg).unwrap_err();
-        assert!(err.to_string().contains("karmada-v1.18.2-search.yaml"), "{err}");
+        assert!(
+            err.to_string().contains("karmada-v1.18.2-search.yaml"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -544,10 +551,12 @@ apiServices:
         );
         let err = GatewayConfig::load(&cfg).unwrap_err();
         assert_eq!(err.problems.len(), 2, "{err}");
-        assert!(err.problems[0].location.ends_with("c.yaml: apiServices[0] (v1.a.io)"));
         assert!(err.problems[0]
-            .message
-            .contains("spec.groupPriorityMinimum: Invalid value: 0: must be positive and less than 20000"));
+            .location
+            .ends_with("c.yaml: apiServices[0] (v1.a.io)"));
+        assert!(err.problems[0].message.contains(
+            "spec.groupPriorityMinimum: Invalid value: 0: must be positive and less than 20000"
+        ));
         assert!(err.problems[1].message.contains("duplicate APIService"));
     }
 

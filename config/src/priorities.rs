@@ -61,7 +61,10 @@ mod tests {
         assert_eq!(builtin_priority("apps", "v1"), (17800, 15));
         assert_eq!(builtin_priority("autoscaling", "v2"), (17500, 30));
         assert_eq!(builtin_priority("batch", "v1"), (17400, 15));
-        assert_eq!(builtin_priority("flowcontrol.apiserver.k8s.io", "v1"), (16100, 21));
+        assert_eq!(
+            builtin_priority("flowcontrol.apiserver.k8s.io", "v1"),
+            (16100, 21)
+        );
         assert_eq!(builtin_priority("storage.k8s.io", "v1alpha1"), (16800, 1));
         assert_eq!(builtin_priority("stable.example.com", "v1"), (1000, 100));
     }

@@ -308,7 +308,9 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("c.yaml");
         std::fs::write(&path, yaml).expect("write");
-        Sources::read(&path).and_then(|s| s.parse()).expect("valid config")
+        Sources::read(&path)
+            .and_then(|s| s.parse())
+            .expect("valid config")
     }
 
     fn svc(name: &str, gpm: i32, vp: i32) -> String {
@@ -342,17 +344,31 @@ mod tests {
         let reg = Registry::build(
             &config(&yaml),
             &[
-                LocalGroupVersion { group: String::new(), version: "v1".into() },
-                LocalGroupVersion { group: "apps".into(), version: "v1".into() },
-                LocalGroupVersion { group: "a.io".into(), version: "v1".into() },
+                LocalGroupVersion {
+                    group: String::new(),
+                    version: "v1".into(),
+                },
+                LocalGroupVersion {
+                    group: "apps".into(),
+                    version: "v1".into(),
+                },
+                LocalGroupVersion {
+                    group: "a.io".into(),
+                    version: "v1".into(),
+                },
             ],
         )
         .expect("builds");
         assert_eq!(reg.entries().len(), 3);
         assert_eq!(reg.lookup("/v1").map(|e| e.name.as_str()), Some("v1."));
-        assert_eq!(reg.lookup("apps/v1").map(|e| e.group_priority_minimum), Some(17800));
+        assert_eq!(
+            reg.lookup("apps/v1").map(|e| e.group_priority_minimum),
+            Some(17800)
+        );
         let a = reg.lookup("a.io/v1").expect("a.io");
-        let Backend::Remote(remote) = &a.backend else { panic!("remote expected") };
+        let Backend::Remote(remote) = &a.backend else {
+            panic!("remote expected")
+        };
         assert_eq!(remote.server_name, "s.ns.svc");
         let eps = remote.endpoints.as_ref().expect("service found");
         assert_eq!((eps[0].tls, eps[0].port), (true, 9443));
@@ -364,11 +380,17 @@ mod tests {
     fn missing_service_and_bad_ca() {
         let yaml = format!("apiServices:\n{}", svc("v1.a.io", 100, 10));
         let reg = Registry::build(&config(&yaml), &[]).expect("builds");
-        let Backend::Remote(remote) = &reg.entries()[0].backend else { panic!() };
+        let Backend::Remote(remote) = &reg.entries()[0].backend else {
+            panic!()
+        };
         assert!(remote.endpoints.is_none());
 
         let yaml = "apiServices:\n  - {apiVersion: apiregistration.k8s.io/v1, kind: APIService, metadata: {name: v1.a.io}, spec: {group: a.io, version: v1, groupPriorityMinimum: 1, versionPriority: 1, caBundle: bm90IGEgY2VydA==, service: {namespace: ns, name: s}}}\n";
         let err = Registry::build(&config(yaml), &[]).unwrap_err();
-        assert!(err.to_string().contains("spec.caBundle: no PEM certificate found"), "{err}");
+        assert!(
+            err.to_string()
+                .contains("spec.caBundle: no PEM certificate found"),
+            "{err}"
+        );
     }
 }

@@ -31,7 +31,9 @@ fn parse_number(digits: &str) -> Option<i32> {
 
 fn parse(version: &str) -> Option<KubeVersion> {
     let rest = version.strip_prefix('v')?;
-    let split = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+    let split = rest
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(rest.len());
     let major = parse_number(&rest[..split])?;
     let tail = &rest[split..];
     if tail.is_empty() {
@@ -85,7 +87,15 @@ mod tests {
     #[test]
     fn spec_example_order() {
         let expected = [
-            "v10", "v2", "v1", "v11beta2", "v10beta3", "v3beta1", "v12alpha1", "v11alpha2", "foo1",
+            "v10",
+            "v2",
+            "v1",
+            "v11beta2",
+            "v10beta3",
+            "v3beta1",
+            "v12alpha1",
+            "v11alpha2",
+            "foo1",
             "foo10",
         ];
         let mut shuffled = expected.to_vec();
@@ -114,7 +124,9 @@ mod tests {
 
     #[test]
     fn spec_edge_case_five() {
-        let mut versions = vec!["foo2", "v1alpha1", "v2alpha1", "foo10", "v1beta1", "v1beta2", "v1"];
+        let mut versions = vec![
+            "foo2", "v1alpha1", "v2alpha1", "foo10", "v1beta1", "v1beta2", "v1",
+        ];
         versions.sort_by(|a, b| compare_kube_aware(a, b));
         assert_eq!(
             versions,

@@ -20,22 +20,37 @@ use crate::state::Gateway;
 pub struct ConfigController {
     gateway: Arc<Gateway>,
     path: PathBuf,
-    initial: (Sources, GatewayConfig),
+    initial: std::sync::Mutex<Option<Serving>>,
 }
 
 impl ConfigController {
-    /// A controller that starts from an already validated config.
+    /// Installs the routes of an already validated config right away (so they serve from the
+    /// first request) and returns the controller that keeps them current.
     pub fn new(
         gateway: Arc<Gateway>,
         path: PathBuf,
         sources: Sources,
         config: GatewayConfig,
-    ) -> ConfigController {
-        ConfigController {
+    ) -> Result<ConfigController, String> {
+        let delegate = build_delegate(&config)?;
+        let controller = ConfigController {
             gateway,
             path,
-            initial: (sources, config),
-        }
+            initial: std::sync::Mutex::new(None),
+        };
+        let first = controller.install(&config, delegate.as_ref(), &[]);
+        controller.record(&first);
+        first?;
+        controller.gateway.lifecycle.set_config_loaded();
+        let serving = Serving {
+            sources,
+            config,
+            delegate,
+            delegate_groups: None,
+        };
+        controller.publish_lifecycle(&serving);
+        *controller.initial.lock().unwrap_or_else(|e| e.into_inner()) = Some(serving);
+        Ok(controller)
     }
 }
 
@@ -75,10 +90,7 @@ impl ConfigController {
     ) -> Result<(), String> {
         let registry = Registry::build(config, delegate_groups).map_err(|e| e.to_string())?;
         let count = registry.entries().len();
-        let table = routes::build(
-            Arc::new(registry),
-            delegate.map(|d| d.upstream.clone()),
-        )?;
+        let table = routes::build(Arc::new(registry), delegate.map(|d| d.upstream.clone()))?;
         self.gateway.routes.store(Arc::new(table));
         self.gateway.metrics.registered.set(count as i64);
         Ok(())
@@ -131,7 +143,10 @@ impl ConfigController {
         let groups = delegate.client.group_versions().await?;
         if serving.delegate_groups.as_ref() != Some(&groups) {
             self.install(&serving.config, Some(delegate), &groups)?;
-            tracing::info!(count = groups.len(), "registered the delegate's group-versions");
+            tracing::info!(
+                count = groups.len(),
+                "registered the delegate's group-versions"
+            );
         }
         serving.delegate_groups = Some(groups);
         Ok(())
@@ -149,25 +164,14 @@ impl ConfigController {
 #[async_trait]
 impl BackgroundService for ConfigController {
     async fn start(&self, mut shutdown: ShutdownWatch) {
-        let (sources, config) = self.initial.clone();
-        let delegate = match build_delegate(&config) {
-            Ok(d) => d,
-            Err(e) => {
-                tracing::error!("delegate: {e}");
-                None
-            }
+        let taken = self
+            .initial
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        let Some(mut serving) = taken else {
+            return;
         };
-        let mut serving = Serving {
-            sources,
-            config,
-            delegate,
-            delegate_groups: None,
-        };
-        let first = self.install(&serving.config, serving.delegate.as_ref(), &[]);
-        self.record(&first);
-        if first.is_ok() {
-            self.gateway.lifecycle.set_config_loaded();
-        }
 
         let mut hangup = match signal(SignalKind::hangup()) {
             Ok(s) => Some(s),
@@ -184,8 +188,8 @@ impl BackgroundService for ConfigController {
                 match self.register_delegate(&mut serving).await {
                     Ok(()) => {
                         delegate_backoff = Duration::from_millis(250);
-                        next_delegate = tokio::time::Instant::now()
-                            + self.gateway.options.delegate_refresh;
+                        next_delegate =
+                            tokio::time::Instant::now() + self.gateway.options.delegate_refresh;
                     }
                     Err(e) => {
                         tracing::warn!("reading the delegate's groups failed (retrying in {delegate_backoff:?}): {e}");

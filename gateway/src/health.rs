@@ -86,7 +86,10 @@ fn checks(endpoint: Endpoint) -> Vec<(&'static str, Check)> {
     let mut list: Vec<(&'static str, Check)> = vec![("ping", ok), ("log", ok)];
     if endpoint != Endpoint::Livez {
         list.push(("config", config));
-        list.push(("poststarthook/apiservice-registration-controller", registration));
+        list.push((
+            "poststarthook/apiservice-registration-controller",
+            registration,
+        ));
         list.push(("autoregister-completion", autoregister));
     }
     if endpoint == Endpoint::Readyz {
@@ -170,7 +173,11 @@ pub fn answer(endpoint: Endpoint, check: &str, query: Option<&str>, lc: &Lifecyc
         match f(lc) {
             Ok(()) => lines.push_str(&format!("[+]{name} ok\n")),
             Err(e) => {
-                tracing::info!(check = name, endpoint = endpoint.name(), "health check failed: {e}");
+                tracing::info!(
+                    check = name,
+                    endpoint = endpoint.name(),
+                    "health check failed: {e}"
+                );
                 failed = true;
                 lines.push_str(&format!("[-]{name} failed: reason withheld\n"));
             }
@@ -234,7 +241,9 @@ mod tests {
         let lc = Lifecycle::new();
         let a = answer(Endpoint::Readyz, "", None, &lc);
         assert_eq!(a.code, 500);
-        assert!(a.body.contains("[-]poststarthook/apiservice-registration-controller failed: reason withheld\n"));
+        assert!(a.body.contains(
+            "[-]poststarthook/apiservice-registration-controller failed: reason withheld\n"
+        ));
         assert!(a.body.ends_with("readyz check failed\n"));
         let one = answer(
             Endpoint::Readyz,
@@ -242,7 +251,10 @@ mod tests {
             None,
             &lc,
         );
-        assert_eq!((one.code, one.body.as_str()), (500, "internal server error: not finished\n"));
+        assert_eq!(
+            (one.code, one.body.as_str()),
+            (500, "internal server error: not finished\n")
+        );
         assert_eq!(answer(Endpoint::Livez, "", None, &lc).code, 200);
     }
 
@@ -258,10 +270,17 @@ mod tests {
         );
         assert_eq!(a.code, 200, "{}", a.body);
         assert!(a.body.contains("[+]shutdown excluded: ok\n"));
-        assert!(a.body.contains("[+]poststarthook/apiservice-registration-controller excluded: ok\n"));
-        assert!(a.body.contains("warn: some health checks cannot be excluded: no matches for \"nope\"\n"));
+        assert!(a
+            .body
+            .contains("[+]poststarthook/apiservice-registration-controller excluded: ok\n"));
+        assert!(a
+            .body
+            .contains("warn: some health checks cannot be excluded: no matches for \"nope\"\n"));
         assert_eq!(answer(Endpoint::Healthz, "", None, &lc).code, 200);
-        assert_eq!(answer(Endpoint::Readyz, "shutdown", None, &lc).body, "internal server error: process is shutting down\n");
+        assert_eq!(
+            answer(Endpoint::Readyz, "shutdown", None, &lc).body,
+            "internal server error: process is shutting down\n"
+        );
         assert_eq!(answer(Endpoint::Readyz, "nope", None, &lc).code, 404);
     }
 }

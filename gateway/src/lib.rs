@@ -7,6 +7,7 @@ pub mod health;
 pub mod lifecycle;
 pub mod metrics;
 pub mod proxy;
+pub mod reply;
 pub mod routes;
 pub mod shutdown;
 pub mod state;

@@ -88,7 +88,11 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
         "s" => value,
         "m" => value * 60.0,
         "h" => value * 3600.0,
-        _ => return Err(format!("{text:?}: unknown unit {unit:?} (use ms, s, m or h)")),
+        _ => {
+            return Err(format!(
+                "{text:?}: unknown unit {unit:?} (use ms, s, m or h)"
+            ))
+        }
     };
     Ok(Duration::from_secs_f64(seconds))
 }
@@ -147,7 +151,8 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         }
         None => proxy.add_tcp(&listen),
     }
-    let controller = ConfigController::new(gateway.clone(), args.config.clone(), sources, config);
+    let controller = ConfigController::new(gateway.clone(), args.config.clone(), sources, config)
+        .map_err(|e| anyhow::anyhow!("config {}: {e}", args.config.display()))?;
     server.add_service(background_service("config controller", controller));
     server.add_service(proxy);
     tracing::info!(%listen, "apiagg starting");

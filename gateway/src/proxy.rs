@@ -14,13 +14,11 @@ use pingora_proxy::{FailToProxy, ProxyHttp, Session};
 use crate::health;
 use crate::lifecycle::InFlight;
 use crate::metrics::RouteKind;
+use crate::reply::Reply;
 use crate::routes::Upstream;
 use crate::state::Gateway;
 use crate::status;
 use crate::upgrade;
-
-const JSON: &str = "application/json";
-const TEXT: &str = "text/plain; charset=utf-8";
 
 /// Per-request state.
 pub struct RequestCtx {
@@ -107,27 +105,6 @@ fn version_document() -> Bytes {
     )
 }
 
-/// Writes a complete response apiagg answers itself.
-pub async fn respond(
-    session: &mut Session,
-    code: u16,
-    content_type: &str,
-    body: Bytes,
-    extra: &[(&'static str, &str)],
-) -> Result<()> {
-    let mut resp = ResponseHeader::build(code, Some(4 + extra.len()))?;
-    resp.insert_header("Content-Type", content_type)?;
-    resp.insert_header("Content-Length", body.len().to_string())?;
-    resp.insert_header("X-Content-Type-Options", "nosniff")?;
-    for (name, value) in extra {
-        resp.insert_header(*name, *value)?;
-    }
-    session
-        .write_response_header(Box::new(resp), false)
-        .await?;
-    session.write_response_body(Some(body), true).await
-}
-
 fn header_str<'a>(req: &'a RequestHeader, name: &str) -> &'a str {
     req.headers
         .get(name)
@@ -151,35 +128,22 @@ impl ApiaggProxy {
         session: &mut Session,
         ctx: &mut RequestCtx,
         kind: RouteKind,
-        code: u16,
-        content_type: &str,
-        body: Bytes,
-        extra: &[(&'static str, &str)],
+        reply: Reply,
     ) -> Result<bool> {
         ctx.kind = kind;
-        ctx.code = code;
-        respond(session, code, content_type, body, extra).await?;
+        ctx.code = reply.code();
+        reply.send(session).await?;
         Ok(true)
     }
 
     /// 404, or 503 with `Retry-After` when the request arrived before mux completion.
     async fn not_found(&self, session: &mut Session, ctx: &mut RequestCtx) -> Result<bool> {
-        if ctx.arrived_complete {
-            self.answer(session, ctx, RouteKind::NotFound, 404, JSON, status::not_found(), &[])
-                .await
+        let reply = if ctx.arrived_complete {
+            Reply::json(404, status::not_found())
         } else {
-            let retry = status::MUX_RETRY_AFTER_SECONDS.to_string();
-            self.answer(
-                session,
-                ctx,
-                RouteKind::NotFound,
-                503,
-                JSON,
-                status::mux_incomplete(),
-                &[("Retry-After", retry.as_str())],
-            )
-            .await
-        }
+            status::mux_incomplete_reply()
+        };
+        self.answer(session, ctx, RouteKind::NotFound, reply).await
     }
 
     async fn to_upstream(
@@ -225,19 +189,13 @@ impl ProxyHttp for ApiaggProxy {
         if lifecycle.rejecting() && !exempt_from_shutdown(&path) {
             let agent = header_str(session.req_header(), "user-agent");
             if !agent.starts_with("kube-apiserver/") {
-                return self
-                    .answer(
-                        session,
-                        ctx,
-                        RouteKind::Shutdown,
-                        429,
-                        TEXT,
-                        Bytes::from_static(
-                            b"The apiserver is shutting down, please try again later.\n",
-                        ),
-                        &[("Retry-After", "5"), ("Connection", "close")],
-                    )
-                    .await;
+                let reply = Reply::text(
+                    429,
+                    "The apiserver is shutting down, please try again later.\n",
+                )
+                .header("Retry-After", "5")
+                .header("Connection", "close");
+                return self.answer(session, ctx, RouteKind::Shutdown, reply).await;
             }
         }
 
@@ -246,36 +204,17 @@ impl ProxyHttp for ApiaggProxy {
             PathRoute::Health(endpoint, check) => {
                 let query = session.req_header().uri.query();
                 let answer = health::answer(endpoint, check, query, lifecycle);
-                return self
-                    .answer(
-                        session,
-                        ctx,
-                        RouteKind::Health,
-                        answer.code,
-                        TEXT,
-                        Bytes::from(answer.body),
-                        &[],
-                    )
-                    .await;
+                let reply = Reply::text(answer.code, answer.body);
+                return self.answer(session, ctx, RouteKind::Health, reply).await;
             }
             PathRoute::Metrics => {
                 let body = Bytes::from(self.gateway.metrics.render());
-                return self
-                    .answer(
-                        session,
-                        ctx,
-                        RouteKind::Metrics,
-                        200,
-                        "text/plain; version=0.0.4; charset=utf-8",
-                        body,
-                        &[],
-                    )
-                    .await;
+                let reply = Reply::new(200, "text/plain; version=0.0.4; charset=utf-8", body);
+                return self.answer(session, ctx, RouteKind::Metrics, reply).await;
             }
             PathRoute::Version if routes.delegate.is_none() => {
-                return self
-                    .answer(session, ctx, RouteKind::Local, 200, JSON, version_document(), &[])
-                    .await;
+                let reply = Reply::json(200, version_document());
+                return self.answer(session, ctx, RouteKind::Local, reply).await;
             }
             PathRoute::GroupVersion(key) => {
                 if let Some(index) = routes.registry.index_of(key) {
@@ -291,9 +230,10 @@ impl ProxyHttp for ApiaggProxy {
                                     "service unavailable: APIService {} has no endpoints (its service is not in the services table or lists none)",
                                     entry.name
                                 );
-                                let body = status::failure(503, "ServiceUnavailable", &message, None);
-                                self.answer(session, ctx, RouteKind::Proxy, 503, JSON, body, &[])
-                                    .await
+                                let body =
+                                    status::failure(503, "ServiceUnavailable", &message, None);
+                                let reply = Reply::json(503, body);
+                                self.answer(session, ctx, RouteKind::Proxy, reply).await
                             }
                         };
                     }
@@ -349,13 +289,21 @@ impl ProxyHttp for ApiaggProxy {
         request.insert_header("Host", endpoint.authority.as_str())?;
         if let Some(addr) = session.client_addr().and_then(|a| a.as_inet()) {
             let ip = addr.ip().to_string();
-            let forwarded = match request.headers.get("x-forwarded-for").and_then(|v| v.to_str().ok()) {
+            let forwarded = match request
+                .headers
+                .get("x-forwarded-for")
+                .and_then(|v| v.to_str().ok())
+            {
                 Some(prior) if !prior.is_empty() => format!("{prior}, {ip}"),
                 _ => ip,
             };
             request.insert_header("X-Forwarded-For", forwarded)?;
         }
-        let proto = if self.gateway.options.serving_tls { "https" } else { "http" };
+        let proto = if self.gateway.options.serving_tls {
+            "https"
+        } else {
+            "http"
+        };
         request.insert_header("X-Forwarded-Proto", proto)?;
         request.insert_header("X-Forwarded-Host", endpoint.authority.as_str())?;
         let uri = request.uri.path().to_string();
@@ -402,10 +350,11 @@ impl ProxyHttp for ApiaggProxy {
             for name in ["location", "transfer-encoding", "content-encoding", "etag"] {
                 response.remove_header(name);
             }
-            response.insert_header("Content-Type", JSON)?;
+            response.insert_header("Content-Type", crate::reply::JSON)?;
             response.insert_header("Content-Length", body.len().to_string())?;
             if code == 503 {
-                response.insert_header("Retry-After", status::MUX_RETRY_AFTER_SECONDS.to_string())?;
+                response
+                    .insert_header("Retry-After", status::MUX_RETRY_AFTER_SECONDS.to_string())?;
             }
             ctx.replacement = Some(body);
             ctx.replacing = true;
@@ -433,31 +382,48 @@ impl ProxyHttp for ApiaggProxy {
         ctx: &mut RequestCtx,
     ) -> FailToProxy {
         let downstream_gone = e.esource() == &ErrorSource::Downstream;
-        let code = if downstream_gone || session.response_written().is_some() {
-            0
+        if downstream_gone || session.response_written().is_some() {
+            ctx.code = 0;
+            return FailToProxy {
+                error_code: 0,
+                can_reuse_downstream: false,
+            };
+        }
+        let target = ctx.upstream.as_ref().map_or_else(
+            || "no backend".to_string(),
+            |u| {
+                let authority = u
+                    .endpoints
+                    .get(ctx.endpoint)
+                    .map_or("", |e| e.authority.as_str());
+                format!("{} at {authority}", u.label)
+            },
+        );
+        let message = format!("error trying to reach service {target}: {e}");
+        tracing::warn!("{message}");
+        // Before mux completion the delegate may simply not be there yet: say so, with
+        // Retry-After, exactly like an unknown path at that time.
+        let mut reply = if ctx.kind == RouteKind::Delegate && !ctx.arrived_complete {
+            status::mux_incomplete_reply()
         } else {
-            let target = ctx.upstream.as_ref().map_or_else(
-                || "no backend".to_string(),
-                |u| {
-                    let authority = u
-                        .endpoints
-                        .get(ctx.endpoint)
-                        .map_or("", |e| e.authority.as_str());
-                    format!("{} at {authority}", u.label)
-                },
-            );
-            let message = format!("error trying to reach service {target}: {e}");
-            tracing::warn!("{message}");
-            let body = status::failure(503, "ServiceUnavailable", &message, None);
-            match respond(session, 503, JSON, body, &[]).await {
-                Ok(()) => 503,
-                Err(_) => 0,
-            }
+            Reply::json(
+                503,
+                status::failure(503, "ServiceUnavailable", &message, None),
+            )
+        };
+        // The connection can carry the next request only if this one's body was fully read.
+        let reusable = session.is_body_done();
+        if !reusable {
+            reply = reply.header("Connection", "close");
+        }
+        let code = match reply.send(session).await {
+            Ok(()) => 503,
+            Err(_) => 0,
         };
         ctx.code = code;
         FailToProxy {
             error_code: code,
-            can_reuse_downstream: false,
+            can_reuse_downstream: code != 0 && reusable,
         }
     }
 
@@ -479,18 +445,30 @@ mod tests {
 
     #[test]
     fn classifies_paths() {
-        assert!(matches!(classify("/apis/a.io/v1"), PathRoute::GroupVersion("a.io/v1")));
+        assert!(matches!(
+            classify("/apis/a.io/v1"),
+            PathRoute::GroupVersion("a.io/v1")
+        ));
         assert!(matches!(
             classify("/apis/a.io/v1/namespaces/x/foos"),
             PathRoute::GroupVersion("a.io/v1")
         ));
-        assert!(matches!(classify("/apis/a.io/v1/"), PathRoute::GroupVersion("a.io/v1")));
+        assert!(matches!(
+            classify("/apis/a.io/v1/"),
+            PathRoute::GroupVersion("a.io/v1")
+        ));
         assert!(matches!(classify("/apis/a.io"), PathRoute::Other));
         assert!(matches!(classify("/apis/a.io/"), PathRoute::Other));
         assert!(matches!(classify("/apis"), PathRoute::Other));
         assert!(matches!(classify("/api"), PathRoute::GroupVersion("/v1")));
-        assert!(matches!(classify("/api/v1/pods"), PathRoute::GroupVersion("/v1")));
-        assert!(matches!(classify("/readyz/shutdown"), PathRoute::Health(health::Endpoint::Readyz, "shutdown")));
+        assert!(matches!(
+            classify("/api/v1/pods"),
+            PathRoute::GroupVersion("/v1")
+        ));
+        assert!(matches!(
+            classify("/readyz/shutdown"),
+            PathRoute::Health(health::Endpoint::Readyz, "shutdown")
+        ));
         assert!(matches!(classify("/metrics"), PathRoute::Metrics));
         assert!(matches!(classify("/version"), PathRoute::Version));
     }

@@ -174,10 +174,9 @@ pub fn build_delegate(config: &DelegateConfig) -> Result<Upstream, String> {
         .map(tls::parse_ca_pem)
         .transpose()
         .map_err(|e| format!("delegate caFile: {e}"))?;
-    let endpoint = apiagg_config::registry::parse_endpoint(
-        config.url.origin().ascii_serialization().as_str(),
-    )
-    .map_err(|e| format!("delegate: {e}"))?;
+    let endpoint =
+        apiagg_config::registry::parse_endpoint(config.url.origin().ascii_serialization().as_str())
+            .map_err(|e| format!("delegate: {e}"))?;
     let server_name = endpoint.host.clone();
     build_upstream(
         "delegate".into(),

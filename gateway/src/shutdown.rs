@@ -51,7 +51,10 @@ impl ShutdownSignalWatch for GracefulShutdown {
             _ = int.recv() => return ShutdownSignal::FastShutdown,
         }
         lifecycle.begin_rejecting();
-        tracing::info!(in_flight = lifecycle.in_flight(), "refusing new requests, draining in-flight ones");
+        tracing::info!(
+            in_flight = lifecycle.in_flight(),
+            "refusing new requests, draining in-flight ones"
+        );
         let drained = tokio::select! {
             d = lifecycle.drain(options.drain_timeout) => d,
             _ = int.recv() => return ShutdownSignal::FastShutdown,
@@ -59,7 +62,10 @@ impl ShutdownSignalWatch for GracefulShutdown {
         if drained {
             tracing::info!("all requests finished, exiting");
         } else {
-            tracing::warn!(in_flight = lifecycle.in_flight(), "drain timeout reached, exiting");
+            tracing::warn!(
+                in_flight = lifecycle.in_flight(),
+                "drain timeout reached, exiting"
+            );
         }
         ShutdownSignal::GracefulTerminate
     }

@@ -33,6 +33,12 @@ pub fn mux_incomplete() -> Bytes {
     )
 }
 
+/// The complete 503 reply for a request that arrived before mux completion.
+pub fn mux_incomplete_reply() -> crate::reply::Reply {
+    crate::reply::Reply::json(503, mux_incomplete())
+        .header("Retry-After", MUX_RETRY_AFTER_SECONDS.to_string())
+}
+
 /// `Retry-After` sent with [`mux_incomplete`].
 pub const MUX_RETRY_AFTER_SECONDS: u64 = 5;
 

@@ -16,6 +16,7 @@ use rustls::pki_types::ServerName;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use crate::reply::Reply;
 use crate::routes::Upstream;
 use crate::status;
 
@@ -45,12 +46,18 @@ fn is_hidden(name: &str, strip_credentials: bool) -> bool {
 }
 
 /// The request head sent to the backend.
-fn request_head(req: &RequestHeader, authority: &str, client_ip: Option<String>, strip: bool) -> Vec<u8> {
-    let target = req
-        .uri
-        .path_and_query()
-        .map_or("/", |p| p.as_str());
-    let mut head = format!("{} {} HTTP/1.1\r\nHost: {authority}\r\n", req.method, target).into_bytes();
+fn request_head(
+    req: &RequestHeader,
+    authority: &str,
+    client_ip: Option<String>,
+    strip: bool,
+) -> Vec<u8> {
+    let target = req.uri.path_and_query().map_or("/", |p| p.as_str());
+    let mut head = format!(
+        "{} {} HTTP/1.1\r\nHost: {authority}\r\n",
+        req.method, target
+    )
+    .into_bytes();
     let mut forwarded_for = None;
     for (name, value) in req.headers.iter() {
         if is_hidden(name.as_str(), strip) {
@@ -115,11 +122,16 @@ async fn read_head(backend: &mut Box<dyn Io>) -> io::Result<(u16, Vec<u8>, Vec<u
                 .nth(1)
                 .and_then(|s| std::str::from_utf8(s).ok())
                 .and_then(|s| s.parse::<u16>().ok())
-                .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "malformed status line"))?;
+                .ok_or_else(|| {
+                    io::Error::new(io::ErrorKind::InvalidData, "malformed status line")
+                })?;
             return Ok((status, buf, rest));
         }
         if buf.len() > HEAD_LIMIT {
-            return Err(io::Error::new(io::ErrorKind::InvalidData, "response head too large"));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "response head too large",
+            ));
         }
     }
 }
@@ -145,7 +157,9 @@ async fn take_client_stream(session: &mut Session) -> io::Result<Stream> {
         HttpSession::H1(client) => Ok(client.into_inner()),
         other => {
             *session.downstream_session = other;
-            Err(io::Error::other("upgrades need an HTTP/1.1 client connection"))
+            Err(io::Error::other(
+                "upgrades need an HTTP/1.1 client connection",
+            ))
         }
     }
 }
@@ -153,7 +167,7 @@ async fn take_client_stream(session: &mut Session) -> io::Result<Stream> {
 async fn fail(session: &mut Session, code: u16, message: String) -> u16 {
     tracing::warn!("{message}");
     let body = status::failure(code, "ServiceUnavailable", &message, None);
-    match crate::proxy::respond(session, code, "application/json", body, &[]).await {
+    match Reply::json(code, body).send(session).await {
         Ok(()) => code,
         Err(_) => 0,
     }
@@ -165,13 +179,21 @@ pub async fn tunnel(session: &mut Session, upstream: &Upstream) -> u16 {
         return fail(session, 503, "upgrades need HTTP/1.1".into()).await;
     }
     let Some(index) = upstream.pick() else {
-        return fail(session, 503, format!("service unavailable: {} has no endpoints", upstream.label)).await;
+        return fail(
+            session,
+            503,
+            format!("service unavailable: {} has no endpoints", upstream.label),
+        )
+        .await;
     };
     let authority = upstream.endpoints[index].authority.clone();
     let mut backend = match dial(upstream, index).await {
         Ok(b) => b,
         Err(e) => {
-            let message = format!("error dialing backend {} at {authority}: {e}", upstream.label);
+            let message = format!(
+                "error dialing backend {} at {authority}: {e}",
+                upstream.label
+            );
             return fail(session, 503, message).await;
         }
     };
@@ -179,7 +201,12 @@ pub async fn tunnel(session: &mut Session, upstream: &Upstream) -> u16 {
         .client_addr()
         .and_then(|a| a.as_inet())
         .map(|a| a.ip().to_string());
-    let head = request_head(session.req_header(), &authority, client_ip, upstream.strip_credentials);
+    let head = request_head(
+        session.req_header(),
+        &authority,
+        client_ip,
+        upstream.strip_credentials,
+    );
     let (code, response_head, early) = match async {
         backend.write_all(&head).await?;
         backend.flush().await?;
@@ -191,7 +218,10 @@ pub async fn tunnel(session: &mut Session, upstream: &Upstream) -> u16 {
     {
         Ok(answer) => answer,
         Err(e) => {
-            let message = format!("error trying to reach service {} at {authority}: {e}", upstream.label);
+            let message = format!(
+                "error trying to reach service {} at {authority}: {e}",
+                upstream.label
+            );
             return fail(session, 503, message).await;
         }
     };
@@ -202,7 +232,14 @@ pub async fn tunnel(session: &mut Session, upstream: &Upstream) -> u16 {
 
     let mut client = match take_client_stream(session).await {
         Ok(s) => s,
-        Err(e) => return fail(session, 500, format!("cannot take over the connection: {e}")).await,
+        Err(e) => {
+            return fail(
+                session,
+                500,
+                format!("cannot take over the connection: {e}"),
+            )
+            .await
+        }
     };
     let relay = async {
         client.write_all(&response_head).await?;
@@ -228,15 +265,23 @@ mod tests {
 
     #[test]
     fn head_strips_identity_and_sets_host() {
-        let mut req = RequestHeader::build("GET", b"/apis/a.io/v1/x/exec?command=ls", None).expect("req");
+        let mut req =
+            RequestHeader::build("GET", b"/apis/a.io/v1/x/exec?command=ls", None).expect("req");
         req.insert_header("Connection", "Upgrade").expect("h");
         req.insert_header("Upgrade", "websocket").expect("h");
         req.insert_header("Authorization", "Bearer t").expect("h");
         req.insert_header("X-Remote-User", "admin").expect("h");
         req.insert_header("Host", "gateway").expect("h");
         assert!(is_upgrade(&req));
-        let head = String::from_utf8(request_head(&req, "10.0.0.1:443", Some("127.0.0.1".into()), true)).expect("utf8");
-        assert!(head.starts_with("GET /apis/a.io/v1/x/exec?command=ls HTTP/1.1\r\nHost: 10.0.0.1:443\r\n"));
+        let head = String::from_utf8(request_head(
+            &req,
+            "10.0.0.1:443",
+            Some("127.0.0.1".into()),
+            true,
+        ))
+        .expect("utf8");
+        assert!(head
+            .starts_with("GET /apis/a.io/v1/x/exec?command=ls HTTP/1.1\r\nHost: 10.0.0.1:443\r\n"));
         assert!(!head.to_ascii_lowercase().contains("authorization"));
         assert!(!head.to_ascii_lowercase().contains("x-remote-user"));
         assert!(head.contains("X-Forwarded-For: 127.0.0.1\r\n"));

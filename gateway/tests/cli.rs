@@ -48,9 +48,14 @@ fn rejects_with_file_object_and_upstream_message() {
         "apiServices:\n  - apiVersion: apiregistration.k8s.io/v1\n    kind: APIService\n    metadata: {name: v1beta1.metrics.k8s.io}\n    spec: {group: metrics.k8s.io, version: v1beta1, groupPriorityMinimum: 100, versionPriority: 1001, service: {namespace: kube-system, name: metrics-server}}\n",
     );
     assert!(!ok);
-    assert!(text.contains("apiagg.yaml: apiServices[0] (v1beta1.metrics.k8s.io)"), "{text}");
     assert!(
-        text.contains("spec.versionPriority: Invalid value: 1001: must be positive and less than 1000"),
+        text.contains("apiagg.yaml: apiServices[0] (v1beta1.metrics.k8s.io)"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "spec.versionPriority: Invalid value: 1001: must be positive and less than 1000"
+        ),
         "{text}"
     );
 }

@@ -13,7 +13,10 @@ use serde_json::{json, Value};
 const G: &str = "wardle.example.com";
 const V: &str = "v1alpha1";
 
+/// A sample backend for `group`; with TLS its certificate is valid for `<name>.test.svc`, the
+/// server name apiagg verifies for an APIService whose service is `test/<name>`.
 fn sample(group: &str, name: &str, tls: bool) -> Sample {
+    let hostname = format!("{name}.test.svc");
     Sample::start(
         &[
             "--group",
@@ -26,6 +29,8 @@ fn sample(group: &str, name: &str, tls: bool) -> Sample {
             "Flunder",
             "--name",
             name,
+            "--hostname",
+            &hostname,
         ],
         tls,
     )
@@ -124,9 +129,8 @@ async fn tls_trust_follows_the_apiservice() {
     let other = sample("other.example.com", "other", true);
     let insecure = sample("insecure.example.com", "insecure", true);
     let config = format!(
-        "services:\n{}{}{}apiServices:\n{}{}{}",
+        "services:\n{}{}apiServices:\n{}{}{}",
         service("good", &good.url),
-        service("wrong", &good.url),
         service("insecure", &insecure.url),
         apiservice(
             "good.example.com",
@@ -134,11 +138,11 @@ async fn tls_trust_follows_the_apiservice() {
             "good",
             &format!(", caBundle: {}", good.ca_bundle())
         ),
-        // the CA of another server: verification must fail
+        // Same service and server name, but the CA of another server: verification must fail.
         apiservice(
             "good.example.com",
             "v1",
-            "wrong",
+            "good",
             &format!(", caBundle: {}", other.ca_bundle())
         ),
         apiservice(
@@ -253,7 +257,7 @@ async fn websocket_and_spdy_upgrades_round_trip() {
         for j in 0..3 {
             let text = format!("session {i} message {j}");
             ws.send(tokio_tungstenite::tungstenite::Message::Binary(
-                text.clone().into_bytes().into(),
+                text.clone().into_bytes(),
             ))
             .await
             .expect("send");
@@ -262,7 +266,11 @@ async fn websocket_and_spdy_upgrades_round_trip() {
                 .expect("echo in time")
                 .expect("open")
                 .expect("frame");
-            assert_eq!(echoed.into_data().as_ref(), text.as_bytes(), "session {i}");
+            assert_eq!(
+                echoed.into_data().as_slice(),
+                text.as_bytes(),
+                "session {i}"
+            );
         }
         let _ = ws.close(None).await;
     }

@@ -7,7 +7,7 @@ use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::OnceLock;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use base64::Engine;
@@ -26,9 +26,10 @@ pub fn fixtures() -> PathBuf {
     path
 }
 
-/// Path of a workspace binary; builds it once if the test run did not.
+/// Path of a workspace binary. `cargo test --workspace` builds every binary first; when one is
+/// missing (a single package was tested) it is built once.
 pub fn binary(name: &str, package: &str) -> PathBuf {
-    static BUILT: OnceLock<()> = OnceLock::new();
+    static BUILD: Mutex<()> = Mutex::new(());
     let exe = std::env::current_exe().expect("current exe");
     let dir = exe
         .parent()
@@ -36,15 +37,14 @@ pub fn binary(name: &str, package: &str) -> PathBuf {
         .expect("target/<profile> folder")
         .to_path_buf();
     let path = dir.join(name);
+    let _guard = BUILD.lock().unwrap_or_else(|e| e.into_inner());
     if !path.exists() {
-        BUILT.get_or_init(|| {
-            let status = Command::new(env!("CARGO"))
-                .args(["build", "--bins", "-p", package])
-                .current_dir(env!("CARGO_MANIFEST_DIR"))
-                .status()
-                .expect("run cargo build");
-            assert!(status.success(), "cargo build -p {package} failed");
-        });
+        let status = Command::new(env!("CARGO"))
+            .args(["build", "--bins", "-p", package])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .status()
+            .expect("run cargo build");
+        assert!(status.success(), "cargo build -p {package} failed");
     }
     assert!(path.exists(), "binary {} missing", path.display());
     path
