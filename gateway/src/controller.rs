@@ -12,7 +12,6 @@ use pingora_core::server::ShutdownWatch;
 use pingora_core::services::background::BackgroundService;
 use tokio::signal::unix::{signal, SignalKind};
 
-use crate::delegate::DelegateClient;
 use crate::routes::{self, Upstream};
 use crate::state::Gateway;
 
@@ -62,21 +61,13 @@ struct Serving {
     delegate_groups: Option<Vec<LocalGroupVersion>>,
 }
 
-struct Delegate {
-    upstream: Arc<Upstream>,
-    client: DelegateClient,
-}
+type Delegate = Arc<Upstream>;
 
 fn build_delegate(config: &GatewayConfig) -> Result<Option<Delegate>, String> {
     config
         .delegate
         .as_ref()
-        .map(|d| {
-            Ok(Delegate {
-                upstream: Arc::new(routes::build_delegate(d)?),
-                client: DelegateClient::new(d)?,
-            })
-        })
+        .map(|d| routes::build_delegate(d).map(Arc::new))
         .transpose()
 }
 
@@ -90,9 +81,10 @@ impl ConfigController {
     ) -> Result<(), String> {
         let registry = Registry::build(config, delegate_groups).map_err(|e| e.to_string())?;
         let count = registry.entries().len();
-        let table = routes::build(Arc::new(registry), delegate.map(|d| d.upstream.clone()))?;
+        let table = routes::build(Arc::new(registry), delegate.cloned())?;
         self.gateway.routes.store(Arc::new(table));
         self.gateway.metrics.registered.set(count as i64);
+        self.gateway.registry_changed.notify_one();
         Ok(())
     }
 
@@ -140,7 +132,7 @@ impl ConfigController {
         let Some(delegate) = &serving.delegate else {
             return Ok(());
         };
-        let groups = delegate.client.group_versions().await?;
+        let groups = crate::delegate::group_versions(delegate).await?;
         if serving.delegate_groups.as_ref() != Some(&groups) {
             self.install(&serving.config, Some(delegate), &groups)?;
             tracing::info!(
@@ -156,7 +148,7 @@ impl ConfigController {
         let lc = &self.gateway.lifecycle;
         if serving.delegate.is_none() || serving.delegate_groups.is_some() {
             lc.set_delegate_registered();
-            lc.set_mux_complete();
+            lc.try_complete();
         }
     }
 }

@@ -58,7 +58,15 @@ fn config(lc: &Lifecycle) -> Result<(), String> {
 }
 
 fn registration(lc: &Lifecycle) -> Result<(), String> {
-    if lc.mux_complete() {
+    if lc.config_loaded() && lc.delegate_registered() {
+        Ok(())
+    } else {
+        Err("not finished".into())
+    }
+}
+
+fn discovery(lc: &Lifecycle) -> Result<(), String> {
+    if lc.discovery_synced() {
         Ok(())
     } else {
         Err("not finished".into())
@@ -90,6 +98,7 @@ fn checks(endpoint: Endpoint) -> Vec<(&'static str, Check)> {
             "poststarthook/apiservice-registration-controller",
             registration,
         ));
+        list.push(("poststarthook/apiservice-discovery-controller", discovery));
         list.push(("autoregister-completion", autoregister));
     }
     if endpoint == Endpoint::Readyz {
@@ -221,7 +230,8 @@ mod tests {
         let lc = Lifecycle::new();
         lc.set_config_loaded();
         lc.set_delegate_registered();
-        lc.set_mux_complete();
+        lc.set_discovery_synced();
+        lc.try_complete();
         lc
     }
 

@@ -3,6 +3,8 @@
 
 pub mod controller;
 pub mod delegate;
+pub mod discovery;
+pub mod fetch;
 pub mod health;
 pub mod lifecycle;
 pub mod metrics;

@@ -11,6 +11,7 @@ use tokio::sync::Notify;
 pub struct Lifecycle {
     config_loaded: AtomicBool,
     delegate_registered: AtomicBool,
+    discovery_synced: AtomicBool,
     mux_complete: AtomicBool,
     shutting_down: AtomicBool,
     rejecting: AtomicBool,
@@ -44,9 +45,22 @@ impl Lifecycle {
         self.delegate_registered.load(Ordering::Acquire)
     }
 
-    /// Every known route is installed: from now on unknown paths are 404, not 503.
-    pub fn set_mux_complete(&self) {
-        self.mux_complete.store(true, Ordering::Release);
+    /// The first discovery round (with the delegate's groups registered) is done.
+    pub fn set_discovery_synced(&self) {
+        self.discovery_synced.store(true, Ordering::Release);
+    }
+
+    /// Whether the first discovery round is done.
+    pub fn discovery_synced(&self) -> bool {
+        self.discovery_synced.load(Ordering::Acquire)
+    }
+
+    /// Marks the mux complete once the config is loaded, the delegate's groups are registered
+    /// and the first discovery round is done: from then on unknown paths are 404, not 503.
+    pub fn try_complete(&self) {
+        if self.config_loaded() && self.delegate_registered() && self.discovery_synced() {
+            self.mux_complete.store(true, Ordering::Release);
+        }
     }
 
     /// Whether every known route is installed.

@@ -7,6 +7,7 @@ use std::time::Duration;
 use anyhow::Context;
 use apiagg_config::Sources;
 use apiagg_gateway::controller::ConfigController;
+use apiagg_gateway::discovery::DiscoveryController;
 use apiagg_gateway::proxy::ApiaggProxy;
 use apiagg_gateway::shutdown::GracefulShutdown;
 use apiagg_gateway::state::{Gateway, Options};
@@ -62,6 +63,12 @@ struct ServeArgs {
     /// How often the delegate's group-versions are re-read.
     #[arg(long, value_parser = parse_duration, default_value = "60s")]
     delegate_refresh: Duration,
+    /// How often every backend's discovery is re-read (also on every registry change).
+    #[arg(long, value_parser = parse_duration, default_value = "60s")]
+    discovery_refresh: Duration,
+    /// Stop serving `apidiscovery.k8s.io/v2beta1` (as kube-apiserver 1.33+ does).
+    #[arg(long)]
+    disable_discovery_v2beta1: bool,
     /// Worker threads of the proxy.
     #[arg(long, default_value_t = default_threads())]
     threads: usize,
@@ -123,6 +130,10 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         reload_interval: args.reload_interval,
         delegate_refresh: args.delegate_refresh,
         serving_tls: config.tls.is_some(),
+        discovery_refresh: args.discovery_refresh,
+        negotiate: apiagg_discovery::NegotiateOptions {
+            serve_v2beta1: !args.disable_discovery_v2beta1,
+        },
     };
     let gateway = Gateway::new(options).context("creating metrics")?;
 
@@ -154,6 +165,10 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let controller = ConfigController::new(gateway.clone(), args.config.clone(), sources, config)
         .map_err(|e| anyhow::anyhow!("config {}: {e}", args.config.display()))?;
     server.add_service(background_service("config controller", controller));
+    server.add_service(background_service(
+        "discovery controller",
+        DiscoveryController::new(gateway.clone()),
+    ));
     server.add_service(proxy);
     tracing::info!(%listen, "apiagg starting");
     server.run(RunArgs {

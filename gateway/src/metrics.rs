@@ -1,7 +1,8 @@
 //! Prometheus metrics of the gateway (text exposition format on `/metrics`).
 
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts, Registry, TextEncoder,
+    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts, Registry,
+    TextEncoder,
 };
 
 /// Kind of route a request took; a label on the request metrics.
@@ -56,6 +57,8 @@ pub struct Metrics {
     pub registered: IntGauge,
     /// `apiagg_requests_in_flight`
     pub in_flight: IntGauge,
+    /// `aggregator_discovery_aggregation_count_total`
+    pub discovery_aggregations: IntCounter,
 }
 
 impl Metrics {
@@ -99,6 +102,11 @@ impl Metrics {
             "apiagg_requests_in_flight",
             "Requests being served right now.",
         )?;
+        let discovery_aggregations = IntCounter::new(
+            "aggregator_discovery_aggregation_count_total",
+            "Times the aggregated discovery document was rebuilt because something changed.",
+        )?;
+        registry.register(Box::new(discovery_aggregations.clone()))?;
         registry.register(Box::new(requests.clone()))?;
         registry.register(Box::new(duration.clone()))?;
         registry.register(Box::new(reloads.clone()))?;
@@ -113,6 +121,7 @@ impl Metrics {
             last_reload_ok,
             registered,
             in_flight,
+            discovery_aggregations,
         })
     }
 

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use apiagg_discovery as discovery;
 use async_trait::async_trait;
 use bytes::Bytes;
 use pingora_core::upstreams::peer::HttpPeer;
@@ -15,7 +16,7 @@ use crate::health;
 use crate::lifecycle::InFlight;
 use crate::metrics::RouteKind;
 use crate::reply::Reply;
-use crate::routes::Upstream;
+use crate::routes::{RouteTable, Upstream};
 use crate::state::Gateway;
 use crate::status;
 use crate::upgrade;
@@ -53,6 +54,12 @@ enum PathRoute<'a> {
     Health(health::Endpoint, &'a str),
     Metrics,
     Version,
+    /// `/apis` (`slash` false) or `/apis/` (`slash` true).
+    Apis {
+        slash: bool,
+    },
+    /// `/apis/<g>` or `/apis/<g>/`.
+    Group(&'a str),
     /// `/api[/…]` or `/apis/<g>/<v>[/…]`: route key `"<g>/<v>"`.
     GroupVersion(&'a str),
     Other,
@@ -69,11 +76,17 @@ fn classify(path: &str) -> PathRoute<'_> {
         "version" if rest.is_empty() => PathRoute::Version,
         "api" => PathRoute::GroupVersion("/v1"),
         "apis" => {
+            if rest.is_empty() {
+                return PathRoute::Apis {
+                    slash: trimmed.len() > 4,
+                };
+            }
             let mut parts = rest.splitn(3, '/');
             match (parts.next(), parts.next()) {
                 (Some(g), Some(v)) if !g.is_empty() && !v.is_empty() => {
                     PathRoute::GroupVersion(&rest[..g.len() + 1 + v.len()])
                 }
+                (Some(g), None | Some("")) if !g.is_empty() => PathRoute::Group(g),
                 _ => PathRoute::Other,
             }
         }
@@ -102,6 +115,33 @@ fn version_document() -> Bytes {
             "platform": format!("{}/{}", std::env::consts::OS, std::env::consts::ARCH),
         })
         .to_string(),
+    )
+}
+
+/// A precomputed document; aggregated ones carry ETag and `Cache-Control: public` and answer a
+/// matching `If-None-Match` with 304 (spec §6.7).
+fn serve_doc(req: &RequestHeader, doc: &discovery::RenderedDoc, cacheable: bool) -> Reply {
+    if !cacheable {
+        return Reply::new(200, doc.content_type, doc.bytes.clone());
+    }
+    let if_none_match = req
+        .headers
+        .get("if-none-match")
+        .and_then(|v| v.to_str().ok());
+    let reply = if doc.not_modified(if_none_match) {
+        Reply::not_modified()
+    } else {
+        Reply::new(200, doc.content_type, doc.bytes.clone())
+    };
+    reply
+        .header("ETag", doc.etag.clone())
+        .header("Cache-Control", "public")
+}
+
+fn not_acceptable(e: &discovery::NotAcceptable) -> Reply {
+    Reply::json(
+        406,
+        status::failure(406, "NotAcceptable", &e.message(), None),
     )
 }
 
@@ -144,6 +184,48 @@ impl ApiaggProxy {
             status::mux_incomplete_reply()
         };
         self.answer(session, ctx, RouteKind::NotFound, reply).await
+    }
+
+    /// `/apis` (aggregated or legacy by Accept) and `/apis/` (legacy only).
+    fn apis(&self, req: &RequestHeader, routes: &RouteTable, slash: bool) -> Reply {
+        let endpoint = if slash {
+            discovery::Endpoint::LegacyOnly
+        } else {
+            discovery::Endpoint::Root
+        };
+        let accept = req.headers.get("accept").and_then(|v| v.to_str().ok());
+        let negotiated =
+            match discovery::negotiate(accept, endpoint, &self.gateway.options.negotiate) {
+                Ok(n) => n,
+                Err(e) => return not_acceptable(&e),
+            };
+        let reply = match negotiated {
+            discovery::Negotiated::Legacy => serve_doc(req, &routes.legacy.apis, false),
+            discovery::Negotiated::Aggregated { version, .. } => {
+                match self.gateway.aggregated.load().as_ref() {
+                    Some(docs) => serve_doc(req, docs.get(version), true),
+                    None => status::mux_incomplete_reply(),
+                }
+            }
+        };
+        if slash {
+            reply
+        } else {
+            reply.header("Vary", "Accept")
+        }
+    }
+
+    /// `/apis/<group>`: the legacy `APIGroup` built from the group's APIServices.
+    fn group(&self, req: &RequestHeader, routes: &RouteTable, group: &str) -> Reply {
+        let accept = req.headers.get("accept").and_then(|v| v.to_str().ok());
+        let options = &self.gateway.options.negotiate;
+        if let Err(e) = discovery::negotiate(accept, discovery::Endpoint::LegacyOnly, options) {
+            return not_acceptable(&e);
+        }
+        match routes.legacy.groups.get(group) {
+            Some(doc) => serve_doc(req, doc, false),
+            None => Reply::json(404, status::not_found()),
+        }
     }
 
     async fn to_upstream(
@@ -216,6 +298,14 @@ impl ProxyHttp for ApiaggProxy {
                 let reply = Reply::json(200, version_document());
                 return self.answer(session, ctx, RouteKind::Local, reply).await;
             }
+            PathRoute::Apis { slash } => {
+                let reply = self.apis(session.req_header(), &routes, slash);
+                return self.answer(session, ctx, RouteKind::Local, reply).await;
+            }
+            PathRoute::Group(group) if routes.legacy.groups.contains_key(group) => {
+                let reply = self.group(session.req_header(), &routes, group);
+                return self.answer(session, ctx, RouteKind::Local, reply).await;
+            }
             PathRoute::GroupVersion(key) => {
                 if let Some(index) = routes.registry.index_of(key) {
                     let entry = &routes.registry.entries()[index];
@@ -239,7 +329,7 @@ impl ProxyHttp for ApiaggProxy {
                     }
                 }
             }
-            PathRoute::Version | PathRoute::Other => {}
+            PathRoute::Version | PathRoute::Group(_) | PathRoute::Other => {}
         }
 
         match routes.delegate.clone() {
@@ -457,9 +547,16 @@ mod tests {
             classify("/apis/a.io/v1/"),
             PathRoute::GroupVersion("a.io/v1")
         ));
-        assert!(matches!(classify("/apis/a.io"), PathRoute::Other));
-        assert!(matches!(classify("/apis/a.io/"), PathRoute::Other));
-        assert!(matches!(classify("/apis"), PathRoute::Other));
+        assert!(matches!(classify("/apis/a.io"), PathRoute::Group("a.io")));
+        assert!(matches!(classify("/apis/a.io/"), PathRoute::Group("a.io")));
+        assert!(matches!(
+            classify("/apis"),
+            PathRoute::Apis { slash: false }
+        ));
+        assert!(matches!(
+            classify("/apis/"),
+            PathRoute::Apis { slash: true }
+        ));
         assert!(matches!(classify("/api"), PathRoute::GroupVersion("/v1")));
         assert!(matches!(
             classify("/api/v1/pods"),

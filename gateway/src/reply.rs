@@ -39,6 +39,11 @@ impl Reply {
         }
     }
 
+    /// `304 Not Modified` (no body, no content headers).
+    pub fn not_modified() -> Reply {
+        Reply::new(304, "", Bytes::new())
+    }
+
     /// Adds a header.
     pub fn header(mut self, name: &'static str, value: impl Into<String>) -> Reply {
         self.headers.push((name, value.into()));
@@ -53,11 +58,16 @@ impl Reply {
     /// Writes the response and ends it.
     pub async fn send(self, session: &mut Session) -> Result<()> {
         let mut resp = ResponseHeader::build(self.code, Some(4 + self.headers.len()))?;
-        resp.insert_header("Content-Type", self.content_type)?;
-        resp.insert_header("Content-Length", self.body.len().to_string())?;
-        resp.insert_header("X-Content-Type-Options", "nosniff")?;
+        if self.code != 304 {
+            resp.insert_header("Content-Type", self.content_type)?;
+            resp.insert_header("Content-Length", self.body.len().to_string())?;
+            resp.insert_header("X-Content-Type-Options", "nosniff")?;
+        }
         for (name, value) in self.headers {
             resp.insert_header(name, value)?;
+        }
+        if self.code == 304 {
+            return session.write_response_header(Box::new(resp), true).await;
         }
         session.write_response_header(Box::new(resp), false).await?;
         session.write_response_body(Some(self.body), true).await

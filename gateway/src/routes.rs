@@ -8,7 +8,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use std::collections::HashMap;
+
 use apiagg_config::{Backend, DelegateConfig, Endpoint, Registry};
+use apiagg_discovery::{
+    legacy_group, legacy_group_list, render_legacy, ApiServiceRecord, RenderedDoc,
+};
 use pingora_core::protocols::ALPN;
 use pingora_core::upstreams::peer::HttpPeer;
 use pingora_core::utils::tls::{parse_x509, WrappedX509};
@@ -62,15 +67,64 @@ pub struct RouteTable {
     pub upstreams: Vec<Option<Arc<Upstream>>>,
     /// The delegate, when configured.
     pub delegate: Option<Arc<Upstream>>,
+    /// Legacy discovery built from the APIServices (spec §5): `/apis` and `/apis/<group>`.
+    pub legacy: LegacyDiscovery,
+}
+
+/// Legacy discovery documents, rendered once per registry.
+pub struct LegacyDiscovery {
+    /// `APIGroupList` for `/apis`.
+    pub apis: RenderedDoc,
+    /// `APIGroup` for `/apis/<group>`, for every group with an APIService.
+    pub groups: HashMap<String, RenderedDoc>,
+}
+
+impl LegacyDiscovery {
+    /// Renders the legacy documents of a registry.
+    pub fn build(registry: &Registry) -> Result<LegacyDiscovery, String> {
+        let records: Vec<ApiServiceRecord<'_>> = registry
+            .entries()
+            .iter()
+            .map(|e| ApiServiceRecord {
+                name: &e.name,
+                group: &e.group,
+                version: &e.version,
+                group_priority_minimum: e.group_priority_minimum,
+                version_priority: e.version_priority,
+            })
+            .collect();
+        let apis = render_legacy(&legacy_group_list(&records)).map_err(|e| e.to_string())?;
+        let mut groups = HashMap::new();
+        for e in registry.entries() {
+            if e.group.is_empty() || groups.contains_key(&e.group) {
+                continue;
+            }
+            if let Some(group) = legacy_group(&records, &e.group) {
+                let doc = render_legacy(&group).map_err(|e| e.to_string())?;
+                groups.insert(e.group.clone(), doc);
+            }
+        }
+        Ok(LegacyDiscovery { apis, groups })
+    }
 }
 
 impl RouteTable {
     /// An empty table (nothing registered yet).
     pub fn empty() -> RouteTable {
+        let registry = Arc::new(Registry::default());
+        let legacy = LegacyDiscovery::build(&registry).unwrap_or_else(|_| LegacyDiscovery {
+            apis: RenderedDoc {
+                bytes: bytes::Bytes::new(),
+                etag: String::new(),
+                content_type: "application/json",
+            },
+            groups: HashMap::new(),
+        });
         RouteTable {
-            registry: Arc::new(Registry::default()),
+            registry,
             upstreams: Vec::new(),
             delegate: None,
+            legacy,
         }
     }
 }
@@ -226,9 +280,11 @@ pub fn build(
         };
         upstreams.push(upstream);
     }
+    let legacy = LegacyDiscovery::build(&registry)?;
     Ok(RouteTable {
         registry,
         upstreams,
         delegate,
+        legacy,
     })
 }

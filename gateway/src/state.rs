@@ -3,7 +3,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use arc_swap::ArcSwap;
+use apiagg_discovery::{AggregatedDocs, NegotiateOptions};
+use arc_swap::{ArcSwap, ArcSwapOption};
+use tokio::sync::Notify;
 
 use crate::lifecycle::Lifecycle;
 use crate::metrics::Metrics;
@@ -22,6 +24,10 @@ pub struct Options {
     pub delegate_refresh: Duration,
     /// Whether the listener serves TLS (for `X-Forwarded-Proto`).
     pub serving_tls: bool,
+    /// How often every backend's discovery is re-read (it is also re-read on registry changes).
+    pub discovery_refresh: Duration,
+    /// Discovery negotiation switches (v2beta1 on or off).
+    pub negotiate: NegotiateOptions,
 }
 
 impl Default for Options {
@@ -32,6 +38,8 @@ impl Default for Options {
             reload_interval: Duration::from_secs(1),
             delegate_refresh: Duration::from_secs(60),
             serving_tls: false,
+            discovery_refresh: Duration::from_secs(60),
+            negotiate: NegotiateOptions::default(),
         }
     }
 }
@@ -40,6 +48,10 @@ impl Default for Options {
 pub struct Gateway {
     /// Current routes (swapped whole on every change).
     pub routes: ArcSwap<RouteTable>,
+    /// Aggregated `/apis` (v2 and v2beta1), once the discovery controller has rendered it.
+    pub aggregated: ArcSwapOption<AggregatedDocs>,
+    /// Signalled whenever new routes are published.
+    pub registry_changed: Notify,
     /// Lifecycle flags.
     pub lifecycle: Arc<Lifecycle>,
     /// Metrics.
@@ -53,6 +65,8 @@ impl Gateway {
     pub fn new(options: Options) -> Result<Arc<Gateway>, prometheus::Error> {
         Ok(Arc::new(Gateway {
             routes: ArcSwap::from_pointee(RouteTable::empty()),
+            aggregated: ArcSwapOption::empty(),
+            registry_changed: Notify::new(),
             lifecycle: Lifecycle::new(),
             metrics: Metrics::new()?,
             options,

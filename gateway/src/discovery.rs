@@ -1,0 +1,406 @@
+//! The discovery controller: fetches every backend's discovery (one fetch per Service), keeps the
+//! last good document, merges it with the delegate's groups and publishes the aggregated `/apis`
+//! as precomputed bytes (spec §6.3–§6.6).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use apiagg_config::Backend;
+use apiagg_discovery::convert::split_group_versions;
+use apiagg_discovery::{
+    convert_resource_list, render_merged, APIGroupDiscoveryList, APIResourceList,
+    APIVersionDiscovery, GroupVersionEntry, Priority, Source,
+};
+use async_trait::async_trait;
+use pingora_core::server::ShutdownWatch;
+use pingora_core::services::background::BackgroundService;
+
+use crate::fetch::{BackendClient, Fetched};
+use crate::routes::{RouteTable, Upstream};
+use crate::state::Gateway;
+
+/// What backends are asked for at `/apis`.
+const AGGREGATED_ACCEPT: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json";
+/// Upper bound of one discovery request (spec §6.3).
+const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// `namespace/name:port` of a backend Service.
+type ServiceKey = (String, String, i32);
+
+/// Group-version documents indexed by `"<group>/<version>"`.
+type GvDocs = HashMap<String, Arc<APIVersionDiscovery>>;
+
+fn gv_key(group: &str, version: &str) -> String {
+    format!("{group}/{version}")
+}
+
+/// What is known about one Service between rounds.
+#[derive(Default)]
+struct ServiceState {
+    /// ETag and documents of the last aggregated answer.
+    etag: Option<String>,
+    aggregated: Option<GvDocs>,
+}
+
+/// Per-APIService outcome: last good document and whether the latest fetch succeeded.
+#[derive(Default, Clone)]
+struct GvState {
+    cached: Option<Arc<APIVersionDiscovery>>,
+    ok: bool,
+}
+
+/// One Service to fetch and the APIServices behind it.
+struct Target {
+    key: ServiceKey,
+    upstream: Option<Arc<Upstream>>,
+    /// `(APIService name, group, version)`.
+    apiservices: Vec<(String, String, String)>,
+}
+
+fn is_aggregated(content_type: &str) -> bool {
+    let mut parts = content_type.split(';').map(str::trim);
+    let base = parts.next().unwrap_or("");
+    let params: Vec<&str> = parts.collect();
+    base.eq_ignore_ascii_case("application/json")
+        && params.contains(&"g=apidiscovery.k8s.io")
+        && params.contains(&"as=APIGroupDiscoveryList")
+        && (params.contains(&"v=v2") || params.contains(&"v=v2beta1"))
+}
+
+fn decode_aggregated(fetched: &Fetched) -> Result<GvDocs, String> {
+    let list: APIGroupDiscoveryList = serde_json::from_slice(&fetched.body)
+        .map_err(|e| format!("invalid aggregated discovery document: {e}"))?;
+    Ok(split_group_versions(list)
+        .into_iter()
+        .map(|(group, version)| (gv_key(&group, &version.version), Arc::new(version)))
+        .collect())
+}
+
+async fn fetch_legacy(
+    client: &BackendClient,
+    group: &str,
+    version: &str,
+) -> Result<APIVersionDiscovery, String> {
+    let path = if group.is_empty() {
+        format!("/api/{version}")
+    } else {
+        format!("/apis/{group}/{version}")
+    };
+    let fetched = client.get(&path, "application/json", None).await?;
+    if fetched.status != 200 {
+        return Err(format!("GET {path}: status {}", fetched.status));
+    }
+    let list: APIResourceList = serde_json::from_slice(&fetched.body)
+        .map_err(|e| format!("GET {path}: invalid APIResourceList: {e}"))?;
+    convert_resource_list(version, &list).map_err(|e| format!("GET {path}: {e}"))
+}
+
+/// Fetches one Service: aggregated `/apis` with If-None-Match, legacy fallback per APIService.
+async fn fetch_service(
+    target: &Target,
+    state: &mut ServiceState,
+    gvs: &mut HashMap<String, GvState>,
+) {
+    let fail_all = |gvs: &mut HashMap<String, GvState>, why: &str| {
+        for (name, _, _) in &target.apiservices {
+            tracing::debug!(apiservice = %name, "discovery failed: {why}");
+            gvs.entry(name.clone()).or_default().ok = false;
+        }
+    };
+    let Some(upstream) = &target.upstream else {
+        fail_all(gvs, "no endpoints");
+        return;
+    };
+    let Some(index) = upstream.pick() else {
+        fail_all(gvs, "no endpoints");
+        return;
+    };
+    let client = match BackendClient::new(upstream, index, FETCH_TIMEOUT) {
+        Ok(c) => c,
+        Err(e) => {
+            fail_all(gvs, &e);
+            return;
+        }
+    };
+    let answer = client
+        .get("/apis", AGGREGATED_ACCEPT, state.etag.as_deref())
+        .await;
+    let docs = match answer {
+        Ok(f) if f.status == 304 && state.aggregated.is_some() => state.aggregated.clone(),
+        Ok(f) if f.status == 200 && is_aggregated(&f.content_type) => match decode_aggregated(&f) {
+            Ok(docs) => {
+                state.etag = f.etag.clone();
+                state.aggregated = Some(docs.clone());
+                Some(docs)
+            }
+            Err(e) => {
+                tracing::warn!(service = ?target.key, "discovery: {e}");
+                fail_all(gvs, &e);
+                return;
+            }
+        },
+        Ok(f) if f.status == 503 => {
+            fail_all(gvs, "503 from backend");
+            return;
+        }
+        Ok(_) => None,
+        Err(e) => {
+            tracing::warn!(service = ?target.key, "discovery: {e}");
+            fail_all(gvs, &e);
+            return;
+        }
+    };
+    match docs {
+        Some(docs) => {
+            for (name, group, version) in &target.apiservices {
+                let doc = docs
+                    .get(&gv_key(group, version))
+                    .cloned()
+                    .unwrap_or_else(|| Arc::new(APIVersionDiscovery::empty(version)));
+                gvs.insert(
+                    name.clone(),
+                    GvState {
+                        cached: Some(doc),
+                        ok: true,
+                    },
+                );
+            }
+        }
+        None => {
+            // Not an aggregated answer: read every group-version the legacy way (not cached).
+            state.etag = None;
+            state.aggregated = None;
+            for (name, group, version) in &target.apiservices {
+                let slot = gvs.entry(name.clone()).or_default();
+                match fetch_legacy(&client, group, version).await {
+                    Ok(doc) => {
+                        slot.cached = Some(Arc::new(doc));
+                        slot.ok = true;
+                    }
+                    Err(e) => {
+                        tracing::warn!(apiservice = %name, "discovery: {e}");
+                        slot.ok = false;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The delegate's aggregated `/apis`, converted from its legacy documents when it has none.
+async fn fetch_local(
+    delegate: &Upstream,
+    routes: &RouteTable,
+) -> Result<APIGroupDiscoveryList, String> {
+    let client = BackendClient::new(delegate, 0, FETCH_TIMEOUT)?;
+    let fetched = client.get("/apis", AGGREGATED_ACCEPT, None).await?;
+    if fetched.status == 200 && is_aggregated(&fetched.content_type) {
+        return serde_json::from_slice(&fetched.body)
+            .map_err(|e| format!("delegate /apis: invalid aggregated document: {e}"));
+    }
+    let mut by_group: Vec<apiagg_discovery::APIGroupDiscovery> = Vec::new();
+    for entry in routes.registry.entries().iter().filter(|e| e.is_local()) {
+        if entry.group.is_empty() {
+            continue;
+        }
+        let version = fetch_legacy(&client, &entry.group, &entry.version).await?;
+        match by_group.iter_mut().find(|g| g.metadata.name == entry.group) {
+            Some(g) => g.versions.push(version),
+            None => by_group.push(apiagg_discovery::APIGroupDiscovery {
+                metadata: apiagg_discovery::GroupMeta::named(&entry.group),
+                versions: vec![version],
+                ..Default::default()
+            }),
+        }
+    }
+    Ok(APIGroupDiscoveryList::v2(by_group))
+}
+
+/// Keeps the aggregated discovery document current.
+pub struct DiscoveryController {
+    gateway: Arc<Gateway>,
+}
+
+impl DiscoveryController {
+    /// A controller publishing into `gateway`.
+    pub fn new(gateway: Arc<Gateway>) -> DiscoveryController {
+        DiscoveryController { gateway }
+    }
+}
+
+/// State carried between rounds.
+#[derive(Default)]
+struct Rounds {
+    services: HashMap<ServiceKey, ServiceState>,
+    gvs: HashMap<String, GvState>,
+    local: Option<APIGroupDiscoveryList>,
+}
+
+fn targets(routes: &RouteTable) -> Vec<Target> {
+    let mut targets: Vec<Target> = Vec::new();
+    for (index, entry) in routes.registry.entries().iter().enumerate() {
+        let Backend::Remote(remote) = &entry.backend else {
+            continue;
+        };
+        let key = (
+            remote.namespace.clone(),
+            remote.service.clone(),
+            remote.port,
+        );
+        let upstream = routes.upstreams.get(index).cloned().flatten();
+        let apiservice = (
+            entry.name.clone(),
+            entry.group.clone(),
+            entry.version.clone(),
+        );
+        match targets.iter_mut().find(|t| t.key == key) {
+            Some(t) => t.apiservices.push(apiservice),
+            None => targets.push(Target {
+                key,
+                upstream,
+                apiservices: vec![apiservice],
+            }),
+        }
+    }
+    targets
+}
+
+impl DiscoveryController {
+    /// One full round: every Service and the delegate, concurrently; then merge and publish.
+    async fn round(&self, rounds: &mut Rounds) {
+        let routes = self.gateway.routes.load_full();
+        let targets = targets(&routes);
+        let mut work = Vec::with_capacity(targets.len());
+        for target in &targets {
+            let mut state = rounds.services.remove(&target.key).unwrap_or_default();
+            let mut gvs: HashMap<String, GvState> = target
+                .apiservices
+                .iter()
+                .map(|(name, _, _)| {
+                    (
+                        name.clone(),
+                        rounds.gvs.get(name).cloned().unwrap_or_default(),
+                    )
+                })
+                .collect();
+            work.push(async move {
+                fetch_service(target, &mut state, &mut gvs).await;
+                (target.key.clone(), state, gvs)
+            });
+        }
+        let local = async {
+            match &routes.delegate {
+                Some(delegate) => Some(fetch_local(delegate, &routes).await),
+                None => None,
+            }
+        };
+        let (results, local) =
+            futures_util::future::join(futures_util::future::join_all(work), local).await;
+
+        rounds.gvs.clear();
+        for (key, state, gvs) in results {
+            rounds.services.insert(key, state);
+            rounds.gvs.extend(gvs);
+        }
+        rounds
+            .services
+            .retain(|key, _| targets.iter().any(|t| &t.key == key));
+        match local {
+            Some(Ok(list)) => rounds.local = Some(list),
+            Some(Err(e)) => tracing::warn!(
+                "discovery of the delegate failed, keeping the last good document: {e}"
+            ),
+            None => rounds.local = None,
+        }
+        self.publish(&routes, rounds);
+    }
+
+    /// Merges the current state and publishes it if it changed.
+    fn publish(&self, routes: &RouteTable, rounds: &Rounds) {
+        let mut entries = Vec::new();
+        if let Some(local) = &rounds.local {
+            entries.extend(GroupVersionEntry::from_local_document(
+                local,
+                Source::Local,
+                |g, v| {
+                    routes
+                        .registry
+                        .lookup(&apiagg_config::registry::route_key(g, v))
+                        .map_or(
+                            Priority {
+                                group: 1000,
+                                version: 100,
+                            },
+                            |e| Priority {
+                                group: e.group_priority_minimum,
+                                version: e.version_priority,
+                            },
+                        )
+                },
+            ));
+        }
+        for entry in routes.registry.entries().iter().filter(|e| !e.is_local()) {
+            let state = rounds.gvs.get(&entry.name).cloned().unwrap_or_default();
+            entries.push(GroupVersionEntry::remote(
+                &entry.group,
+                &entry.version,
+                Priority {
+                    group: entry.group_priority_minimum,
+                    version: entry.version_priority,
+                },
+                state.cached,
+                state.ok,
+            ));
+        }
+        match render_merged(&entries) {
+            Ok(docs) => {
+                let current = self.gateway.aggregated.load();
+                if current.as_ref().map(|d| &d.v2.etag) != Some(&docs.v2.etag) {
+                    self.gateway.aggregated.store(Some(Arc::new(docs)));
+                    self.gateway.metrics.discovery_aggregations.inc();
+                }
+            }
+            Err(e) => tracing::error!("cannot render aggregated discovery: {e}"),
+        }
+    }
+}
+
+#[async_trait]
+impl BackgroundService for DiscoveryController {
+    async fn start(&self, mut shutdown: ShutdownWatch) {
+        let mut rounds = Rounds::default();
+        let refresh = self.gateway.options.discovery_refresh;
+        loop {
+            let delegate_ready = self.gateway.lifecycle.delegate_registered();
+            self.round(&mut rounds).await;
+            if delegate_ready && !self.gateway.lifecycle.discovery_synced() {
+                self.gateway.lifecycle.set_discovery_synced();
+                self.gateway.lifecycle.try_complete();
+                tracing::info!("first discovery round done");
+            }
+            tokio::select! {
+                _ = self.gateway.registry_changed.notified() => {}
+                _ = tokio::time::sleep(refresh) => {}
+                _ = shutdown.changed() => return,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_aggregated;
+
+    #[test]
+    fn recognises_aggregated_content_types() {
+        assert!(is_aggregated(
+            "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+        ));
+        assert!(is_aggregated(
+            "application/json; as=APIGroupDiscoveryList; v=v2beta1; g=apidiscovery.k8s.io"
+        ));
+        assert!(!is_aggregated("application/json"));
+        assert!(!is_aggregated("text/html"));
+    }
+}
