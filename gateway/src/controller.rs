@@ -84,7 +84,7 @@ impl ConfigController {
         let table = routes::build(Arc::new(registry), delegate.cloned())?;
         self.gateway.routes.store(Arc::new(table));
         self.gateway.metrics.registered.set(count as i64);
-        self.gateway.registry_changed.notify_one();
+        self.gateway.routes_generation.send_modify(|g| *g += 1);
         Ok(())
     }
 

@@ -371,6 +371,7 @@ impl BackgroundService for DiscoveryController {
     async fn start(&self, mut shutdown: ShutdownWatch) {
         let mut rounds = Rounds::default();
         let refresh = self.gateway.options.discovery_refresh;
+        let mut generation = self.gateway.routes_generation.subscribe();
         loop {
             let delegate_ready = self.gateway.lifecycle.delegate_registered();
             self.round(&mut rounds).await;
@@ -380,7 +381,7 @@ impl BackgroundService for DiscoveryController {
                 tracing::info!("first discovery round done");
             }
             tokio::select! {
-                _ = self.gateway.registry_changed.notified() => {}
+                _ = generation.changed() => {}
                 _ = tokio::time::sleep(refresh) => {}
                 _ = shutdown.changed() => return,
             }

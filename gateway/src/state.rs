@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use apiagg_discovery::{AggregatedDocs, NegotiateOptions};
 use arc_swap::{ArcSwap, ArcSwapOption};
-use tokio::sync::Notify;
+use tokio::sync::watch;
 
 use crate::lifecycle::Lifecycle;
 use crate::metrics::Metrics;
@@ -50,8 +50,8 @@ pub struct Gateway {
     pub routes: ArcSwap<RouteTable>,
     /// Aggregated `/apis` (v2 and v2beta1), once the discovery controller has rendered it.
     pub aggregated: ArcSwapOption<AggregatedDocs>,
-    /// Signalled whenever new routes are published.
-    pub registry_changed: Notify,
+    /// Bumped whenever new routes are published; controllers `subscribe()` to it.
+    pub routes_generation: watch::Sender<u64>,
     /// Lifecycle flags.
     pub lifecycle: Arc<Lifecycle>,
     /// Metrics.
@@ -66,7 +66,7 @@ impl Gateway {
         Ok(Arc::new(Gateway {
             routes: ArcSwap::from_pointee(RouteTable::empty()),
             aggregated: ArcSwapOption::empty(),
-            registry_changed: Notify::new(),
+            routes_generation: watch::Sender::new(0),
             lifecycle: Lifecycle::new(),
             metrics: Metrics::new()?,
             options,
