@@ -12,6 +12,7 @@ use pingora_core::server::ShutdownWatch;
 use pingora_core::services::background::BackgroundService;
 use tokio::signal::unix::{signal, SignalKind};
 
+use crate::health_state::HealthBook;
 use crate::routes::{self, Upstream};
 use crate::state::Gateway;
 
@@ -31,7 +32,7 @@ impl ConfigController {
         sources: Sources,
         config: GatewayConfig,
     ) -> Result<ConfigController, String> {
-        let delegate = build_delegate(&config)?;
+        let delegate = build_delegate(&config, &gateway.health)?;
         let controller = ConfigController {
             gateway,
             path,
@@ -63,11 +64,11 @@ struct Serving {
 
 type Delegate = Arc<Upstream>;
 
-fn build_delegate(config: &GatewayConfig) -> Result<Option<Delegate>, String> {
+fn build_delegate(config: &GatewayConfig, book: &HealthBook) -> Result<Option<Delegate>, String> {
     config
         .delegate
         .as_ref()
-        .map(|d| routes::build_delegate(d).map(Arc::new))
+        .map(|d| routes::build_delegate(d, book).map(Arc::new))
         .transpose()
 }
 
@@ -81,7 +82,19 @@ impl ConfigController {
     ) -> Result<(), String> {
         let registry = Registry::build(config, delegate_groups).map_err(|e| e.to_string())?;
         let count = registry.entries().len();
-        let table = routes::build(Arc::new(registry), delegate.cloned())?;
+        let table = routes::build(
+            Arc::new(registry),
+            delegate.cloned(),
+            &self.gateway.health,
+            &self.gateway.metrics,
+        )?;
+        let live = table
+            .registry
+            .entries()
+            .iter()
+            .map(|e| format!("{}/{}", e.group, e.version))
+            .collect();
+        self.gateway.metrics.retain_group_versions(&live);
         self.gateway.routes.store(Arc::new(table));
         self.gateway.metrics.registered.set(count as i64);
         self.gateway.routes_generation.send_modify(|g| *g += 1);
@@ -116,7 +129,7 @@ impl ConfigController {
             serving.config = config;
             return Ok(false);
         }
-        let delegate = build_delegate(&config)?;
+        let delegate = build_delegate(&config, &self.gateway.health)?;
         self.install(&config, delegate.as_ref(), &[])?;
         *serving = Serving {
             sources,

@@ -340,8 +340,18 @@ impl DiscoveryController {
                 },
             ));
         }
-        for entry in routes.registry.entries().iter().filter(|e| !e.is_local()) {
-            let state = rounds.gvs.get(&entry.name).cloned().unwrap_or_default();
+        for (index, entry) in routes.registry.entries().iter().enumerate() {
+            if entry.is_local() {
+                continue;
+            }
+            let mut state = rounds.gvs.get(&entry.name).cloned().unwrap_or_default();
+            // An APIService that is not available is Stale whatever its last fetch said.
+            let available = routes
+                .upstreams
+                .get(index)
+                .and_then(|u| u.as_deref())
+                .is_some_and(|u| u.available());
+            state.ok &= available;
             entries.push(GroupVersionEntry::remote(
                 &entry.group,
                 &entry.version,
@@ -372,6 +382,7 @@ impl BackgroundService for DiscoveryController {
         let mut rounds = Rounds::default();
         let refresh = self.gateway.options.discovery_refresh;
         let mut generation = self.gateway.routes_generation.subscribe();
+        let mut availability = self.gateway.availability_generation.subscribe();
         loop {
             let delegate_ready = self.gateway.lifecycle.delegate_registered();
             self.round(&mut rounds).await;
@@ -382,6 +393,10 @@ impl BackgroundService for DiscoveryController {
             }
             tokio::select! {
                 _ = generation.changed() => {}
+                _ = availability.changed() => {
+                    // Publish the change at once; the round below refreshes the documents.
+                    self.publish(&self.gateway.routes.load_full(), &rounds);
+                }
                 _ = tokio::time::sleep(refresh) => {}
                 _ = shutdown.changed() => return,
             }

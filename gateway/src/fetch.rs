@@ -45,6 +45,7 @@ impl BackendClient {
             .connect_timeout(timeout)
             .user_agent(concat!("apiagg/", env!("CARGO_PKG_VERSION")))
             .no_proxy()
+            .redirect(reqwest::redirect::Policy::none())
             .pool_idle_timeout(Duration::from_secs(90));
         let base = if endpoint.tls {
             builder = builder.use_preconfigured_tls((*upstream.tls_config).clone());
@@ -100,6 +101,23 @@ impl BackendClient {
             etag,
             body,
         })
+    }
+}
+
+impl BackendClient {
+    /// Availability probe: `GET path` as the aggregator identity; returns the status code.
+    pub async fn probe(&self, path: &str) -> Result<u16, String> {
+        let url = format!("{}{path}", self.base);
+        let response = self
+            .client
+            .get(&url)
+            .header("Accept", "application/json")
+            .header("X-Remote-User", "system:kube-aggregator")
+            .header("X-Remote-Group", "system:masters")
+            .send()
+            .await
+            .map_err(|e| error_chain(&e))?;
+        Ok(response.status().as_u16())
     }
 }
 

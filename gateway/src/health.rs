@@ -25,6 +25,15 @@ impl Endpoint {
         }
     }
 
+    /// The endpoint's path (`/readyz`, …).
+    pub fn path(self) -> &'static str {
+        match self {
+            Endpoint::Healthz => "/healthz",
+            Endpoint::Livez => "/livez",
+            Endpoint::Readyz => "/readyz",
+        }
+    }
+
     fn name(self) -> &'static str {
         match self {
             Endpoint::Healthz => "healthz",

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use apiagg_config::Sources;
+use apiagg_gateway::availability::{AvailabilityController, ProbeOptions};
 use apiagg_gateway::controller::ConfigController;
 use apiagg_gateway::discovery::DiscoveryController;
 use apiagg_gateway::proxy::ApiaggProxy;
@@ -29,6 +30,15 @@ struct Cli {
 enum Command {
     /// Run the gateway.
     Serve(ServeArgs),
+    /// Show every APIService's availability as a running gateway sees it.
+    Status {
+        /// Base URL of the gateway.
+        #[arg(long, default_value = "http://127.0.0.1:8080")]
+        server: String,
+        /// Print the raw JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Validate a config file (and every APIService file it names) and exit.
     Check {
         /// Config file.
@@ -69,6 +79,15 @@ struct ServeArgs {
     /// Stop serving `apidiscovery.k8s.io/v2beta1` (as kube-apiserver 1.33+ does).
     #[arg(long)]
     disable_discovery_v2beta1: bool,
+    /// Time between two availability probes of a backend endpoint.
+    #[arg(long, value_parser = parse_duration, default_value = "500ms")]
+    probe_interval: Duration,
+    /// Timeout of one availability probe.
+    #[arg(long, value_parser = parse_duration, default_value = "500ms")]
+    probe_timeout: Duration,
+    /// Do not record per-request metrics (only to measure what they cost).
+    #[arg(long, hide = true)]
+    disable_request_metrics: bool,
     /// Worker threads of the proxy.
     #[arg(long, default_value_t = default_threads())]
     threads: usize,
@@ -134,6 +153,11 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         negotiate: apiagg_discovery::NegotiateOptions {
             serve_v2beta1: !args.disable_discovery_v2beta1,
         },
+        probes: ProbeOptions {
+            interval: args.probe_interval,
+            timeout: args.probe_timeout,
+        },
+        request_metrics: !args.disable_request_metrics,
     };
     let gateway = Gateway::new(options).context("creating metrics")?;
 
@@ -166,6 +190,10 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .map_err(|e| anyhow::anyhow!("config {}: {e}", args.config.display()))?;
     server.add_service(background_service("config controller", controller));
     server.add_service(background_service(
+        "availability controller",
+        AvailabilityController::new(gateway.clone()),
+    ));
+    server.add_service(background_service(
         "discovery controller",
         DiscoveryController::new(gateway.clone()),
     ));
@@ -190,11 +218,61 @@ fn check(config: PathBuf) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Fetches `/debug/apiagg/status` and prints a table like `kubectl get apiservices -o wide`.
+fn status(server: &str, json: bool) -> anyhow::Result<()> {
+    let url = format!("{}/debug/apiagg/status", server.trim_end_matches('/'));
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let text = runtime
+        .block_on(async {
+            let response = reqwest::get(&url).await?.error_for_status()?;
+            response.text().await
+        })
+        .with_context(|| format!("GET {url}"))?;
+    if json {
+        println!("{text}");
+        return Ok(());
+    }
+    let doc: serde_json::Value = serde_json::from_str(&text).context("status document")?;
+    println!(
+        "{:<44} {:<40} {:<32} MESSAGE / ENDPOINTS",
+        "NAME", "SERVICE", "AVAILABLE"
+    );
+    for item in doc["items"].as_array().into_iter().flatten() {
+        let c = &item["conditions"][0];
+        let available = match (c["status"].as_str(), c["reason"].as_str()) {
+            (Some("True"), _) => "True".to_string(),
+            (Some(s), Some(r)) => format!("{s} ({r})"),
+            _ => "Unknown".to_string(),
+        };
+        let endpoints: Vec<String> = item["endpoints"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|e| {
+                let mark = if e["healthy"] == true { "+" } else { "-" };
+                format!("{mark}{}", e["url"].as_str().unwrap_or(""))
+            })
+            .collect();
+        println!(
+            "{:<44} {:<40} {:<32} {} {}",
+            item["name"].as_str().unwrap_or(""),
+            item["service"].as_str().unwrap_or(""),
+            available,
+            c["message"].as_str().unwrap_or(""),
+            endpoints.join(",")
+        );
+    }
+    Ok(())
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Serve(args) => serve(args),
         Command::Check { config } => check(config),
+        Command::Status { server, json } => status(&server, json),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

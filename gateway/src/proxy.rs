@@ -34,6 +34,8 @@ pub struct RequestCtx {
     /// Replacement body for an upstream response apiagg rewrites (`Some` until sent).
     replacement: Option<Bytes>,
     replacing: bool,
+    /// `subresource` label of `apiserver_request_total` for documents apiagg serves itself.
+    subresource: &'static str,
     _in_flight: Option<InFlight>,
 }
 
@@ -53,6 +55,7 @@ impl ApiaggProxy {
 enum PathRoute<'a> {
     Health(health::Endpoint, &'a str),
     Metrics,
+    Status,
     Version,
     /// `/apis` (`slash` false) or `/apis/` (`slash` true).
     Apis {
@@ -73,6 +76,7 @@ fn classify(path: &str) -> PathRoute<'_> {
     }
     match first {
         "metrics" if rest.is_empty() => PathRoute::Metrics,
+        "debug" if rest == "apiagg/status" => PathRoute::Status,
         "version" if rest.is_empty() => PathRoute::Version,
         "api" => PathRoute::GroupVersion("/v1"),
         "apis" => {
@@ -186,6 +190,35 @@ impl ApiaggProxy {
         self.answer(session, ctx, RouteKind::NotFound, reply).await
     }
 
+    /// Passive failure detection: the endpoint is ejected at once and the availability
+    /// controller publishes it without waiting for its next probe.
+    fn mark_failed(&self, upstream: &Upstream, index: usize, e: &Error) {
+        let Some(endpoint) = upstream.endpoints.get(index) else {
+            return;
+        };
+        if !upstream.health_checked {
+            return;
+        }
+        let message = format!("failing or missing response from {}: {e}", endpoint.url);
+        if endpoint.health.mark_failed(message) {
+            tracing::warn!(backend = %upstream.label, endpoint = %endpoint.url, "endpoint ejected: {e}");
+            self.gateway.health.passive_failure.notify_one();
+        }
+    }
+
+    /// 503 for an APIService that is not available, saying why.
+    fn unavailable(&self, name: &str) -> Reply {
+        let why = self.gateway.availability.get(name).map_or_else(
+            || "no endpoint is available".to_string(),
+            |s| format!("{}: {}", s.condition.reason, s.condition.message),
+        );
+        let message = format!("service unavailable: APIService {name}: {why}");
+        Reply::json(
+            503,
+            status::failure(503, "ServiceUnavailable", &message, None),
+        )
+    }
+
     /// `/apis` (aggregated or legacy by Accept) and `/apis/` (legacy only).
     fn apis(&self, req: &RequestHeader, routes: &RouteTable, slash: bool) -> Reply {
         let endpoint = if slash {
@@ -261,6 +294,7 @@ impl ProxyHttp for ApiaggProxy {
             code: 0,
             replacement: None,
             replacing: false,
+            subresource: "",
             _in_flight: Some(self.gateway.lifecycle.track()),
         }
     }
@@ -286,6 +320,7 @@ impl ProxyHttp for ApiaggProxy {
             PathRoute::Health(endpoint, check) => {
                 let query = session.req_header().uri.query();
                 let answer = health::answer(endpoint, check, query, lifecycle);
+                ctx.subresource = endpoint.path();
                 let reply = Reply::text(answer.code, answer.body);
                 return self.answer(session, ctx, RouteKind::Health, reply).await;
             }
@@ -294,12 +329,20 @@ impl ProxyHttp for ApiaggProxy {
                 let reply = Reply::new(200, "text/plain; version=0.0.4; charset=utf-8", body);
                 return self.answer(session, ctx, RouteKind::Metrics, reply).await;
             }
+            PathRoute::Status => {
+                let body = crate::availability::status_document(&self.gateway.availability);
+                let reply = Reply::json(200, body);
+                return self.answer(session, ctx, RouteKind::Local, reply).await;
+            }
             PathRoute::Version if routes.delegate.is_none() => {
                 let reply = Reply::json(200, version_document());
                 return self.answer(session, ctx, RouteKind::Local, reply).await;
             }
             PathRoute::Apis { slash } => {
                 let reply = self.apis(session.req_header(), &routes, slash);
+                if !slash {
+                    ctx.subresource = "apis";
+                }
                 return self.answer(session, ctx, RouteKind::Local, reply).await;
             }
             PathRoute::Group(group) if routes.legacy.groups.contains_key(group) => {
@@ -311,18 +354,19 @@ impl ProxyHttp for ApiaggProxy {
                     let entry = &routes.registry.entries()[index];
                     if !entry.is_local() {
                         return match routes.upstreams.get(index).cloned().flatten() {
-                            Some(upstream) => {
+                            Some(upstream) if upstream.available() => {
                                 self.to_upstream(session, ctx, RouteKind::Proxy, upstream)
                                     .await
                             }
-                            None => {
-                                let message = format!(
-                                    "service unavailable: APIService {} has no endpoints (its service is not in the services table or lists none)",
-                                    entry.name
+                            _ => {
+                                let method = session.req_header().method.as_str().to_string();
+                                self.gateway.metrics.terminated(
+                                    &method,
+                                    &entry.group,
+                                    &entry.version,
+                                    503,
                                 );
-                                let body =
-                                    status::failure(503, "ServiceUnavailable", &message, None);
-                                let reply = Reply::json(503, body);
+                                let reply = self.unavailable(&entry.name);
                                 self.answer(session, ctx, RouteKind::Proxy, reply).await
                             }
                         };
@@ -354,6 +398,47 @@ impl ProxyHttp for ApiaggProxy {
         };
         ctx.endpoint = index;
         Ok(Box::new(upstream.endpoints[index].peer.clone()))
+    }
+
+    fn fail_to_connect(
+        &self,
+        _session: &mut Session,
+        _peer: &HttpPeer,
+        ctx: &mut RequestCtx,
+        mut e: Box<Error>,
+    ) -> Box<Error> {
+        if let Some(upstream) = &ctx.upstream {
+            self.mark_failed(upstream, ctx.endpoint, &e);
+            // Another healthy endpoint can take the request: it never reached this one.
+            e.set_retry(upstream.available());
+        }
+        e
+    }
+
+    fn error_while_proxy(
+        &self,
+        peer: &HttpPeer,
+        session: &mut Session,
+        e: Box<Error>,
+        ctx: &mut RequestCtx,
+        client_reused: bool,
+    ) -> Box<Error> {
+        let broken = e.esource() == &ErrorSource::Upstream
+            && matches!(
+                e.etype(),
+                ErrorType::ConnectionClosed | ErrorType::ReadError | ErrorType::WriteError
+            );
+        if let (true, Some(upstream)) = (broken && !client_reused, &ctx.upstream) {
+            self.mark_failed(upstream, ctx.endpoint, &e);
+        }
+        let mut e = e.more_context(format!("Peer: {peer}"));
+        if !session.req_header().method.is_idempotent() || session.as_ref().retry_buffer_truncated()
+        {
+            e.set_retry(false);
+        } else {
+            e.retry.decide_reuse(client_reused);
+        }
+        e
     }
 
     async fn upstream_request_filter(
@@ -510,6 +595,17 @@ impl ProxyHttp for ApiaggProxy {
             Ok(()) => 503,
             Err(_) => 0,
         };
+        if ctx.kind == RouteKind::Proxy {
+            let (group, version) = ctx
+                .upstream
+                .as_ref()
+                .and_then(|u| u.metrics.as_ref())
+                .map_or(("", ""), |m| (m.group(), m.version()));
+            let method = session.req_header().method.as_str().to_string();
+            self.gateway
+                .metrics
+                .terminated(&method, group, version, 503);
+        }
         ctx.code = code;
         FailToProxy {
             error_code: code,
@@ -521,11 +617,27 @@ impl ProxyHttp for ApiaggProxy {
         let code = session
             .response_written()
             .map_or(ctx.code, |r| r.status.as_u16());
-        self.gateway
-            .metrics
-            .observe(ctx.kind, code, ctx.started.elapsed().as_secs_f64());
-        self.gateway.metrics.in_flight.dec();
+        let metrics = &self.gateway.metrics;
+        metrics.in_flight.dec();
         ctx._in_flight = None;
+        if !self.gateway.options.request_metrics {
+            return;
+        }
+        let seconds = ctx.started.elapsed().as_secs_f64();
+        metrics.observe(ctx.kind, code, seconds);
+        if ctx.kind == RouteKind::Proxy {
+            if let Some(m) = ctx.upstream.as_ref().and_then(|u| u.metrics.as_ref()) {
+                m.observe(code, seconds);
+            }
+        }
+        if !ctx.subresource.is_empty() {
+            let component = if ctx.subresource == "apis" {
+                "apiserver"
+            } else {
+                ""
+            };
+            metrics.observe_apiserver(ctx.subresource, component, code, seconds);
+        }
     }
 }
 

@@ -19,6 +19,8 @@ use pingora_core::upstreams::peer::HttpPeer;
 use pingora_core::utils::tls::{parse_x509, WrappedX509};
 use rustls::pki_types::CertificateDer;
 
+use crate::health_state::{EndpointHealth, HealthBook};
+use crate::metrics::{GroupVersionMetrics, Metrics};
 use crate::tls;
 
 /// One reachable endpoint of an upstream.
@@ -31,6 +33,10 @@ pub struct UpstreamEndpoint {
     pub tls: bool,
     /// `host:port` as configured, for `Host` and `X-Forwarded-Host`.
     pub authority: String,
+    /// The endpoint URL as configured.
+    pub url: String,
+    /// Health shared with the availability controller.
+    pub health: Arc<EndpointHealth>,
 }
 
 /// Where the requests of one APIService (or the delegate) go.
@@ -45,16 +51,34 @@ pub struct Upstream {
     pub strip_credentials: bool,
     /// rustls config for connections apiagg opens itself (HTTP/1.1 only).
     pub tls_config: Arc<rustls::ClientConfig>,
+    /// Actively probed, so failed endpoints can be ejected (remote APIServices; the delegate is
+    /// never ejected).
+    pub health_checked: bool,
+    /// Per-backend request metrics (remote APIServices only).
+    pub metrics: Option<Arc<GroupVersionMetrics>>,
     next: AtomicUsize,
 }
 
 impl Upstream {
-    /// Picks the index of the next endpoint (round robin).
+    /// Picks the next healthy endpoint (round robin over the healthy ones); `None` when every
+    /// endpoint is failed.
     pub fn pick(&self) -> Option<usize> {
-        if self.endpoints.is_empty() {
-            return None;
-        }
-        Some(self.next.fetch_add(1, Ordering::Relaxed) % self.endpoints.len())
+        let n = self.endpoints.len();
+        let start = self.next.fetch_add(1, Ordering::Relaxed);
+        (0..n)
+            .map(|i| (start + i) % n)
+            .find(|&i| self.endpoints[i].health.is_healthy())
+    }
+
+    /// Picks the next endpoint whatever its health (probes and discovery use it).
+    pub fn pick_any(&self) -> Option<usize> {
+        let n = self.endpoints.len();
+        (n > 0).then(|| self.next.fetch_add(1, Ordering::Relaxed) % n)
+    }
+
+    /// Whether some endpoint is healthy.
+    pub fn available(&self) -> bool {
+        self.endpoints.iter().any(|e| e.health.is_healthy())
     }
 }
 
@@ -152,24 +176,30 @@ fn authority(host: &str, port: u16) -> String {
     }
 }
 
-fn build_endpoint(ep: &Endpoint, settings: &TlsSettings<'_>) -> Result<UpstreamEndpoint, String> {
+fn build_endpoint(
+    ep: &Endpoint,
+    settings: &TlsSettings<'_>,
+    book: &HealthBook,
+) -> Result<UpstreamEndpoint, String> {
     let addr = resolve(&ep.host, ep.port)?;
     let mut peer = HttpPeer::new(addr, ep.tls, settings.server_name.to_string());
     let options = &mut peer.options;
     options.connection_timeout = Some(Duration::from_secs(5));
     options.total_connection_timeout = Some(Duration::from_secs(10));
     options.idle_timeout = Some(Duration::from_secs(90));
+    // Dead pooled connections are noticed within about 5 s: keepalive probes after 2 s idle,
+    // HTTP/2 pings every 2 s, and unacknowledged data times out after 5 s.
     options.tcp_keepalive = Some(pingora_core::protocols::l4::ext::TcpKeepalive {
-        idle: Duration::from_secs(30),
-        interval: Duration::from_secs(5),
-        count: 3,
+        idle: Duration::from_secs(2),
+        interval: Duration::from_secs(1),
+        count: 2,
         #[cfg(target_os = "linux")]
-        user_timeout: Duration::from_secs(0),
+        user_timeout: Duration::from_secs(5),
     });
     if ep.tls {
         options.alpn = ALPN::H2H1;
         options.max_h2_streams = 100;
-        options.h2_ping_interval = Some(Duration::from_secs(30));
+        options.h2_ping_interval = Some(Duration::from_secs(2));
         options.verify_cert = !settings.insecure;
         options.verify_hostname = !settings.insecure;
         if let Some(ca) = settings.ca {
@@ -192,36 +222,43 @@ fn build_endpoint(ep: &Endpoint, settings: &TlsSettings<'_>) -> Result<UpstreamE
     }
     peer.group_key = hasher.finish();
     Ok(UpstreamEndpoint {
+        health: book.endpoint(peer.group_key),
         peer,
         addr,
         tls: ep.tls,
         authority: authority(&ep.host, ep.port),
+        url: ep.url.clone(),
     })
 }
 
+/// Builds an upstream; `remote` is true for remote APIServices (credentials stripped, endpoints
+/// health-checked) and false for the delegate.
 fn build_upstream(
     label: String,
     endpoints: &[Endpoint],
     settings: TlsSettings<'_>,
-    strip_credentials: bool,
+    remote: bool,
+    book: &HealthBook,
 ) -> Result<Upstream, String> {
     let built = endpoints
         .iter()
-        .map(|e| build_endpoint(e, &settings))
+        .map(|e| build_endpoint(e, &settings, book))
         .collect::<Result<Vec<_>, _>>()?;
     let tls_config = tls::client_config(settings.ca, settings.insecure, &[b"http/1.1"])?;
     Ok(Upstream {
         label,
         server_name: settings.server_name.to_string(),
         endpoints: built,
-        strip_credentials,
+        strip_credentials: remote,
         tls_config,
+        health_checked: remote,
+        metrics: None,
         next: AtomicUsize::new(0),
     })
 }
 
 /// Builds the delegate upstream from its config.
-pub fn build_delegate(config: &DelegateConfig) -> Result<Upstream, String> {
+pub fn build_delegate(config: &DelegateConfig, book: &HealthBook) -> Result<Upstream, String> {
     let ca = config
         .ca_pem
         .as_deref()
@@ -241,6 +278,7 @@ pub fn build_delegate(config: &DelegateConfig) -> Result<Upstream, String> {
             server_name: &server_name,
         },
         false,
+        book,
     )
 }
 
@@ -249,6 +287,8 @@ pub fn build_delegate(config: &DelegateConfig) -> Result<Upstream, String> {
 pub fn build(
     registry: Arc<Registry>,
     delegate: Option<Arc<Upstream>>,
+    book: &HealthBook,
+    metrics: &Metrics,
 ) -> Result<RouteTable, String> {
     let mut upstreams = Vec::with_capacity(registry.entries().len());
     for entry in registry.entries() {
@@ -262,7 +302,7 @@ pub fn build(
                         .map(tls::parse_ca_pem)
                         .transpose()
                         .map_err(|e| format!("APIService {}: spec.caBundle: {e}", entry.name))?;
-                    let upstream = build_upstream(
+                    let mut upstream = build_upstream(
                         entry.name.clone(),
                         endpoints,
                         TlsSettings {
@@ -271,8 +311,10 @@ pub fn build(
                             server_name: &remote.server_name,
                         },
                         true,
+                        book,
                     )
                     .map_err(|e| format!("APIService {}: {e}", entry.name))?;
+                    upstream.metrics = Some(metrics.group_version(&entry.group, &entry.version));
                     Some(Arc::new(upstream))
                 }
                 _ => None,

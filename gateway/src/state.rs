@@ -7,6 +7,7 @@ use apiagg_discovery::{AggregatedDocs, NegotiateOptions};
 use arc_swap::{ArcSwap, ArcSwapOption};
 use tokio::sync::watch;
 
+use crate::health_state::HealthBook;
 use crate::lifecycle::Lifecycle;
 use crate::metrics::Metrics;
 use crate::routes::RouteTable;
@@ -28,6 +29,10 @@ pub struct Options {
     pub discovery_refresh: Duration,
     /// Discovery negotiation switches (v2beta1 on or off).
     pub negotiate: NegotiateOptions,
+    /// Active health probing of backend endpoints.
+    pub probes: crate::availability::ProbeOptions,
+    /// Record per-request metrics (off only to measure their cost).
+    pub request_metrics: bool,
 }
 
 impl Default for Options {
@@ -40,6 +45,11 @@ impl Default for Options {
             serving_tls: false,
             discovery_refresh: Duration::from_secs(60),
             negotiate: NegotiateOptions::default(),
+            probes: crate::availability::ProbeOptions {
+                interval: Duration::from_millis(500),
+                timeout: Duration::from_millis(500),
+            },
+            request_metrics: true,
         }
     }
 }
@@ -52,8 +62,14 @@ pub struct Gateway {
     pub aggregated: ArcSwapOption<AggregatedDocs>,
     /// Bumped whenever new routes are published; controllers `subscribe()` to it.
     pub routes_generation: watch::Sender<u64>,
+    /// Bumped whenever some APIService's availability changes.
+    pub availability_generation: watch::Sender<u64>,
     /// Lifecycle flags.
     pub lifecycle: Arc<Lifecycle>,
+    /// Health of every backend endpoint.
+    pub health: HealthBook,
+    /// Availability of every APIService, written by the availability controller.
+    pub availability: crate::availability::StatusBook,
     /// Metrics.
     pub metrics: Metrics,
     /// Options.
@@ -67,7 +83,10 @@ impl Gateway {
             routes: ArcSwap::from_pointee(RouteTable::empty()),
             aggregated: ArcSwapOption::empty(),
             routes_generation: watch::Sender::new(0),
+            availability_generation: watch::Sender::new(0),
             lifecycle: Lifecycle::new(),
+            health: HealthBook::default(),
+            availability: crate::availability::StatusBook::default(),
             metrics: Metrics::new()?,
             options,
         }))

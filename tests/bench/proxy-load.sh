@@ -90,6 +90,10 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
+# A private copy: other builds in the same target dir cannot swap the binary mid-run.
+cp "$apiagg_bin" "$tmp/apiagg"
+apiagg_bin="$tmp/apiagg"
+
 read -r backend_port nginx_port apiagg_port <<<"$(python3 "$helper" free-ports 3)"
 group="bench.example.com"
 path="/apis/$group/v1/namespaces/default/widgets/widget-1"

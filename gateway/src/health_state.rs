@@ -1,0 +1,69 @@
+//! Endpoint health shared by the request path (reads a flag), passive failure detection on the
+//! proxy path, and the availability controller's active probes. Kept per endpoint identity so a
+//! config reload does not forget what is known about a backend.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use arc_swap::ArcSwapOption;
+use dashmap::DashMap;
+use tokio::sync::Notify;
+
+/// Health of one backend endpoint.
+pub struct EndpointHealth {
+    healthy: AtomicBool,
+    last_error: ArcSwapOption<String>,
+}
+
+impl Default for EndpointHealth {
+    fn default() -> Self {
+        EndpointHealth {
+            healthy: AtomicBool::new(true),
+            last_error: ArcSwapOption::empty(),
+        }
+    }
+}
+
+impl EndpointHealth {
+    /// Whether requests may go to this endpoint.
+    pub fn is_healthy(&self) -> bool {
+        self.healthy.load(Ordering::Acquire)
+    }
+
+    /// Marks the endpoint healthy; returns whether that changed anything.
+    pub fn mark_healthy(&self) -> bool {
+        self.last_error.store(None);
+        !self.healthy.swap(true, Ordering::AcqRel)
+    }
+
+    /// Marks the endpoint failed with `error`; returns whether it was healthy before.
+    pub fn mark_failed(&self, error: String) -> bool {
+        self.last_error.store(Some(Arc::new(error)));
+        self.healthy.swap(false, Ordering::AcqRel)
+    }
+
+    /// The last failure, if the endpoint is failed.
+    pub fn last_error(&self) -> Option<Arc<String>> {
+        self.last_error.load_full()
+    }
+}
+
+/// Every endpoint's health, keyed by the endpoint's connection identity (its pool key).
+#[derive(Default)]
+pub struct HealthBook {
+    endpoints: DashMap<u64, Arc<EndpointHealth>>,
+    /// Signalled when the proxy path sees an endpoint fail.
+    pub passive_failure: Notify,
+}
+
+impl HealthBook {
+    /// The health record of an endpoint, created healthy on first sight.
+    pub fn endpoint(&self, key: u64) -> Arc<EndpointHealth> {
+        self.endpoints.entry(key).or_default().clone()
+    }
+
+    /// Forgets endpoints no longer in use.
+    pub fn retain(&self, live: &std::collections::HashSet<u64>) {
+        self.endpoints.retain(|k, _| live.contains(k));
+    }
+}
