@@ -76,15 +76,6 @@ async fn freshness(gw: &Apiagg, group: &str) -> String {
         .unwrap_or_default()
 }
 
-async fn code(url: &str) -> u16 {
-    client()
-        .get(url)
-        .send()
-        .await
-        .map(|r| r.status().as_u16())
-        .unwrap_or(0)
-}
-
 /// Waits (polling every 10 ms) until `f` holds; returns how long it took.
 async fn time_until<F, Fut>(limit: Duration, mut f: F) -> Option<Duration>
 where
@@ -117,7 +108,7 @@ async fn a_dead_backend_is_noticed_within_a_second_and_others_never_fail() {
     gw.wait_ready().await;
     let a_url = gw.url("/apis/a.example.com/v1/foos");
     let b_url = gw.url("/apis/b.example.com/v1/foos");
-    assert_eq!(code(&a_url).await, 200);
+    assert_eq!(status_code(&a_url).await, 200);
 
     // One client loops on the healthy group the whole time.
     let stop = Arc::new(AtomicBool::new(false));
@@ -142,7 +133,7 @@ async fn a_dead_backend_is_noticed_within_a_second_and_others_never_fail() {
         let gw = &gw;
         let a_url = &a_url;
         let took = time_until(Duration::from_secs(5), || async {
-            code(a_url).await == 503 && freshness(gw, "a.example.com").await == "Stale"
+            status_code(a_url).await == 503 && freshness(gw, "a.example.com").await == "Stale"
         })
         .await
         .expect("503 and Stale after the kill");
@@ -156,7 +147,7 @@ async fn a_dead_backend_is_noticed_within_a_second_and_others_never_fail() {
 
         flapping = Some(backend("a.example.com", "a", flapping_port));
         let took = time_until(Duration::from_secs(5), || async {
-            code(a_url).await == 200 && freshness(gw, "a.example.com").await == "Current"
+            status_code(a_url).await == 200 && freshness(gw, "a.example.com").await == "Current"
         })
         .await
         .expect("200 and Current after the restart");
@@ -290,26 +281,6 @@ async fn load_moves_to_the_surviving_endpoint_and_back() {
     assert!(back, "the restarted endpoint never got traffic again");
     assert_eq!(failed.load(Ordering::Relaxed), 0);
     drop(x);
-}
-
-/// A backend answering every request with a fixed HTTP response.
-async fn fixed_server(response: &'static [u8]) -> u16 {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let port = listener.local_addr().expect("addr").port();
-    tokio::spawn(async move {
-        while let Ok((mut socket, _)) = listener.accept().await {
-            tokio::spawn(async move {
-                let mut buf = [0u8; 4096];
-                let _ = socket.read(&mut buf).await;
-                let _ = socket.write_all(response).await;
-                let _ = socket.shutdown().await;
-            });
-        }
-    });
-    port
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -453,7 +424,10 @@ async fn prometheus_scrapes_the_expected_series() {
     let gw = Apiagg::start(&config, &[]);
     gw.wait_ready().await;
     for _ in 0..25 {
-        assert_eq!(code(&gw.url("/apis/prom.example.com/v1/foos")).await, 200);
+        assert_eq!(
+            status_code(&gw.url("/apis/prom.example.com/v1/foos")).await,
+            200
+        );
     }
     let _ = client()
         .get(gw.url("/apis"))
@@ -568,7 +542,7 @@ async fn prometheus_scrapes_the_expected_series() {
     assert!(query(r#"apiagg_config_reloads_total{result="success"}"#).await == Some(1.0));
 
     drop(b.take());
-    let _ = code(&gw.url("/apis/prom.example.com/v1/foos")).await;
+    let _ = status_code(&gw.url("/apis/prom.example.com/v1/foos")).await;
     assert!(
         eventually(Duration::from_secs(30), || async {
             query(r#"aggregator_unavailable_apiservice{name="v1.prom.example.com"}"#).await == Some(1.0)

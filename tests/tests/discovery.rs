@@ -487,26 +487,6 @@ async fn v2beta1_can_be_switched_off() {
     assert_eq!(r.headers()["content-type"], V2);
 }
 
-/// A backend that answers every request with the same bytes.
-async fn garbage_server(response: &'static [u8]) -> u16 {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let port = listener.local_addr().expect("addr").port();
-    tokio::spawn(async move {
-        while let Ok((mut socket, _)) = listener.accept().await {
-            tokio::spawn(async move {
-                let mut buf = [0u8; 4096];
-                let _ = socket.read(&mut buf).await;
-                let _ = socket.write_all(response).await;
-                let _ = socket.shutdown().await;
-            });
-        }
-    });
-    port
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn garbage_backends_are_stale_never_a_crash() {
     for response in [
@@ -514,7 +494,7 @@ async fn garbage_backends_are_stale_never_a_crash() {
         &b"HTTP/1.1 200 OK\r\nContent-Type: application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList\r\nConnection: close\r\n\r\n{\"items\": [{\"versions\": 17}"[..],
         &b"\x00\x01garbage\r\n\r\n"[..],
     ] {
-        let port = garbage_server(response).await;
+        let port = fixed_server(response).await;
         let w = world(&[], Some(port));
         w.gw.wait_ready().await;
         let doc = aggregated(&w.gw).await;

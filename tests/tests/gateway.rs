@@ -325,14 +325,7 @@ async fn delegate_fall_through_and_mux_complete_protection() {
     let body = json_of(early).await;
     assert_eq!(body["reason"], "ServiceUnavailable");
     assert_eq!(body["details"]["retryAfterSeconds"], 5);
-    assert_eq!(
-        c.get(gw.url("/readyz"))
-            .send()
-            .await
-            .expect("readyz")
-            .status(),
-        500
-    );
+    assert_eq!(status_code(&gw.url("/readyz")).await, 500);
     // Registered remote APIServices already work.
     let remote = c
         .get(gw.url(&format!("/apis/{G}/{V}/flunders")))
@@ -563,14 +556,7 @@ async fn sigterm_turns_readyz_red_and_lets_requests_finish() {
     gw.proc.signal("TERM");
     tokio::time::sleep(Duration::from_millis(200)).await;
     // During the delay: readyz red, livez green, requests still served.
-    assert_eq!(
-        c.get(gw.url("/readyz"))
-            .send()
-            .await
-            .expect("readyz")
-            .status(),
-        500
-    );
+    assert_eq!(status_code(&gw.url("/readyz")).await, 500);
     assert_eq!(
         c.get(gw.url("/readyz/shutdown"))
             .send()
@@ -581,14 +567,7 @@ async fn sigterm_turns_readyz_red_and_lets_requests_finish() {
             .expect("t"),
         "internal server error: process is shutting down\n"
     );
-    assert_eq!(
-        c.get(gw.url("/livez"))
-            .send()
-            .await
-            .expect("livez")
-            .status(),
-        200
-    );
+    assert_eq!(status_code(&gw.url("/livez")).await, 200);
     let served = c
         .get(gw.url(&format!("/apis/{G}/{V}/flunders")))
         .send()

@@ -255,3 +255,33 @@ where
     }
     false
 }
+
+/// The status code of a GET (0 when the request fails).
+pub async fn status_code(url: &str) -> u16 {
+    client()
+        .get(url)
+        .send()
+        .await
+        .map(|r| r.status().as_u16())
+        .unwrap_or(0)
+}
+
+/// A backend that answers every connection with the same bytes, whatever it is asked.
+pub async fn fixed_server(response: &'static [u8]) -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                let _ = socket.read(&mut buf).await;
+                let _ = socket.write_all(response).await;
+                let _ = socket.shutdown().await;
+            });
+        }
+    });
+    port
+}
