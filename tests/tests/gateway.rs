@@ -185,6 +185,51 @@ async fn tls_trust_follows_the_apiservice() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http2_is_used_when_the_backend_offers_it() {
+    let hostname = "h2.test.svc";
+    let h2 = Sample::start(
+        &[
+            "--group",
+            G,
+            "--version",
+            V,
+            "--name",
+            "h2",
+            "--hostname",
+            hostname,
+            "--h2",
+        ],
+        true,
+    );
+    let h1 = sample("h1.example.com", "h1", true);
+    let config = format!(
+        "services:\n{}{}apiServices:\n{}{}",
+        service("h2", &h2.url),
+        service("h1", &h1.url),
+        apiservice(G, V, "h2", &format!(", caBundle: {}", h2.ca_bundle())),
+        apiservice(
+            "h1.example.com",
+            V,
+            "h1",
+            &format!(", caBundle: {}", h1.ca_bundle())
+        ),
+    );
+    let gw = Apiagg::start(&config, &[]);
+    gw.wait_ready().await;
+    let c = client();
+    for (path, expected) in [
+        (format!("/apis/{G}/{V}/echo"), "HTTP/2.0"),
+        (format!("/apis/h1.example.com/{V}/echo"), "HTTP/1.1"),
+    ] {
+        // Several requests share the pooled (multiplexed) connection.
+        for _ in 0..5 {
+            let echo = json_of(c.get(gw.url(&path)).send().await.expect("echo")).await;
+            assert_eq!(echo["protocol"], expected, "{path}: {echo}");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn client_identity_headers_never_reach_the_backend() {
     let backend = sample(G, "echo", false);
     let config = format!(
