@@ -28,7 +28,8 @@
 #
 # Environment: CARGO_TARGET_DIR (default: <repo>/target), DURATION (10), WARMUP (2),
 # CONNECTIONS (64), APISERVICES (1000), SKIP_BUILD=1 (use the existing release binary),
-# KEEP_TMP=1 (keep the temp dir with configs and logs).
+# KEEP_TMP=1 (keep the temp dir with configs and logs), APIAGG_ARGS (extra `apiagg serve`
+# arguments, e.g. "--probe-interval 10s", to see what a feature costs).
 # Needs: cargo, wrk, nginx, python3, taskset (HTTP checks are done with Python).
 #   apt-get install -y wrk nginx
 
@@ -94,6 +95,12 @@ trap 'exit 130' INT TERM
 cp "$apiagg_bin" "$tmp/apiagg"
 apiagg_bin="$tmp/apiagg"
 
+busy="$(python3 "$helper" system-busy 1)"
+if (( busy > 10 )); then
+    log "WARNING: before starting, other processes kept the CPUs ${busy}% busy: RPS and latency will be"
+    log "         noisy (CPU µs/request is less affected). Run on an idle machine for RPS figures."
+fi
+
 read -r backend_port nginx_port apiagg_port <<<"$(python3 "$helper" free-ports 3)"
 group="bench.example.com"
 path="/apis/$group/v1/namespaces/default/widgets/widget-1"
@@ -134,6 +141,8 @@ $(nginx_http_common "$tmp/backend/tmp")
     server {
         listen 127.0.0.1:$backend_port backlog=4096;
         root $tmp/backend/www;
+        open_file_cache max=16;
+        open_file_cache_valid 1h;
         location / {
             default_type application/json;
             try_files /object.json =404;
@@ -196,19 +205,21 @@ end
 EOF
 
 results="$tmp/results.tsv"
-printf 'case\trps\tp50_us\tp99_us\tproxy_cpu_pct\tproxy_us_per_req\tbackend_us_per_req\trequests\n' >"$results"
+printf 'case\trps\tp50_us\tp99_us\tproxy_cpu_pct\tproxy_us_per_req\tbackend_us_per_req\trequests\tload_core_pct\tproxy_core_pct\n' >"$results"
 
 measure() { # $1 = case name, $2 = url, $3 = proxy pid or ""
-    local name="$1" url="$2" proxy="$3" out p0 p1 b0 b1
+    local name="$1" url="$2" proxy="$3" out p0 p1 b0 b1 c0 c1
     python3 "$helper" check "$url" "$body_file"
     log "$name: warm-up ${WARMUP}s, then ${DURATION}s with $CONNECTIONS connections: $url"
     taskset -c "$LOAD_CPU" wrk -t1 -c"$CONNECTIONS" -d"${WARMUP}s" "$url" >/dev/null
     b0="$(python3 "$helper" cpu-ticks "$backend_pid")"
+    c0="$(python3 "$helper" core-ticks "$LOAD_CPU" "$PROXY_CPU")"
     [[ -n "$proxy" ]] && p0="$(python3 "$helper" cpu-ticks "$proxy")"
     out="$(taskset -c "$LOAD_CPU" wrk -t1 -c"$CONNECTIONS" -d"${DURATION}s" --timeout 5s \
         -s "$tmp/report.lua" "$url")"
     [[ -n "$proxy" ]] && p1="$(python3 "$helper" cpu-ticks "$proxy")"
     b1="$(python3 "$helper" cpu-ticks "$backend_pid")"
+    c1="$(python3 "$helper" core-ticks "$LOAD_CPU" "$PROXY_CPU")"
     local line
     line="$(grep '^BENCH ' <<<"$out")" || die "$name: no result from wrk: $out"
     local requests duration_us p50_us p99_us errors status_errors
@@ -218,9 +229,13 @@ measure() { # $1 = case name, $2 = url, $3 = proxy pid or ""
     fi
     (( requests > 0 )) || die "$name: no requests completed"
     python3 - "$name" "$requests" "$duration_us" "$p50_us" "$p99_us" "${p0:-}" "${p1:-}" \
-        "$b0" "$b1" "$clk_tck" >>"$results" <<'EOF'
+        "$b0" "$b1" "$clk_tck" "$c0" "$c1" >>"$results" <<'EOF'
 import sys
-name, req, dur, p50, p99, p0, p1, b0, b1, hz = sys.argv[1:]
+name, req, dur, p50, p99, p0, p1, b0, b1, hz, c0, c1 = sys.argv[1:]
+core = []
+for a, b in zip(c0.split(), c1.split()):
+    (ab, at), (bb, bt) = map(int, a.split(",")), map(int, b.split(","))
+    core.append(f"{(bb - ab) * 100 / max(1, bt - at):.1f}")
 req, dur, hz = int(req), int(dur), int(hz)
 us = lambda t0, t1: (int(t1) - int(t0)) * 1e6 / hz / req
 if p0:
@@ -228,9 +243,9 @@ if p0:
     per_req = f"{us(p0, p1):.2f}"
 else:
     cpu_pct = per_req = "-"
-print(f"{name}\t{req * 1e6 / dur:.1f}\t{p50}\t{p99}\t{cpu_pct}\t{per_req}\t{us(b0, b1):.2f}\t{req}")
+print(f"{name}\t{req * 1e6 / dur:.1f}\t{p50}\t{p99}\t{cpu_pct}\t{per_req}\t{us(b0, b1):.2f}\t{req}\t{core[0]}\t{core[1]}")
 EOF
-    tail -n1 "$results" | awk -F'\t' '{printf "[proxy-load]   %.0f RPS, p50 %.2f ms, p99 %.2f ms, proxy CPU %s%%, %s µs/req\n", $2, $3/1000, $4/1000, $5, $6}' >&2
+    tail -n1 "$results" | awk -F'\t' '{printf "[proxy-load]   %.0f RPS, p50 %.2f ms, p99 %.2f ms, proxy CPU %s%%, %s µs/req; load core %s%%, proxy core %s%% busy\n", $2, $3/1000, $4/1000, $5, $6, $9, $10}' >&2
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -251,9 +266,10 @@ run_apiagg() { # $1 = case name, $2 = number of APIServices
     python3 "$helper" apiagg-config "$dir" "$apiagg_port" "127.0.0.1:$backend_port" "$2" "$group"
     "$apiagg_bin" check --config "$dir/apiagg.yaml" >"$dir/check.log" 2>&1 \
         || die "apiagg check rejected the config: $(cat "$dir/check.log")"
-    log "apiagg ($2 APIServices) on 127.0.0.1:$apiagg_port (CPU $PROXY_CPU, --threads 1)"
+    log "apiagg ($2 APIServices) on 127.0.0.1:$apiagg_port (CPU $PROXY_CPU, --threads 1 ${APIAGG_ARGS:-})"
+    # shellcheck disable=SC2086 # APIAGG_ARGS is a list of words
     taskset -c "$PROXY_CPU" "$apiagg_bin" serve --config "$dir/apiagg.yaml" --threads 1 \
-        >"$dir/apiagg.log" 2>&1 &
+        ${APIAGG_ARGS:-} >"$dir/apiagg.log" 2>&1 &
     pid=$!
     pids+=("$pid")
     python3 "$helper" wait-http "http://127.0.0.1:$apiagg_port/readyz" 30 \

@@ -8,6 +8,8 @@ Subcommands:
                                     write DIR/apiagg.yaml + DIR/apiservices.yaml: N APIServices
                                     (N distinct groups, each with its own Service entry pointing
                                     at BACKEND); GROUP is the measured one, placed in the middle
+  core-ticks CPU...                 "busy,total" jiffies of each CPU (from /proc/stat)
+  system-busy SECONDS               percent of all CPUs busy over SECONDS (other load)
   cpu-ticks PID                     utime+stime (clock ticks) of PID and its direct children
   wait-http URL [SECONDS]           wait until URL answers 200
   check URL FILE                    GET URL, fail unless 200 and the body equals FILE
@@ -110,6 +112,30 @@ def cpu_ticks(pid):
     print(total)
 
 
+def _core_ticks():
+    out = {}
+    with open("/proc/stat") as f:
+        for line in f:
+            if line.startswith("cpu"):
+                name, *vals = line.split()
+                vals = [int(v) for v in vals[:8]]
+                idle = vals[3] + vals[4]  # idle + iowait
+                out[name] = (sum(vals) - idle, sum(vals))
+    return out
+
+
+def core_ticks(cpus):
+    t = _core_ticks()
+    print(" ".join(f"{t['cpu' + c][0]},{t['cpu' + c][1]}" for c in cpus))
+
+
+def system_busy(seconds):
+    a = _core_ticks()["cpu"]
+    time.sleep(float(seconds))
+    b = _core_ticks()["cpu"]
+    print(f"{(b[0] - a[0]) * 100 / max(1, b[1] - a[1]):.0f}")
+
+
 def wait_http(url, seconds=30):
     deadline = time.time() + float(seconds)
     last = None
@@ -152,7 +178,7 @@ def report(path):
     print()
     print(
         f"{'case':<24} {'RPS':>9} {'p50 ms':>8} {'p99 ms':>8} {'proxy CPU':>10} "
-        f"{'proxy µs/req':>12} {'backend µs/req':>14} {'requests':>9}"
+        f"{'proxy µs/req':>12} {'backend µs/req':>14} {'load core':>9} {'proxy core':>10}"
     )
     for case in order:
         r = rows[case]
@@ -161,8 +187,15 @@ def report(path):
         print(
             f"{case:<24} {float(r['rps']):>9.0f} {float(r['p50_us']) / 1000:>8.2f} "
             f"{float(r['p99_us']) / 1000:>8.2f} {cpu:>10} {us:>12} "
-            f"{float(r['backend_us_per_req']):>14.1f} {int(r['requests']):>9}"
+            f"{float(r['backend_us_per_req']):>14.1f} {float(r['load_core_pct']):>8.0f}% "
+            f"{float(r['proxy_core_pct']):>9.0f}%"
         )
+    print(
+        "  proxy CPU: the proxy's own CPU time over the measured window (100% = one core);\n"
+        "  load core / proxy core: how busy the whole CPU was (wrk + backend; proxy + anything else).\n"
+        "  A proxy below ~90% CPU was not the bottleneck of its case; proxy core well above proxy CPU\n"
+        "  means other processes ran there and the RPS of that case is not trustworthy."
+    )
 
     def ratio(label, a, b, goal, higher_better=True):
         if a is None or b is None or b == 0:
@@ -198,6 +231,8 @@ def main():
         "body": lambda: body(args[0]),
         "apiagg-config": lambda: apiagg_config(*args),
         "cpu-ticks": lambda: cpu_ticks(args[0]),
+        "core-ticks": lambda: core_ticks(args),
+        "system-busy": lambda: system_busy(args[0]),
         "wait-http": lambda: wait_http(*args),
         "check": lambda: check(*args),
         "report": lambda: report(args[0]),
