@@ -26,6 +26,12 @@
 #   The direct case uses the same placement (wrk and backend on core 0), so it is a reference
 #   point for the load generator + backend, not a proxy figure.
 #
+# The 1,000 APIServices have 1,000 Services (all pointing at the same backend). apiagg probes every
+# endpoint of every APIService (--probe-interval, default 500ms), i.e. ~2,000 probe GETs/s that
+# run on the proxy's core and show up in its CPU; APIAGG_ARGS="--probe-interval 1h" removes them.
+# Other load on the machine (builds) ruins RPS and inflates µs/request: the script warns when the
+# CPUs are busy before it starts, and the "proxy core" column shows foreign load during a case.
+#
 # Environment: CARGO_TARGET_DIR (default: <repo>/target), DURATION (10), WARMUP (2),
 # CONNECTIONS (64), APISERVICES (1000), SKIP_BUILD=1 (use the existing release binary),
 # KEEP_TMP=1 (keep the temp dir with configs and logs), APIAGG_ARGS (extra `apiagg serve`
