@@ -219,7 +219,11 @@ impl AvailabilityController {
         clients.retain(|k, _| seen.contains(k));
         let clients = &*clients;
         let timeout = self.options.timeout;
-        let results = futures_util::future::join_all(probes.into_iter().map(|(key, health, path, url)| async move {
+        // Spread the probes over half an interval so many backends do not burst at once.
+        let spread = self.options.interval / 2;
+        let count = probes.len().max(1) as u32;
+        let results = futures_util::future::join_all(probes.into_iter().enumerate().map(|(k, (key, health, path, url))| async move {
+            tokio::time::sleep(spread * k as u32 / count).await;
             let outcome = match clients.get(&key) {
                 Some(client) => {
                     let attempt = client.probe(&path);

@@ -18,6 +18,11 @@ use pingora_core::server::configuration::ServerConf;
 use pingora_core::server::{RunArgs, Server};
 use pingora_core::services::background::background_service;
 
+/// glibc malloc showed up at about 15% of the proxy's CPU; mimalloc handles its many small,
+/// short-lived allocations much better.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// A Kubernetes API aggregation gateway.
 #[derive(Parser)]
 #[command(name = "apiagg", version, about)]

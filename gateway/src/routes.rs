@@ -210,14 +210,18 @@ fn build_endpoint(
             options.ca = Some(Arc::from(wrapped.into_boxed_slice()));
         }
     }
-    // Connections are pooled by this key: it must separate endpoints with different TLS trust.
+    // Connections are pooled, and endpoints health-checked, by this key: the same endpoint with
+    // the same TLS trust is one backend however many APIServices point at it; for plain HTTP the
+    // URL alone identifies it.
     let mut hasher = DefaultHasher::new();
     ep.url.hash(&mut hasher);
-    settings.server_name.hash(&mut hasher);
-    settings.insecure.hash(&mut hasher);
-    if let Some(ca) = settings.ca {
-        for c in ca {
-            c.as_ref().hash(&mut hasher);
+    if ep.tls {
+        settings.server_name.hash(&mut hasher);
+        settings.insecure.hash(&mut hasher);
+        if let Some(ca) = settings.ca {
+            for c in ca {
+                c.as_ref().hash(&mut hasher);
+            }
         }
     }
     peer.group_key = hasher.finish();
