@@ -8,6 +8,7 @@ pub mod fetch;
 pub mod health;
 pub mod lifecycle;
 pub mod metrics;
+pub mod openapi;
 pub mod proxy;
 pub mod reply;
 pub mod routes;

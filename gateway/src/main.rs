@@ -8,6 +8,7 @@ use anyhow::Context;
 use apiagg_config::Sources;
 use apiagg_gateway::controller::ConfigController;
 use apiagg_gateway::discovery::DiscoveryController;
+use apiagg_gateway::openapi::OpenApiController;
 use apiagg_gateway::proxy::ApiaggProxy;
 use apiagg_gateway::shutdown::GracefulShutdown;
 use apiagg_gateway::state::{Gateway, Options};
@@ -66,6 +67,12 @@ struct ServeArgs {
     /// How often every backend's discovery is re-read (also on every registry change).
     #[arg(long, value_parser = parse_duration, default_value = "60s")]
     discovery_refresh: Duration,
+    /// How often every OpenAPI document is re-read (also on every registry change).
+    #[arg(long, value_parser = parse_duration, default_value = "60s")]
+    openapi_refresh: Duration,
+    /// Upper bound of one OpenAPI download (upstream: 60s).
+    #[arg(long, value_parser = parse_duration, default_value = "30s")]
+    openapi_timeout: Duration,
     /// Stop serving `apidiscovery.k8s.io/v2beta1` (as kube-apiserver 1.33+ does).
     #[arg(long)]
     disable_discovery_v2beta1: bool,
@@ -134,6 +141,8 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         negotiate: apiagg_discovery::NegotiateOptions {
             serve_v2beta1: !args.disable_discovery_v2beta1,
         },
+        openapi_refresh: args.openapi_refresh,
+        openapi_timeout: args.openapi_timeout,
     };
     let gateway = Gateway::new(options).context("creating metrics")?;
 
@@ -168,6 +177,10 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     server.add_service(background_service(
         "discovery controller",
         DiscoveryController::new(gateway.clone()),
+    ));
+    server.add_service(background_service(
+        "openapi controller",
+        OpenApiController::new(gateway.clone()),
     ));
     server.add_service(proxy);
     tracing::info!(%listen, "apiagg starting");

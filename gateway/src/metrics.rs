@@ -1,7 +1,7 @@
 //! Prometheus metrics of the gateway (text exposition format on `/metrics`).
 
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts, Registry,
+    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts, Registry,
     TextEncoder,
 };
 
@@ -59,6 +59,14 @@ pub struct Metrics {
     pub in_flight: IntGauge,
     /// `aggregator_discovery_aggregation_count_total`
     pub discovery_aggregations: IntCounter,
+    /// `apiagg_openapi_v2_regenerations_total`
+    pub openapi_v2_regenerations: IntCounter,
+    /// `apiagg_openapi_v2_regeneration_duration_seconds`
+    pub openapi_v2_regeneration_duration: Histogram,
+    /// `apiagg_openapi_v3_index_regenerations_total`
+    pub openapi_v3_index_regenerations: IntCounter,
+    /// `apiagg_openapi_download_failures_total{source}`
+    pub openapi_download_failures: IntCounterVec,
 }
 
 impl Metrics {
@@ -106,6 +114,32 @@ impl Metrics {
             "aggregator_discovery_aggregation_count_total",
             "Times the aggregated discovery document was rebuilt because something changed.",
         )?;
+        let openapi_v2_regenerations = IntCounter::new(
+            "apiagg_openapi_v2_regenerations_total",
+            "Times the merged OpenAPI v2 document was rebuilt because an input changed.",
+        )?;
+        let openapi_v2_regeneration_duration = Histogram::with_opts(
+            HistogramOpts::new(
+                "apiagg_openapi_v2_regeneration_duration_seconds",
+                "Time to merge and compress the OpenAPI v2 document.",
+            )
+            .buckets(vec![0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0]),
+        )?;
+        let openapi_v3_index_regenerations = IntCounter::new(
+            "apiagg_openapi_v3_index_regenerations_total",
+            "Times the OpenAPI v3 index changed (a document was added, removed or changed).",
+        )?;
+        let openapi_download_failures = IntCounterVec::new(
+            Opts::new(
+                "apiagg_openapi_download_failures_total",
+                "Failed OpenAPI downloads (the last good documents stay), by source.",
+            ),
+            &["source"],
+        )?;
+        registry.register(Box::new(openapi_v2_regenerations.clone()))?;
+        registry.register(Box::new(openapi_v2_regeneration_duration.clone()))?;
+        registry.register(Box::new(openapi_v3_index_regenerations.clone()))?;
+        registry.register(Box::new(openapi_download_failures.clone()))?;
         registry.register(Box::new(discovery_aggregations.clone()))?;
         registry.register(Box::new(requests.clone()))?;
         registry.register(Box::new(duration.clone()))?;
@@ -122,6 +156,10 @@ impl Metrics {
             registered,
             in_flight,
             discovery_aggregations,
+            openapi_v2_regenerations,
+            openapi_v2_regeneration_duration,
+            openapi_v3_index_regenerations,
+            openapi_download_failures,
         })
     }
 

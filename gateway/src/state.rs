@@ -9,6 +9,7 @@ use tokio::sync::watch;
 
 use crate::lifecycle::Lifecycle;
 use crate::metrics::Metrics;
+use crate::openapi::OpenApiDocs;
 use crate::routes::RouteTable;
 
 /// Options that shape the gateway's behaviour.
@@ -28,6 +29,10 @@ pub struct Options {
     pub discovery_refresh: Duration,
     /// Discovery negotiation switches (v2beta1 on or off).
     pub negotiate: NegotiateOptions,
+    /// How often every OpenAPI source is re-read (also on registry changes).
+    pub openapi_refresh: Duration,
+    /// Upper bound of one OpenAPI download.
+    pub openapi_timeout: Duration,
 }
 
 impl Default for Options {
@@ -40,6 +45,8 @@ impl Default for Options {
             serving_tls: false,
             discovery_refresh: Duration::from_secs(60),
             negotiate: NegotiateOptions::default(),
+            openapi_refresh: Duration::from_secs(60),
+            openapi_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -50,6 +57,8 @@ pub struct Gateway {
     pub routes: ArcSwap<RouteTable>,
     /// Aggregated `/apis` (v2 and v2beta1), once the discovery controller has rendered it.
     pub aggregated: ArcSwapOption<AggregatedDocs>,
+    /// `/openapi/v2` and `/openapi/v3`, once the OpenAPI controller has published them.
+    pub openapi: ArcSwapOption<OpenApiDocs>,
     /// Bumped whenever new routes are published; controllers `subscribe()` to it.
     pub routes_generation: watch::Sender<u64>,
     /// Lifecycle flags.
@@ -66,6 +75,7 @@ impl Gateway {
         Ok(Arc::new(Gateway {
             routes: ArcSwap::from_pointee(RouteTable::empty()),
             aggregated: ArcSwapOption::empty(),
+            openapi: ArcSwapOption::empty(),
             routes_generation: watch::Sender::new(0),
             lifecycle: Lifecycle::new(),
             metrics: Metrics::new()?,
