@@ -1,8 +1,8 @@
 //! Prometheus metrics of the gateway (text exposition format on `/metrics`).
 
 use prometheus::{
-    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts, Registry,
-    TextEncoder,
+    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts,
+    Registry, TextEncoder,
 };
 
 /// Kind of route a request took; a label on the request metrics.
@@ -123,7 +123,9 @@ impl Metrics {
                 "apiagg_openapi_v2_regeneration_duration_seconds",
                 "Time to merge and compress the OpenAPI v2 document.",
             )
-            .buckets(vec![0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0]),
+            .buckets(vec![
+                0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+            ]),
         )?;
         let openapi_v3_index_regenerations = IntCounter::new(
             "apiagg_openapi_v3_index_regenerations_total",

@@ -17,6 +17,7 @@ const OAUTH_KEY: &str = "apis/oauth.openshift.io/v1";
 const USER_KEY: &str = "apis/user.openshift.io/v1";
 const OAUTH_PATH: &str = "/apis/oauth.openshift.io/v1/oauthclients";
 const PROTOBUF: &str = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf";
+const PROTOBUF_DOTTED: &str = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
 const KUBECTL_127_BIN: &str = "/usr/lib/google-cloud-sdk/bin/kubectl.1.27";
 /// Every group-version the delegate and the backend serve.
 const ALL_KEYS: [&str; 7] = [
@@ -246,10 +247,22 @@ async fn kubectl_explain_works_for_delegate_and_backend_resources() {
     w.gw.wait_ready().await;
     wait_openapi(&w.gw).await;
     let cases: [(&str, &[&str]); 4] = [
-        ("deployments.spec", &["DeploymentSpec", "replicas", "template"]),
-        ("pods.spec.containers", &["containers", "image", "livenessProbe"]),
-        ("oauthclients", &["OAuthClient", "oauth.openshift.io", "redirectURIs"]),
-        ("oauthclients.redirectURIs", &["redirectURIs", "redirection"]),
+        (
+            "deployments.spec",
+            &["DeploymentSpec", "replicas", "template"],
+        ),
+        (
+            "pods.spec.containers",
+            &["containers", "image", "livenessProbe"],
+        ),
+        (
+            "oauthclients",
+            &["OAuthClient", "oauth.openshift.io", "redirectURIs"],
+        ),
+        (
+            "oauthclients.redirectURIs",
+            &["redirectURIs", "redirection"],
+        ),
     ];
     for binary in ["kubectl", KUBECTL_127_BIN] {
         for (what, expected) in cases {
@@ -364,8 +377,9 @@ async fn v2_is_merged_negotiated_compressed_and_cached() {
     ] {
         assert!(paths.contains_key(path), "{path} missing");
     }
-    // The backend's own non-APIService paths are filtered out.
-    assert!(!paths.contains_key("/apis/oauth.openshift.io/v1/"));
+    // The backend's paths outside its APIServices' group-versions are filtered out.
+    assert!(!paths.contains_key("/apis/oauth.openshift.io/"));
+    assert!(paths.contains_key("/apis/oauth.openshift.io/v1/"));
     assert!(doc["definitions"]
         .as_object()
         .expect("definitions")
@@ -391,29 +405,63 @@ async fn v2_is_merged_negotiated_compressed_and_cached() {
         .expect("gunzip");
     assert_eq!(unzipped, &plain[..]);
 
-    // Protobuf is not produced: 406 when it is the only choice, JSON when JSON is acceptable.
-    for accept in [PROTOBUF, "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"] {
+    // Protobuf (gnostic), same ETag, also gzip-compressed; the first acceptable clause wins.
+    for accept in [PROTOBUF, PROTOBUF_DOTTED] {
         let r = get(&url, &[("Accept", accept)]).await;
-        assert_eq!(r.status(), 406, "{accept}");
+        assert_eq!(r.status(), 200, "{accept}");
+        assert_eq!(header(&r, "content-type"), PROTOBUF_DOTTED);
+        assert_eq!(header(&r, "etag"), etag);
+        let body = r.bytes().await.expect("body");
+        // swagger = "2.0" is field 1.
+        assert!(body.windows(5).any(|w| w == b"\x0a\x032.0"));
+        assert!(body
+            .windows(OAUTH_PATH.len())
+            .any(|w| w == OAUTH_PATH.as_bytes()));
+    }
+    let r = get(&url, &[("Accept", PROTOBUF), ("Accept-Encoding", "gzip")]).await;
+    assert_eq!(header(&r, "content-encoding"), "gzip");
+    assert_eq!(header(&r, "content-type"), PROTOBUF_DOTTED);
+    let r = get(
+        &url,
+        &[("Accept", &format!("application/json, {PROTOBUF}"))],
+    )
+    .await;
+    assert_eq!(header(&r, "content-type"), "application/json");
+    let r = get(
+        &url,
+        &[("Accept", &format!("{PROTOBUF}, application/json"))],
+    )
+    .await;
+    assert_eq!(header(&r, "content-type"), PROTOBUF_DOTTED);
+    // Nothing acceptable: 406 Status; v3 documents are JSON only.
+    for (path, accept) in [
+        ("/openapi/v2", "application/yaml"),
+        ("/openapi/v3/api/v1", PROTOBUF),
+    ] {
+        let r = get(&w.gw.url(path), &[("Accept", accept)]).await;
+        assert_eq!(r.status(), 406, "{path} {accept}");
         let status: Value = serde_json::from_slice(&r.bytes().await.expect("body")).expect("JSON");
         assert_eq!(status["kind"], "Status");
         assert_eq!(status["code"], 406);
     }
-    let r = get(&url, &[("Accept", &format!("{PROTOBUF}, application/json"))]).await;
-    assert_eq!(r.status(), 200);
-    assert_eq!(header(&r, "content-type"), "application/json");
     let r = get(&url, &[("Accept", "*/*")]).await;
     assert_eq!(r.status(), 200);
 
-    let metrics = String::from_utf8_lossy(&get(&w.gw.url("/metrics"), &[]).await.bytes().await.expect("body")).to_string();
+    let metrics = String::from_utf8_lossy(
+        &get(&w.gw.url("/metrics"), &[])
+            .await
+            .bytes()
+            .await
+            .expect("body"),
+    )
+    .to_string();
     assert!(metrics.contains("apiagg_openapi_v2_regenerations_total"));
     assert!(metrics.contains("apiagg_openapi_v2_regeneration_duration_seconds_count"));
 }
 
 /// Rewrites a JSON file of the oauth backend.
 fn edit_json(path: &Path, change: impl FnOnce(&mut Value)) {
-    let mut doc: Value =
-        serde_json::from_slice(&std::fs::read(path).expect("read")).expect("JSON");
+    let mut doc: Value = serde_json::from_slice(&std::fs::read(path).expect("read")).expect("JSON");
     change(&mut doc);
     std::fs::write(path, serde_json::to_vec(&doc).expect("render")).expect("write");
 }
@@ -450,13 +498,19 @@ async fn a_changed_backend_document_changes_its_hash_and_the_merge() {
         assert_eq!(url_of(&before, key), url_of(&after, key), "{key}");
     }
     // The old URL now redirects to the new one.
-    let r = client_no_redirect().get(w.gw.url(&old_oauth)).send().await.expect("get");
+    let r = client_no_redirect()
+        .get(w.gw.url(&old_oauth))
+        .send()
+        .await
+        .expect("get");
     assert_eq!(r.status(), 301);
     assert_eq!(header(&r, "location"), new_oauth);
 
     let merged = eventually(Duration::from_secs(20), || async {
         let v2 = json(&w.gw.url("/openapi/v2")).await;
-        v2["paths"].get("/apis/oauth.openshift.io/v1/newthings").is_some()
+        v2["paths"]
+            .get("/apis/oauth.openshift.io/v1/newthings")
+            .is_some()
     })
     .await;
     assert!(merged, "the changed v2 document was never merged");
@@ -474,7 +528,11 @@ async fn a_dead_backend_keeps_its_last_good_documents() {
     w.oauth = None; // killed
     tokio::time::sleep(Duration::from_millis(2000)).await;
     let metrics = String::from_utf8_lossy(
-        &get(&w.gw.url("/metrics"), &[]).await.bytes().await.expect("body"),
+        &get(&w.gw.url("/metrics"), &[])
+            .await
+            .bytes()
+            .await
+            .expect("body"),
     )
     .to_string();
     assert!(

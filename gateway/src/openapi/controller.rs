@@ -127,7 +127,10 @@ fn delegate_identity(delegate: &Upstream) -> String {
     format!("{} {}", delegate.server_name, endpoints.join(","))
 }
 
-fn client_for(upstream: Option<&Arc<Upstream>>, gateway: &Gateway) -> Result<BackendClient, String> {
+fn client_for(
+    upstream: Option<&Arc<Upstream>>,
+    gateway: &Gateway,
+) -> Result<BackendClient, String> {
     let upstream = upstream.ok_or("no endpoints")?;
     let index = upstream.pick().ok_or("no endpoints")?;
     BackendClient::new(upstream, index, gateway.options.openapi_timeout)
@@ -197,7 +200,12 @@ async fn refresh_service(gateway: &Gateway, target: &Target, source: &mut Servic
     let client = match client_for(target.upstream.as_ref(), gateway) {
         Ok(c) => c,
         Err(e) => {
-            fail(gateway, &format!("{}/{}:{}", target.key.0, target.key.1, target.key.2), &mut source.backoff, &e);
+            fail(
+                gateway,
+                &format!("{}/{}:{}", target.key.0, target.key.1, target.key.2),
+                &mut source.backoff,
+                &e,
+            );
             return;
         }
     };
@@ -257,7 +265,10 @@ async fn refresh_local(gateway: &Gateway, delegate: &Arc<Upstream>, source: &mut
 }
 
 fn fail(gateway: &Gateway, label: &str, backoff: &mut Backoff, why: &str) {
-    tracing::warn!(source = label, "OpenAPI download failed, the last good documents stay: {why}");
+    tracing::warn!(
+        source = label,
+        "OpenAPI download failed, the last good documents stay: {why}"
+    );
     gateway
         .metrics
         .openapi_download_failures

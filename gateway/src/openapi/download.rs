@@ -18,7 +18,9 @@ use crate::fetch::BackendClient;
 const JSON: &str = "application/json";
 
 /// Runs CPU-heavy work (parsing, preparing multi-megabyte documents) off the async workers.
-async fn blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> Result<T, String> {
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, String> {
     tokio::task::spawn_blocking(work)
         .await
         .map_err(|e| format!("worker failed: {e}"))
@@ -202,8 +204,7 @@ impl V3State {
                 .map_err(|e| format!("/openapi/v3 is not JSON: {e}"))?,
             code => return Err(format!("/openapi/v3: status {code}")),
         };
-        let source =
-            V3Source::from_index("", &index).map_err(|e| format!("/openapi/v3: {e}"))?;
+        let source = V3Source::from_index("", &index).map_err(|e| format!("/openapi/v3: {e}"))?;
         let listed: Vec<(String, String)> = source
             .paths
             .into_iter()

@@ -4,7 +4,8 @@
 //!   documents (ETag revalidation, last good document kept on failure), merges `/openapi/v2`
 //!   with `apiagg-openapi-merge`, builds the `/openapi/v3` index and publishes one immutable
 //!   [`OpenApiDocs`] snapshot.
-//! * [`serve`] answers `/openapi/v2`, `/openapi/v3` and `/openapi/v3/<key>` from that snapshot.
+//! * [`serve`] answers `/openapi/v2` (JSON or gnostic protobuf, each also gzip-compressed),
+//!   `/openapi/v3` and `/openapi/v3/<key>` from that snapshot.
 //!
 //! Unlike kube-aggregator, per-group-version v3 documents of remote APIServices are downloaded
 //! and served by apiagg itself (not proxied), with apiagg's SHA-512 hash of the bytes it serves,
@@ -12,6 +13,7 @@
 
 pub mod controller;
 mod download;
+mod proto_v2;
 mod publish;
 pub mod serve;
 
@@ -29,6 +31,10 @@ pub struct V2Served {
     pub json: Bytes,
     /// The same bytes gzip-compressed; `None` below the gzip threshold.
     pub gzip: Option<Bytes>,
+    /// The document as gnostic protobuf (what kubectl ≤ 1.27 reads).
+    pub proto: Bytes,
+    /// `proto` gzip-compressed; `None` below the gzip threshold.
+    pub proto_gzip: Option<Bytes>,
     /// Quoted strong ETag (uppercase hex SHA-512 of `json`).
     pub etag: String,
 }

@@ -10,6 +10,7 @@ use bytes::Bytes;
 use flate2::write::GzEncoder;
 use flate2::Compression;
 
+use super::proto_v2::encode_document;
 use super::{V2Served, V3Served, GZIP_THRESHOLD};
 
 /// The inputs of one v2 merge. Two input sets are the same when they hold the same prepared
@@ -25,7 +26,8 @@ pub struct V2Inputs {
 impl V2Inputs {
     /// Whether merging `self` would give the same document as merging `other`.
     pub fn same_as(&self, other: &V2Inputs) -> bool {
-        let local_eq = |a: &LocalSpec, b: &LocalSpec| a.name == b.name && Arc::ptr_eq(&a.spec, &b.spec);
+        let local_eq =
+            |a: &LocalSpec, b: &LocalSpec| a.name == b.name && Arc::ptr_eq(&a.spec, &b.spec);
         let remote_eq = |a: &RemoteSpec, b: &RemoteSpec| {
             a.apiservice == b.apiservice
                 && a.group == b.group
@@ -36,8 +38,16 @@ impl V2Inputs {
         };
         self.locals.len() == other.locals.len()
             && self.remotes.len() == other.remotes.len()
-            && self.locals.iter().zip(&other.locals).all(|(a, b)| local_eq(a, b))
-            && self.remotes.iter().zip(&other.remotes).all(|(a, b)| remote_eq(a, b))
+            && self
+                .locals
+                .iter()
+                .zip(&other.locals)
+                .all(|(a, b)| local_eq(a, b))
+            && self
+                .remotes
+                .iter()
+                .zip(&other.remotes)
+                .all(|(a, b)| remote_eq(a, b))
     }
 }
 
@@ -51,14 +61,22 @@ fn gzip(bytes: &[u8]) -> Option<Bytes> {
 /// `None` when no input has a usable document.
 pub fn render_v2(inputs: &V2Inputs) -> Option<V2Served> {
     let merged = merge_v2(&inputs.locals, &inputs.remotes)?;
-    let gzip = if merged.json.len() >= GZIP_THRESHOLD {
-        gzip(&merged.json)
-    } else {
-        None
+    let compress = |bytes: &[u8]| {
+        if bytes.len() >= GZIP_THRESHOLD {
+            gzip(bytes)
+        } else {
+            None
+        }
     };
+    // The merge output is valid JSON by construction; re-read once to encode the protobuf form.
+    let proto = serde_json::from_slice::<serde_json::Value>(&merged.json)
+        .map(|doc| Bytes::from(encode_document(&doc)))
+        .unwrap_or_default();
     Some(V2Served {
+        gzip: compress(&merged.json),
+        proto_gzip: compress(&proto),
         json: merged.json,
-        gzip,
+        proto,
         etag: merged.etag,
     })
 }
@@ -112,7 +130,10 @@ pub fn v3_key(group: &str, version: &str) -> String {
 }
 
 /// Drops the delegate's documents for group-versions a remote APIService owns.
-pub fn without_remote_keys(docs: Vec<Arc<V3Served>>, remote: &HashSet<String>) -> Vec<Arc<V3Served>> {
+pub fn without_remote_keys(
+    docs: Vec<Arc<V3Served>>,
+    remote: &HashSet<String>,
+) -> Vec<Arc<V3Served>> {
     docs.into_iter()
         .filter(|d| !remote.contains(&d.doc.key))
         .collect()

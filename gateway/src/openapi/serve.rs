@@ -38,13 +38,15 @@ pub fn answer(req: &RequestHeader, path: OpenApiPath<'_>, docs: Option<&OpenApiD
     let Some(docs) = docs else {
         return not_ready("no OpenAPI document has been produced yet");
     };
-    if let Err(reply) = negotiate(header(req, "accept")) {
-        return reply;
-    }
+    let format = match negotiate(header(req, "accept"), path == OpenApiPath::V2) {
+        Ok(format) => format,
+        Err(reply) => return reply,
+    };
     match path {
-        OpenApiPath::V2 => v2(req, docs),
-        OpenApiPath::V3Index => cached(req, 200, docs.v3_index.clone(), &docs.v3_index_etag)
-            .header("Vary", "Accept"),
+        OpenApiPath::V2 => v2(req, docs, format),
+        OpenApiPath::V3Index => {
+            cached(req, 200, docs.v3_index.clone(), &docs.v3_index_etag).header("Vary", "Accept")
+        }
         OpenApiPath::V3Document(key) => v3_document(req, docs, key),
     }
 }
@@ -80,27 +82,51 @@ fn clauses(value: &str) -> impl Iterator<Item = (&str, bool)> {
     })
 }
 
-/// JSON is the only format produced; protobuf-only (or any other) clients get 406.
-fn negotiate(accept: Option<&str>) -> Result<(), Reply> {
+/// What a client gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Format {
+    Json,
+    /// gnostic protobuf (`/openapi/v2` only).
+    Protobuf,
+}
+
+/// Protobuf media types of OpenAPI v2 (spec §7.4).
+const PROTOBUF_TYPES: [&str; 2] = [
+    "application/com.github.proto-openapi.spec.v2@v1.0+protobuf",
+    "application/com.github.proto-openapi.spec.v2.v1.0+protobuf",
+];
+/// `Content-Type` of protobuf answers.
+const PROTOBUF_CONTENT_TYPE: &str = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
+
+/// The first acceptable clause of `Accept` wins (empty = JSON); nothing acceptable → 406.
+/// Protobuf is offered only where `protobuf` is set (`/openapi/v2`).
+fn negotiate(accept: Option<&str>, protobuf: bool) -> Result<Format, Reply> {
     let accept = accept.map(str::trim).unwrap_or("");
     if accept.is_empty() {
-        return Ok(());
+        return Ok(Format::Json);
     }
-    let json = clauses(accept).any(|(media, ok)| {
-        ok && ["application/json", "application/*", "*/*"]
-            .iter()
-            .any(|m| media.eq_ignore_ascii_case(m))
+    let chosen = clauses(accept).find_map(|(media, ok)| {
+        let is = |m: &&str| media.eq_ignore_ascii_case(m);
+        if !ok {
+            None
+        } else if ["application/json", "application/*", "*/*"].iter().any(is) {
+            Some(Format::Json)
+        } else if protobuf && PROTOBUF_TYPES.iter().any(is) {
+            Some(Format::Protobuf)
+        } else {
+            None
+        }
     });
-    if json {
-        return Ok(());
-    }
-    let message = format!(
-        "only the following media types are accepted: application/json (protobuf is not served), not {accept:?}"
-    );
-    Err(Reply::json(
-        406,
-        status::failure(406, "NotAcceptable", &message, None),
-    ))
+    chosen.ok_or_else(|| {
+        let offered = if protobuf {
+            "application/json, application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
+        } else {
+            "application/json"
+        };
+        let message =
+            format!("only the following media types are accepted: {offered}, not {accept:?}");
+        Reply::json(406, status::failure(406, "NotAcceptable", &message, None))
+    })
 }
 
 /// `If-None-Match` matches `etag` (list and weak aware, `*` matches anything).
@@ -128,7 +154,7 @@ fn accepts_gzip(req: &RequestHeader) -> bool {
     })
 }
 
-fn v2(req: &RequestHeader, docs: &OpenApiDocs) -> Reply {
+fn v2(req: &RequestHeader, docs: &OpenApiDocs, format: Format) -> Reply {
     let Some(doc) = &docs.v2 else {
         return not_ready("no OpenAPI v2 document is available yet");
     };
@@ -138,9 +164,15 @@ fn v2(req: &RequestHeader, docs: &OpenApiDocs) -> Reply {
             .header("ETag", doc.etag.clone())
             .header("Vary", vary);
     }
-    let reply = match (&doc.gzip, accepts_gzip(req)) {
-        (Some(gzip), true) => Reply::json(200, gzip.clone()).header("Content-Encoding", "gzip"),
-        _ => Reply::json(200, doc.json.clone()),
+    let (content_type, plain, gzip) = match format {
+        Format::Json => (crate::reply::JSON, &doc.json, &doc.gzip),
+        Format::Protobuf => (PROTOBUF_CONTENT_TYPE, &doc.proto, &doc.proto_gzip),
+    };
+    let reply = match (gzip, accepts_gzip(req)) {
+        (Some(gzip), true) => {
+            Reply::new(200, content_type, gzip.clone()).header("Content-Encoding", "gzip")
+        }
+        _ => Reply::new(200, content_type, plain.clone()),
     };
     reply.header("ETag", doc.etag.clone()).header("Vary", vary)
 }
@@ -190,13 +222,21 @@ mod tests {
 
     #[test]
     fn negotiation() {
-        assert!(negotiate(None).is_ok());
-        assert!(negotiate(Some("*/*")).is_ok());
-        assert!(negotiate(Some("application/json")).is_ok());
-        let proto = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf";
-        assert_eq!(negotiate(Some(proto)).err().map(|r| r.code()), Some(406));
-        assert!(negotiate(Some(&format!("{proto}, application/json"))).is_ok());
-        assert!(negotiate(Some("application/json;q=0, text/html")).is_err());
+        assert_eq!(negotiate(None, true).ok(), Some(Format::Json));
+        assert_eq!(negotiate(Some("*/*"), true).ok(), Some(Format::Json));
+        assert_eq!(
+            negotiate(Some("application/json"), false).ok(),
+            Some(Format::Json)
+        );
+        let proto = PROTOBUF_TYPES[0];
+        assert_eq!(negotiate(Some(proto), true).ok(), Some(Format::Protobuf));
+        assert_eq!(
+            negotiate(Some(proto), false).err().map(|r| r.code()),
+            Some(406)
+        );
+        let both = format!("application/json, {proto}");
+        assert_eq!(negotiate(Some(&both), true).ok(), Some(Format::Json));
+        assert!(negotiate(Some("application/json;q=0, text/html"), true).is_err());
     }
 
     #[test]

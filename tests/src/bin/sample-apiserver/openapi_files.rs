@@ -50,7 +50,9 @@ impl OpenApiFiles {
             paths.insert(key, json!({ "serverRelativeURL": url }));
         }
         let index = json!({ "paths": Value::Object(paths) });
-        Some(Some(Bytes::from(serde_json::to_vec(&index).unwrap_or_default())))
+        Some(Some(Bytes::from(
+            serde_json::to_vec(&index).unwrap_or_default(),
+        )))
     }
 
     /// `/openapi/v3/<key>`.
@@ -59,7 +61,9 @@ impl OpenApiFiles {
         if key.contains("..") || key.contains('\\') {
             return Some(None);
         }
-        Some(read(&dir.join(format!("{}{V3_SUFFIX}", key.replace('/', "__")))))
+        Some(read(
+            &dir.join(format!("{}{V3_SUFFIX}", key.replace('/', "__"))),
+        ))
     }
 }
 

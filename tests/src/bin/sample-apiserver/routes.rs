@@ -134,7 +134,9 @@ fn document(state: &State, path: &str, req: &Request<Incoming>) -> Option<Respon
     let from_files = match path {
         "/openapi/v2" => files.v2(),
         "/openapi/v3" => files.v3_index(),
-        _ => path.strip_prefix("/openapi/v3/").and_then(|key| files.v3(key)),
+        _ => path
+            .strip_prefix("/openapi/v3/")
+            .and_then(|key| files.v3(key)),
     };
     if let Some(found) = from_files {
         return Some(found.map_or_else(not_found, |doc| bytes(StatusCode::OK, JSON, doc)));
