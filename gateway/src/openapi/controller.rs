@@ -197,15 +197,11 @@ async fn refresh_service_v2(
 
 /// Downloads everything one Service offers for its APIServices.
 async fn refresh_service(gateway: &Gateway, target: &Target, source: &mut ServiceSource) {
+    let label = format!("{}/{}:{}", target.key.0, target.key.1, target.key.2);
     let client = match client_for(target.upstream.as_ref(), gateway) {
         Ok(c) => c,
         Err(e) => {
-            fail(
-                gateway,
-                &format!("{}/{}:{}", target.key.0, target.key.1, target.key.2),
-                &mut source.backoff,
-                &e,
-            );
+            fail(gateway, &label, &mut source.backoff, &e);
             return;
         }
     };
@@ -221,7 +217,6 @@ async fn refresh_service(gateway: &Gateway, target: &Target, source: &mut Servic
     if let Err(e) = source.v3.fetch(&client, |k| keys.contains(k)).await {
         errors.push(e);
     }
-    let label = format!("{}/{}:{}", target.key.0, target.key.1, target.key.2);
     if errors.is_empty() {
         source.backoff.succeeded();
     } else {
