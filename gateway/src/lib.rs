@@ -10,6 +10,7 @@ pub mod health;
 pub mod health_state;
 pub mod lifecycle;
 pub mod metrics;
+pub mod openapi;
 pub mod proxy;
 pub mod reply;
 pub mod routes;

@@ -9,6 +9,7 @@ use apiagg_config::Sources;
 use apiagg_gateway::availability::{AvailabilityController, ProbeOptions};
 use apiagg_gateway::controller::ConfigController;
 use apiagg_gateway::discovery::DiscoveryController;
+use apiagg_gateway::openapi::OpenApiController;
 use apiagg_gateway::proxy::ApiaggProxy;
 use apiagg_gateway::shutdown::GracefulShutdown;
 use apiagg_gateway::state::{Gateway, Options};
@@ -81,6 +82,12 @@ struct ServeArgs {
     /// How often every backend's discovery is re-read (also on every registry change).
     #[arg(long, value_parser = parse_duration, default_value = "60s")]
     discovery_refresh: Duration,
+    /// How often every OpenAPI document is re-read (also on every registry change).
+    #[arg(long, value_parser = parse_duration, default_value = "60s")]
+    openapi_refresh: Duration,
+    /// Upper bound of one OpenAPI download (upstream: 60s).
+    #[arg(long, value_parser = parse_duration, default_value = "30s")]
+    openapi_timeout: Duration,
     /// Stop serving `apidiscovery.k8s.io/v2beta1` (as kube-apiserver 1.33+ does).
     #[arg(long)]
     disable_discovery_v2beta1: bool,
@@ -163,6 +170,8 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
             timeout: args.probe_timeout,
         },
         request_metrics: !args.disable_request_metrics,
+        openapi_refresh: args.openapi_refresh,
+        openapi_timeout: args.openapi_timeout,
     };
     let gateway = Gateway::new(options).context("creating metrics")?;
 
@@ -201,6 +210,10 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     server.add_service(background_service(
         "discovery controller",
         DiscoveryController::new(gateway.clone()),
+    ));
+    server.add_service(background_service(
+        "openapi controller",
+        OpenApiController::new(gateway.clone()),
     ));
     server.add_service(proxy);
     tracing::info!(%listen, "apiagg starting");

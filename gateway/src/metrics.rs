@@ -126,6 +126,14 @@ pub struct Metrics {
     /// `apiserver_request_terminations_total{verb,group,version,resource,subresource,scope,component,code}`
     pub terminations: IntCounterVec,
     per_gv: DashMap<String, Arc<GroupVersionMetrics>>,
+    /// `apiagg_openapi_v2_regenerations_total`
+    pub openapi_v2_regenerations: IntCounter,
+    /// `apiagg_openapi_v2_regeneration_duration_seconds`
+    pub openapi_v2_regeneration_duration: Histogram,
+    /// `apiagg_openapi_v3_index_regenerations_total`
+    pub openapi_v3_index_regenerations: IntCounter,
+    /// `apiagg_openapi_download_failures_total{source}`
+    pub openapi_download_failures: IntCounterVec,
     /// Label sets of `terminations` (`verb`, `group`, `version`, `code`), to drop them with
     /// their APIService.
     terminated_series: Mutex<Vec<[String; 4]>>,
@@ -293,6 +301,32 @@ impl Metrics {
                 "code",
             ],
         )?;
+        let openapi_v2_regenerations = IntCounter::new(
+            "apiagg_openapi_v2_regenerations_total",
+            "Times the merged OpenAPI v2 document was rebuilt because an input changed.",
+        )?;
+        r.register(Box::new(openapi_v2_regenerations.clone()))?;
+        let openapi_v2_regeneration_duration = Histogram::with_opts(
+            HistogramOpts::new(
+                "apiagg_openapi_v2_regeneration_duration_seconds",
+                "Time to merge and compress the OpenAPI v2 document.",
+            )
+            .buckets(vec![
+                0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+            ]),
+        )?;
+        r.register(Box::new(openapi_v2_regeneration_duration.clone()))?;
+        let openapi_v3_index_regenerations = IntCounter::new(
+            "apiagg_openapi_v3_index_regenerations_total",
+            "Times the OpenAPI v3 index changed (a document was added, removed or changed).",
+        )?;
+        r.register(Box::new(openapi_v3_index_regenerations.clone()))?;
+        let openapi_download_failures = counter(
+            &r,
+            "apiagg_openapi_download_failures_total",
+            "Failed OpenAPI downloads (the last good documents stay), by source.",
+            &["source"],
+        )?;
         Ok(Metrics {
             registry: r,
             requests,
@@ -311,6 +345,10 @@ impl Metrics {
             apiserver_duration,
             terminations,
             per_gv: DashMap::new(),
+            openapi_v2_regenerations,
+            openapi_v2_regeneration_duration,
+            openapi_v3_index_regenerations,
+            openapi_download_failures,
             terminated_series: Mutex::new(Vec::new()),
         })
     }

@@ -15,6 +15,7 @@ use pingora_proxy::{FailToProxy, ProxyHttp, Session};
 use crate::health;
 use crate::lifecycle::InFlight;
 use crate::metrics::RouteKind;
+use crate::openapi::{self, serve::OpenApiPath};
 use crate::reply::Reply;
 use crate::routes::{RouteTable, Upstream};
 use crate::state::Gateway;
@@ -63,6 +64,8 @@ enum PathRoute<'a> {
     },
     /// `/apis/<g>` or `/apis/<g>/`.
     Group(&'a str),
+    /// `/openapi/v2`, `/openapi/v3[/<key>]`.
+    OpenApi(OpenApiPath<'a>),
     /// `/api[/…]` or `/apis/<g>/<v>[/…]`: route key `"<g>/<v>"`.
     GroupVersion(&'a str),
     Other,
@@ -79,6 +82,7 @@ fn classify(path: &str) -> PathRoute<'_> {
         "debug" if rest == "apiagg/status" => PathRoute::Status,
         "version" if rest.is_empty() => PathRoute::Version,
         "api" => PathRoute::GroupVersion("/v1"),
+        "openapi" => OpenApiPath::parse(rest).map_or(PathRoute::Other, PathRoute::OpenApi),
         "apis" => {
             if rest.is_empty() {
                 return PathRoute::Apis {
@@ -343,6 +347,17 @@ impl ProxyHttp for ApiaggProxy {
                 if !slash {
                     ctx.subresource = "apis";
                 }
+                return self.answer(session, ctx, RouteKind::Local, reply).await;
+            }
+            PathRoute::OpenApi(which) => {
+                // kube-apiserver instruments only the v3 paths.
+                ctx.subresource = match which {
+                    OpenApiPath::V2 => "",
+                    OpenApiPath::V3Index => "openapi/v3",
+                    OpenApiPath::V3Document(_) => "openapi/v3/",
+                };
+                let docs = self.gateway.openapi.load();
+                let reply = openapi::serve::answer(session.req_header(), which, docs.as_deref());
                 return self.answer(session, ctx, RouteKind::Local, reply).await;
             }
             PathRoute::Group(group) if routes.legacy.groups.contains_key(group) => {
@@ -680,6 +695,15 @@ mod tests {
         ));
         assert!(matches!(classify("/metrics"), PathRoute::Metrics));
         assert!(matches!(classify("/version"), PathRoute::Version));
+        assert!(matches!(
+            classify("/openapi/v2"),
+            PathRoute::OpenApi(OpenApiPath::V2)
+        ));
+        assert!(matches!(
+            classify("/openapi/v3/api/v1"),
+            PathRoute::OpenApi(OpenApiPath::V3Document("api/v1"))
+        ));
+        assert!(matches!(classify("/openapi/v1"), PathRoute::Other));
     }
 
     #[test]

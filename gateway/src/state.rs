@@ -10,6 +10,7 @@ use tokio::sync::watch;
 use crate::health_state::HealthBook;
 use crate::lifecycle::Lifecycle;
 use crate::metrics::Metrics;
+use crate::openapi::OpenApiDocs;
 use crate::routes::RouteTable;
 
 /// Options that shape the gateway's behaviour.
@@ -33,6 +34,10 @@ pub struct Options {
     pub probes: crate::availability::ProbeOptions,
     /// Record per-request metrics (off only to measure their cost).
     pub request_metrics: bool,
+    /// How often every OpenAPI source is re-read (also on registry changes).
+    pub openapi_refresh: Duration,
+    /// Upper bound of one OpenAPI download.
+    pub openapi_timeout: Duration,
 }
 
 impl Default for Options {
@@ -50,6 +55,8 @@ impl Default for Options {
                 timeout: Duration::from_millis(500),
             },
             request_metrics: true,
+            openapi_refresh: Duration::from_secs(60),
+            openapi_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -60,6 +67,8 @@ pub struct Gateway {
     pub routes: ArcSwap<RouteTable>,
     /// Aggregated `/apis` (v2 and v2beta1), once the discovery controller has rendered it.
     pub aggregated: ArcSwapOption<AggregatedDocs>,
+    /// `/openapi/v2` and `/openapi/v3`, once the OpenAPI controller has published them.
+    pub openapi: ArcSwapOption<OpenApiDocs>,
     /// Bumped whenever new routes are published; controllers `subscribe()` to it.
     pub routes_generation: watch::Sender<u64>,
     /// Bumped whenever some APIService's availability changes.
@@ -82,6 +91,7 @@ impl Gateway {
         Ok(Arc::new(Gateway {
             routes: ArcSwap::from_pointee(RouteTable::empty()),
             aggregated: ArcSwapOption::empty(),
+            openapi: ArcSwapOption::empty(),
             routes_generation: watch::Sender::new(0),
             availability_generation: watch::Sender::new(0),
             lifecycle: Lifecycle::new(),

@@ -37,6 +37,17 @@ pub struct Args {
     #[arg(long)]
     pub fixtures: Option<PathBuf>,
 
+    /// File served at `/openapi/v2`, read on every request (so a test can change it) and sent
+    /// as it is, even when it is not JSON. Overrides the fixtures' and the generated document.
+    #[arg(long)]
+    pub openapi_v2: Option<PathBuf>,
+
+    /// Folder of OpenAPI v3 documents (`<path with / as __>_openapi.json`, e.g.
+    /// `apis__apps__v1_openapi.json`), read on every request and sent as they are. `/openapi/v3`
+    /// lists them with a `hash` of their bytes unless the folder holds `v3-discovery.json`.
+    #[arg(long)]
+    pub openapi_v3_dir: Option<PathBuf>,
+
     /// Serve HTTPS.
     #[arg(long, requires = "cert_dir")]
     pub tls: bool,

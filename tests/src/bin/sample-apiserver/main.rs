@@ -7,6 +7,7 @@ mod debug;
 mod discovery;
 mod fixtures;
 mod openapi;
+mod openapi_files;
 mod resource;
 mod response;
 mod routes;
@@ -101,6 +102,10 @@ fn build_state(args: &Args) -> Result<State> {
         fixtures,
         discovery,
         openapi: openapi::GeneratedOpenApi::new(args),
+        openapi_files: openapi_files::OpenApiFiles {
+            v2: args.openapi_v2.clone(),
+            v3_dir: args.openapi_v3_dir.clone(),
+        },
     })
 }
 

@@ -13,6 +13,7 @@ use crate::debug;
 use crate::discovery::{negotiate, Discovery};
 use crate::fixtures::Fixtures;
 use crate::openapi::GeneratedOpenApi;
+use crate::openapi_files::OpenApiFiles;
 use crate::resource::{self, ResourceInfo};
 use crate::response::{bytes, json, method_not_allowed, not_found, status, text, Body, JSON};
 use crate::store::Store;
@@ -32,6 +33,8 @@ pub struct State {
     pub discovery: Discovery,
     /// OpenAPI of the generated group, served when the fixtures have none.
     pub openapi: GeneratedOpenApi,
+    /// `--openapi-v2` and `--openapi-v3-dir`, read per request; they win over the above.
+    pub openapi_files: OpenApiFiles,
     pub store: Arc<Store>,
 }
 
@@ -126,6 +129,17 @@ fn document(state: &State, path: &str, req: &Request<Incoming>) -> Option<Respon
         resp.headers_mut()
             .insert(VARY, HeaderValue::from_static("Accept"));
         return Some(resp);
+    }
+    let files = &state.openapi_files;
+    let from_files = match path {
+        "/openapi/v2" => files.v2(),
+        "/openapi/v3" => files.v3_index(),
+        _ => path
+            .strip_prefix("/openapi/v3/")
+            .and_then(|key| files.v3(key)),
+    };
+    if let Some(found) = from_files {
+        return Some(found.map_or_else(not_found, |doc| bytes(StatusCode::OK, JSON, doc)));
     }
     if let Some(doc) = fixtures.get(path) {
         return Some(bytes(StatusCode::OK, JSON, doc));

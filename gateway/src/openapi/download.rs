@@ -1,0 +1,309 @@
+//! Downloading one source's OpenAPI documents (the delegate, or one backend Service) with ETag
+//! revalidation. An input only changes when a download brings a usable document: on errors,
+//! garbage or a document `PreparedV2` rejects, the last good one stays.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use apiagg_openapi_merge::hash::sha512_upper_hex;
+use apiagg_openapi_merge::{PreparedV2, V3Source};
+use bytes::Bytes;
+use serde_json::Value;
+use tokio::time::Instant;
+
+use super::V3Served;
+use crate::fetch::BackendClient;
+
+const JSON: &str = "application/json";
+
+/// Runs CPU-heavy work (parsing, preparing multi-megabyte documents) off the async workers.
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, String> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| format!("worker failed: {e}"))
+}
+
+/// Retry schedule of one failing source: 500 ms, doubling, capped.
+#[derive(Default)]
+pub struct Backoff {
+    failures: u32,
+    /// When the failing source is due again; `None` while it succeeds.
+    pub retry_at: Option<Instant>,
+}
+
+impl Backoff {
+    /// The source worked: no retry pending.
+    pub fn succeeded(&mut self) {
+        self.failures = 0;
+        self.retry_at = None;
+    }
+
+    /// The source failed: schedule the next attempt.
+    pub fn failed(&mut self, cap: Duration) {
+        let delay = Duration::from_millis(500)
+            .saturating_mul(1 << self.failures.min(16))
+            .min(cap);
+        self.failures = self.failures.saturating_add(1);
+        self.retry_at = Some(Instant::now() + delay);
+    }
+}
+
+/// The last accepted `/openapi/v2` body of a source.
+#[derive(Default)]
+pub struct V2State {
+    /// ETag the source sent with it (sent back as `If-None-Match`).
+    etag: Option<String>,
+    /// SHA-512 of the body: an identical body sent without ETag changes nothing.
+    hash: Option<String>,
+}
+
+/// Outcome of one `/openapi/v2` download.
+pub enum V2Answer {
+    /// 304, or the same bytes again.
+    Unchanged,
+    /// 404: the source has no OpenAPI v2 document.
+    Missing,
+    /// A new JSON document (not yet accepted: see [`V2State::accept`]).
+    New {
+        etag: Option<String>,
+        hash: String,
+        doc: Arc<Value>,
+    },
+}
+
+impl V2State {
+    /// Downloads `/openapi/v2` with `If-None-Match`.
+    pub async fn fetch(&self, client: &BackendClient) -> Result<V2Answer, String> {
+        let fetched = client
+            .get("/openapi/v2", JSON, self.etag.as_deref())
+            .await?;
+        match fetched.status {
+            304 if self.hash.is_some() => Ok(V2Answer::Unchanged),
+            404 => Ok(V2Answer::Missing),
+            200 => {
+                let body = fetched.body;
+                let (hash, doc) = blocking(move || {
+                    let hash = sha512_upper_hex(&body);
+                    (hash, serde_json::from_slice::<Value>(&body))
+                })
+                .await?;
+                if self.hash.as_ref() == Some(&hash) {
+                    return Ok(V2Answer::Unchanged);
+                }
+                let doc = doc.map_err(|e| format!("/openapi/v2 is not JSON: {e}"))?;
+                Ok(V2Answer::New {
+                    etag: fetched.etag,
+                    hash,
+                    doc: Arc::new(doc),
+                })
+            }
+            code => Err(format!("/openapi/v2: status {code}")),
+        }
+    }
+
+    /// Records the validators of an accepted document.
+    pub fn accept(&mut self, etag: Option<String>, hash: String) {
+        self.etag = etag;
+        self.hash = Some(hash);
+    }
+
+    /// Forgets the document (the source answered 404).
+    pub fn clear(&mut self) {
+        *self = V2State::default();
+    }
+}
+
+/// Prepares a delegate document off the async workers.
+pub async fn prepare_local(doc: Arc<Value>) -> Result<Arc<PreparedV2>, String> {
+    blocking(move || PreparedV2::local(doc))
+        .await?
+        .map(Arc::new)
+        .map_err(|e| format!("unusable /openapi/v2: {e}"))
+}
+
+/// Prepares a backend document for each `(group, version)`, all or nothing.
+pub async fn prepare_remote(
+    doc: Arc<Value>,
+    group_versions: Vec<(String, String)>,
+) -> Result<Vec<Arc<PreparedV2>>, String> {
+    blocking(move || {
+        group_versions
+            .iter()
+            .map(|(group, version)| {
+                PreparedV2::remote(Arc::clone(&doc), group, version)
+                    .map(Arc::new)
+                    .map_err(|e| format!("unusable /openapi/v2 for {group}/{version}: {e}"))
+            })
+            .collect()
+    })
+    .await?
+}
+
+/// A v3 document as downloaded, and where from.
+struct CachedV3 {
+    url: String,
+    etag: Option<String>,
+    served: Arc<V3Served>,
+}
+
+/// The per-key v3 documents of one source.
+#[derive(Default)]
+pub struct V3State {
+    docs: HashMap<String, CachedV3>,
+}
+
+/// Whether `body` looks like an OpenAPI v3 document: a JSON object with a string `openapi`.
+fn check_v3_document(body: &[u8]) -> Result<(), String> {
+    #[derive(serde::Deserialize)]
+    struct Shape {
+        #[allow(dead_code)]
+        openapi: String,
+    }
+    let starts_with_object = body
+        .iter()
+        .find(|b| !b.is_ascii_whitespace())
+        .is_some_and(|b| *b == b'{');
+    if !starts_with_object {
+        return Err("not a JSON object".into());
+    }
+    serde_json::from_slice::<Shape>(body)
+        .map(|_| ())
+        .map_err(|e| format!("not an OpenAPI v3 document: {e}"))
+}
+
+impl V3State {
+    /// The current documents, by key.
+    pub fn documents(&self) -> impl Iterator<Item = (&str, &Arc<V3Served>)> {
+        self.docs.iter().map(|(k, c)| (k.as_str(), &c.served))
+    }
+
+    /// The document for `key`, if any.
+    pub fn get(&self, key: &str) -> Option<&Arc<V3Served>> {
+        self.docs.get(key).map(|c| &c.served)
+    }
+
+    /// Reads the source's `/openapi/v3` index and every document it lists whose key `wanted`
+    /// accepts. A document is downloaded again only when its URL changed, or when the URL has
+    /// no `hash` (then with `If-None-Match`). 404 on the index: the source has no v3 documents.
+    /// On any error the previous documents of the affected keys stay.
+    pub async fn fetch(
+        &mut self,
+        client: &BackendClient,
+        wanted: impl Fn(&str) -> bool,
+    ) -> Result<(), String> {
+        let fetched = client.get("/openapi/v3", JSON, None).await?;
+        let index = match fetched.status {
+            404 => {
+                self.docs.clear();
+                return Ok(());
+            }
+            200 => serde_json::from_slice::<Value>(&fetched.body)
+                .map_err(|e| format!("/openapi/v3 is not JSON: {e}"))?,
+            code => return Err(format!("/openapi/v3: status {code}")),
+        };
+        let source = V3Source::from_index("", &index).map_err(|e| format!("/openapi/v3: {e}"))?;
+        let listed: Vec<(String, String)> = source
+            .paths
+            .into_iter()
+            .filter(|(key, _)| wanted(key))
+            .collect();
+        self.docs
+            .retain(|key, _| listed.iter().any(|(k, _)| k == key));
+
+        let work = listed.into_iter().filter_map(|(key, url)| {
+            let previous = self.docs.get(&key);
+            let same_url = previous.is_some_and(|c| c.url == url);
+            if same_url && url.contains("hash=") {
+                return None;
+            }
+            let etag = previous.filter(|_| same_url).and_then(|c| c.etag.clone());
+            Some(async move {
+                let result = fetch_v3_document(client, &key, &url, etag.as_deref()).await;
+                (key, url, result)
+            })
+        });
+        let results = futures_util::future::join_all(work).await;
+        let mut errors = Vec::new();
+        for (key, url, result) in results {
+            match result {
+                Ok(Some((etag, served))) => {
+                    let changed = self
+                        .docs
+                        .get(&key)
+                        .is_none_or(|c| c.served.doc.hash != served.doc.hash);
+                    let served = match self.docs.get(&key) {
+                        Some(c) if !changed => Arc::clone(&c.served),
+                        _ => Arc::new(served),
+                    };
+                    self.docs.insert(key, CachedV3 { url, etag, served });
+                }
+                Ok(None) => {
+                    if let Some(c) = self.docs.get_mut(&key) {
+                        c.url = url;
+                    }
+                }
+                Err(e) => errors.push(format!("{key}: {e}")),
+            }
+        }
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(errors.join("; "))
+        }
+    }
+}
+
+/// One v3 document: `Some((etag, document))` on 200, `None` on 304.
+async fn fetch_v3_document(
+    client: &BackendClient,
+    key: &str,
+    url: &str,
+    if_none_match: Option<&str>,
+) -> Result<Option<(Option<String>, V3Served)>, String> {
+    if !url.starts_with('/') {
+        return Err(format!("serverRelativeURL {url:?} is not a path"));
+    }
+    let fetched = client.get(url, JSON, if_none_match).await?;
+    match fetched.status {
+        304 if if_none_match.is_some() => Ok(None),
+        200 => {
+            check_v3_document(&fetched.body)?;
+            let body: Bytes = fetched.body;
+            Ok(Some((fetched.etag, V3Served::new(key, body))))
+        }
+        code => Err(format!("GET {url}: status {code}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn v3_documents_must_be_objects_with_openapi() {
+        assert!(check_v3_document(br#" {"openapi":"3.0.0","paths":{}}"#).is_ok());
+        assert!(check_v3_document(br#"["3.0.0"]"#).is_err());
+        assert!(check_v3_document(br#"{"paths":{}}"#).is_err());
+        assert!(check_v3_document(b"garbage").is_err());
+    }
+
+    #[test]
+    fn backoff_doubles_up_to_the_cap() {
+        let mut b = Backoff::default();
+        let cap = Duration::from_secs(2);
+        let now = Instant::now();
+        b.failed(cap);
+        let first = b.retry_at.expect("scheduled") - now;
+        assert!(first <= Duration::from_millis(600));
+        for _ in 0..10 {
+            b.failed(cap);
+        }
+        let last = b.retry_at.expect("scheduled") - Instant::now();
+        assert!(last <= cap);
+        b.succeeded();
+        assert!(b.retry_at.is_none());
+    }
+}

@@ -1,0 +1,193 @@
+//! Turning the current inputs into what is served: the merged v2 document (JSON and gzip) and the
+//! v3 index with its documents.
+
+use std::collections::{HashMap, HashSet};
+use std::io::Write;
+use std::sync::Arc;
+
+use apiagg_openapi_merge::{build_v3_index, merge_v2, LocalSpec, RemoteSpec, V3Source};
+use bytes::Bytes;
+use flate2::write::GzEncoder;
+use flate2::Compression;
+
+use super::proto_v2::encode_document;
+use super::{V2Served, V3Served, GZIP_THRESHOLD};
+
+/// The inputs of one v2 merge. Two input sets are the same when they hold the same prepared
+/// documents (by identity) with the same names and priorities: then the merge is not redone.
+#[derive(Clone, Default)]
+pub struct V2Inputs {
+    /// Delegate documents, in chain order.
+    pub locals: Vec<LocalSpec>,
+    /// One per remote APIService that has a document.
+    pub remotes: Vec<RemoteSpec>,
+}
+
+impl V2Inputs {
+    /// Whether merging `self` would give the same document as merging `other`.
+    pub fn same_as(&self, other: &V2Inputs) -> bool {
+        let local_eq =
+            |a: &LocalSpec, b: &LocalSpec| a.name == b.name && Arc::ptr_eq(&a.spec, &b.spec);
+        let remote_eq = |a: &RemoteSpec, b: &RemoteSpec| {
+            a.apiservice == b.apiservice
+                && a.group == b.group
+                && a.version == b.version
+                && a.group_priority_minimum == b.group_priority_minimum
+                && a.version_priority == b.version_priority
+                && Arc::ptr_eq(&a.spec, &b.spec)
+        };
+        self.locals.len() == other.locals.len()
+            && self.remotes.len() == other.remotes.len()
+            && self
+                .locals
+                .iter()
+                .zip(&other.locals)
+                .all(|(a, b)| local_eq(a, b))
+            && self
+                .remotes
+                .iter()
+                .zip(&other.remotes)
+                .all(|(a, b)| remote_eq(a, b))
+    }
+}
+
+fn gzip(bytes: &[u8]) -> Option<Bytes> {
+    let mut encoder = GzEncoder::new(Vec::with_capacity(bytes.len() / 8), Compression::default());
+    encoder.write_all(bytes).ok()?;
+    encoder.finish().ok().map(Bytes::from)
+}
+
+/// Merges the inputs and compresses the result (CPU work: call off the async workers).
+/// `None` when no input has a usable document.
+pub fn render_v2(inputs: &V2Inputs) -> Option<V2Served> {
+    let merged = merge_v2(&inputs.locals, &inputs.remotes)?;
+    let compress = |bytes: &[u8]| {
+        if bytes.len() >= GZIP_THRESHOLD {
+            gzip(bytes)
+        } else {
+            None
+        }
+    };
+    // The merge output is valid JSON by construction; re-read once to encode the protobuf form.
+    let proto = serde_json::from_slice::<serde_json::Value>(&merged.json)
+        .map(|doc| Bytes::from(encode_document(&doc)))
+        .unwrap_or_default();
+    Some(V2Served {
+        gzip: compress(&merged.json),
+        proto_gzip: compress(&proto),
+        json: merged.json,
+        proto,
+        etag: merged.etag,
+    })
+}
+
+/// The documents of one v3 source, in priority order.
+pub struct V3Input {
+    /// Source name (logs).
+    pub name: String,
+    /// Its documents.
+    pub docs: Vec<Arc<V3Served>>,
+}
+
+/// The rendered `/openapi/v3` index, its ETag and the winning document of every key.
+pub struct V3Output {
+    pub index: Bytes,
+    pub etag: String,
+    pub docs: HashMap<String, Arc<V3Served>>,
+}
+
+/// Builds the index from `inputs` (the first source listing a key wins). Every URL carries
+/// apiagg's hash of the bytes it serves.
+pub fn render_v3(inputs: &[V3Input]) -> V3Output {
+    let sources: Vec<V3Source> = inputs
+        .iter()
+        .map(|i| V3Source::from_documents(i.name.clone(), i.docs.iter().map(|d| &d.doc)))
+        .collect();
+    let index = build_v3_index(&sources);
+    let mut docs = HashMap::with_capacity(index.owners.len());
+    for (key, &owner) in &index.owners {
+        let found = inputs
+            .get(owner)
+            .and_then(|i| i.docs.iter().find(|d| &d.doc.key == key));
+        if let Some(doc) = found {
+            docs.insert(key.clone(), Arc::clone(doc));
+        }
+    }
+    V3Output {
+        index: index.json,
+        etag: index.etag,
+        docs,
+    }
+}
+
+/// Index key of a group-version: `api/<v>` for the legacy group, else `apis/<g>/<v>`.
+pub fn v3_key(group: &str, version: &str) -> String {
+    if group.is_empty() {
+        format!("api/{version}")
+    } else {
+        format!("apis/{group}/{version}")
+    }
+}
+
+/// Drops the delegate's documents for group-versions a remote APIService owns.
+pub fn without_remote_keys(
+    docs: Vec<Arc<V3Served>>,
+    remote: &HashSet<String>,
+) -> Vec<Arc<V3Served>> {
+    docs.into_iter()
+        .filter(|d| !remote.contains(&d.doc.key))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn doc(key: &str, body: &str) -> Arc<V3Served> {
+        Arc::new(V3Served::new(key, Bytes::from(body.to_string())))
+    }
+
+    #[test]
+    fn first_source_wins_and_urls_carry_our_hash() {
+        let local = V3Input {
+            name: "local".into(),
+            docs: vec![doc("api/v1", "{\"a\":1}"), doc("apis/x.io/v1", "{\"b\":1}")],
+        };
+        let remote = V3Input {
+            name: "remote".into(),
+            docs: vec![doc("apis/x.io/v1", "{\"c\":1}")],
+        };
+        let out = render_v3(&[local, remote]);
+        assert_eq!(&out.docs["apis/x.io/v1"].doc.json[..], b"{\"b\":1}");
+        let index: serde_json::Value = serde_json::from_slice(&out.index).expect("json");
+        let url = index["paths"]["api/v1"]["serverRelativeURL"]
+            .as_str()
+            .expect("url");
+        assert_eq!(
+            url,
+            format!("/openapi/v3/api/v1?hash={}", out.docs["api/v1"].doc.hash)
+        );
+    }
+
+    #[test]
+    fn remote_keys_are_removed_from_the_delegate() {
+        let remote: HashSet<String> = [v3_key("x.io", "v1")].into_iter().collect();
+        let kept = without_remote_keys(
+            vec![doc("api/v1", "{}"), doc("apis/x.io/v1", "{}")],
+            &remote,
+        );
+        assert_eq!(kept.len(), 1);
+        assert_eq!(v3_key("", "v1"), "api/v1");
+    }
+
+    #[test]
+    fn gzip_only_above_the_threshold() {
+        let small = render_v2(&V2Inputs::default());
+        assert!(small.is_none());
+        let round = gzip(&[b'a'; 4000]).expect("gzip");
+        let mut out = Vec::new();
+        std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&round[..]), &mut out)
+            .expect("gunzip");
+        assert_eq!(out, vec![b'a'; 4000]);
+    }
+}

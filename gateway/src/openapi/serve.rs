@@ -1,0 +1,250 @@
+//! Answers `/openapi/v2`, `/openapi/v3` and `/openapi/v3/<key>` from the published snapshot
+//! (spec §7.4, §8.3). Nothing is built here: bytes, hashes and ETags were computed when the
+//! snapshot was published.
+
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use pingora_http::RequestHeader;
+
+use super::OpenApiDocs;
+use crate::reply::Reply;
+use crate::status;
+
+/// Which OpenAPI endpoint a path names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpenApiPath<'a> {
+    /// `/openapi/v2`
+    V2,
+    /// `/openapi/v3` (or `/openapi/v3/`)
+    V3Index,
+    /// `/openapi/v3/<key>`
+    V3Document(&'a str),
+}
+
+impl<'a> OpenApiPath<'a> {
+    /// Classifies the part of a path after `/openapi/`.
+    pub fn parse(rest: &'a str) -> Option<OpenApiPath<'a>> {
+        match rest {
+            "v2" => Some(OpenApiPath::V2),
+            "v3" | "v3/" => Some(OpenApiPath::V3Index),
+            _ => rest.strip_prefix("v3/").map(OpenApiPath::V3Document),
+        }
+    }
+}
+
+/// Answers one OpenAPI request.
+pub fn answer(req: &RequestHeader, path: OpenApiPath<'_>, docs: Option<&OpenApiDocs>) -> Reply {
+    let Some(docs) = docs else {
+        return not_ready("no OpenAPI document has been produced yet");
+    };
+    let format = match negotiate(header(req, "accept"), path == OpenApiPath::V2) {
+        Ok(format) => format,
+        Err(reply) => return reply,
+    };
+    match path {
+        OpenApiPath::V2 => v2(req, docs, format),
+        OpenApiPath::V3Index => {
+            cached(req, 200, docs.v3_index.clone(), &docs.v3_index_etag).header("Vary", "Accept")
+        }
+        OpenApiPath::V3Document(key) => v3_document(req, docs, key),
+    }
+}
+
+fn header<'a>(req: &'a RequestHeader, name: &str) -> Option<&'a str> {
+    req.headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+fn not_ready(message: &str) -> Reply {
+    Reply::json(
+        503,
+        status::failure(
+            503,
+            "ServiceUnavailable",
+            message,
+            Some(serde_json::json!({"retryAfterSeconds": 1})),
+        ),
+    )
+    .header("Retry-After", "1")
+}
+
+/// Media type and quality of each clause of an `Accept` or `Accept-Encoding` header.
+fn clauses(value: &str) -> impl Iterator<Item = (&str, bool)> {
+    value.split(',').filter_map(|clause| {
+        let mut parts = clause.split(';').map(str::trim);
+        let media = parts.next().filter(|m| !m.is_empty())?;
+        let refused = parts.any(|p| {
+            p.strip_prefix("q=")
+                .and_then(|q| q.trim().parse::<f32>().ok())
+                .is_some_and(|q| q <= 0.0)
+        });
+        Some((media, !refused))
+    })
+}
+
+/// What a client gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Format {
+    Json,
+    /// gnostic protobuf (`/openapi/v2` only).
+    Protobuf,
+}
+
+/// Protobuf media types of OpenAPI v2 (spec §7.4).
+const PROTOBUF_TYPES: [&str; 2] = [
+    "application/com.github.proto-openapi.spec.v2@v1.0+protobuf",
+    "application/com.github.proto-openapi.spec.v2.v1.0+protobuf",
+];
+/// `Content-Type` of protobuf answers.
+const PROTOBUF_CONTENT_TYPE: &str = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
+
+/// The first acceptable clause of `Accept` wins (empty = JSON); nothing acceptable → 406.
+/// Protobuf is offered only where `protobuf` is set (`/openapi/v2`).
+fn negotiate(accept: Option<&str>, protobuf: bool) -> Result<Format, Reply> {
+    let accept = accept.map(str::trim).unwrap_or("");
+    if accept.is_empty() {
+        return Ok(Format::Json);
+    }
+    let chosen = clauses(accept).find_map(|(media, ok)| {
+        let is = |m: &&str| media.eq_ignore_ascii_case(m);
+        if !ok {
+            None
+        } else if ["application/json", "application/*", "*/*"].iter().any(is) {
+            Some(Format::Json)
+        } else if protobuf && PROTOBUF_TYPES.iter().any(is) {
+            Some(Format::Protobuf)
+        } else {
+            None
+        }
+    });
+    chosen.ok_or_else(|| {
+        let offered = if protobuf {
+            "application/json, application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
+        } else {
+            "application/json"
+        };
+        let message =
+            format!("only the following media types are accepted: {offered}, not {accept:?}");
+        Reply::json(406, status::failure(406, "NotAcceptable", &message, None))
+    })
+}
+
+/// `If-None-Match` matches `etag` (list and weak aware, `*` matches anything).
+fn matches(if_none_match: Option<&str>, etag: &str) -> bool {
+    if_none_match.is_some_and(|value| {
+        value.split(',').map(str::trim).any(|candidate| {
+            candidate == "*" || candidate.strip_prefix("W/").unwrap_or(candidate) == etag
+        })
+    })
+}
+
+/// 200 with `ETag`, or 304 when the client has it.
+fn cached(req: &RequestHeader, code: u16, body: Bytes, etag: &str) -> Reply {
+    let reply = if matches(header(req, "if-none-match"), etag) {
+        Reply::not_modified()
+    } else {
+        Reply::json(code, body)
+    };
+    reply.header("ETag", etag.to_string())
+}
+
+fn accepts_gzip(req: &RequestHeader) -> bool {
+    header(req, "accept-encoding").is_some_and(|value| {
+        clauses(value).any(|(coding, ok)| ok && coding.eq_ignore_ascii_case("gzip"))
+    })
+}
+
+fn v2(req: &RequestHeader, docs: &OpenApiDocs, format: Format) -> Reply {
+    let Some(doc) = &docs.v2 else {
+        return not_ready("no OpenAPI v2 document is available yet");
+    };
+    let vary = "Accept, Accept-Encoding";
+    if matches(header(req, "if-none-match"), &doc.etag) {
+        return Reply::not_modified()
+            .header("ETag", doc.etag.clone())
+            .header("Vary", vary);
+    }
+    let (content_type, plain, gzip) = match format {
+        Format::Json => (crate::reply::JSON, &doc.json, &doc.gzip),
+        Format::Protobuf => (PROTOBUF_CONTENT_TYPE, &doc.proto, &doc.proto_gzip),
+    };
+    let reply = match (gzip, accepts_gzip(req)) {
+        (Some(gzip), true) => {
+            Reply::new(200, content_type, gzip.clone()).header("Content-Encoding", "gzip")
+        }
+        _ => Reply::new(200, content_type, plain.clone()),
+    };
+    reply.header("ETag", doc.etag.clone()).header("Vary", vary)
+}
+
+/// The `hash` query parameter, if any.
+fn hash_param(req: &RequestHeader) -> Option<&str> {
+    req.uri
+        .query()?
+        .split('&')
+        .find_map(|pair| pair.strip_prefix("hash="))
+}
+
+fn v3_document(req: &RequestHeader, docs: &OpenApiDocs, key: &str) -> Reply {
+    let Some(served) = docs.v3.get(key) else {
+        return Reply::json(404, status::not_found());
+    };
+    let current = served.doc.hash.as_str();
+    let reply = match hash_param(req) {
+        Some(hash) if hash == current => {
+            let expires = SystemTime::now() + Duration::from_secs(365 * 24 * 3600);
+            cached(req, 200, served.doc.json.clone(), &served.etag)
+                .header("Cache-Control", "public, immutable")
+                .header("Expires", httpdate::fmt_http_date(expires))
+        }
+        Some(_) => Reply::json(301, Bytes::new())
+            .header("Location", format!("/openapi/v3/{key}?hash={current}"))
+            .header("ETag", served.etag.clone()),
+        None => cached(req, 200, served.doc.json.clone(), &served.etag),
+    };
+    reply.header("Vary", "Accept")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths() {
+        assert_eq!(OpenApiPath::parse("v2"), Some(OpenApiPath::V2));
+        assert_eq!(OpenApiPath::parse("v3"), Some(OpenApiPath::V3Index));
+        assert_eq!(
+            OpenApiPath::parse("v3/apis/a.io/v1"),
+            Some(OpenApiPath::V3Document("apis/a.io/v1"))
+        );
+        assert_eq!(OpenApiPath::parse("v1"), None);
+    }
+
+    #[test]
+    fn negotiation() {
+        assert_eq!(negotiate(None, true).ok(), Some(Format::Json));
+        assert_eq!(negotiate(Some("*/*"), true).ok(), Some(Format::Json));
+        assert_eq!(
+            negotiate(Some("application/json"), false).ok(),
+            Some(Format::Json)
+        );
+        let proto = PROTOBUF_TYPES[0];
+        assert_eq!(negotiate(Some(proto), true).ok(), Some(Format::Protobuf));
+        assert_eq!(
+            negotiate(Some(proto), false).err().map(|r| r.code()),
+            Some(406)
+        );
+        let both = format!("application/json, {proto}");
+        assert_eq!(negotiate(Some(&both), true).ok(), Some(Format::Json));
+        assert!(negotiate(Some("application/json;q=0, text/html"), true).is_err());
+    }
+
+    #[test]
+    fn if_none_match() {
+        assert!(matches(Some("\"A\""), "\"A\""));
+        assert!(matches(Some("\"B\", W/\"A\""), "\"A\""));
+        assert!(matches(Some("*"), "\"A\""));
+        assert!(!matches(Some("\"B\""), "\"A\""));
+        assert!(!matches(None, "\"A\""));
+    }
+}
