@@ -10,6 +10,9 @@
 #   nginx        wrk -> nginx (Debian; plain reverse proxy, HTTP/1.1 keepalive pool to the backend)
 #   apiagg-1     wrk -> apiagg (release build) with 1 APIService routed to the backend
 #   apiagg-1000  wrk -> apiagg with 1,000 APIServices (1,000 groups; the measured one among them)
+#   apiagg-1-nometrics  (opt-in, METRICS_COST=1) apiagg-1 again with the hidden
+#                `--disable-request-metrics`, right after apiagg-1: what per-request metrics cost
+#                (goal: ≤ 3% of CPU µs/request and of RPS)
 # It prints RPS, p50, p99, the proxy's CPU time per request (utime+stime from /proc/<pid>/stat of
 # the proxy and its child processes, over the measured window, divided by the requests wrk
 # counted) and the proxy's CPU use, the backend's CPU per request, then the ratios against the
@@ -35,7 +38,9 @@
 # Environment: CARGO_TARGET_DIR (default: <repo>/target), DURATION (10), WARMUP (2),
 # CONNECTIONS (64), APISERVICES (1000), SKIP_BUILD=1 (use the existing release binary),
 # KEEP_TMP=1 (keep the temp dir with configs and logs), APIAGG_ARGS (extra `apiagg serve`
-# arguments, e.g. "--probe-interval 10s", to see what a feature costs).
+# arguments, e.g. "--probe-interval 10s", to see what a feature costs), METRICS_COST=1 (add the
+# apiagg-1-nometrics case), CASES (the cases to run, default "direct nginx apiagg-1 apiagg-many";
+# e.g. CASES=apiagg-1 METRICS_COST=1 for the metrics cost alone).
 # Needs: cargo, wrk, nginx, python3, taskset (HTTP checks are done with Python).
 #   apt-get install -y wrk nginx
 
@@ -56,6 +61,8 @@ LOAD_CPU="${LOAD_CPU:-0}"
 PROXY_CPU="${PROXY_CPU:-1}"
 BACKEND_CPU="${BACKEND_CPU:-0}"
 target_dir="${CARGO_TARGET_DIR:-$repo/target}"
+CASES="${CASES:-direct nginx apiagg-1 apiagg-many}"
+has_case() { [[ " $CASES " == *" $1 "* ]]; }
 
 for tool in wrk nginx python3 taskset; do
     command -v "$tool" >/dev/null 2>&1 || die "'$tool' not found (Debian: apt-get install -y wrk nginx python3 util-linux)"
@@ -256,26 +263,28 @@ EOF
 
 # ---------------------------------------------------------------------------------------------
 # 1. direct
-measure direct "http://127.0.0.1:$backend_port$path" ""
+has_case direct && measure direct "http://127.0.0.1:$backend_port$path" ""
 
 # 2. nginx
-log "nginx reverse proxy on 127.0.0.1:$nginx_port (CPU $PROXY_CPU, 1 worker)"
-start_nginx front "$PROXY_CPU"
-python3 "$helper" wait-http "http://127.0.0.1:$nginx_port$path" 10
-measure nginx "http://127.0.0.1:$nginx_port$path" "$front_pid"
-stop_pid "$front_pid"
+if has_case nginx; then
+    log "nginx reverse proxy on 127.0.0.1:$nginx_port (CPU $PROXY_CPU, 1 worker)"
+    start_nginx front "$PROXY_CPU"
+    python3 "$helper" wait-http "http://127.0.0.1:$nginx_port$path" 10
+    measure nginx "http://127.0.0.1:$nginx_port$path" "$front_pid"
+    stop_pid "$front_pid"
+fi
 
 # 3. and 4. apiagg with 1 and with $APISERVICES APIServices
-run_apiagg() { # $1 = case name, $2 = number of APIServices
+run_apiagg() { # $1 = case name, $2 = number of APIServices, $3 = extra apiagg arguments
     local dir="$tmp/$1" pid
     mkdir -p "$dir"
     python3 "$helper" apiagg-config "$dir" "$apiagg_port" "127.0.0.1:$backend_port" "$2" "$group"
     "$apiagg_bin" check --config "$dir/apiagg.yaml" >"$dir/check.log" 2>&1 \
         || die "apiagg check rejected the config: $(cat "$dir/check.log")"
-    log "apiagg ($2 APIServices) on 127.0.0.1:$apiagg_port (CPU $PROXY_CPU, --threads 1 ${APIAGG_ARGS:-})"
+    log "apiagg ($2 APIServices) on 127.0.0.1:$apiagg_port (CPU $PROXY_CPU, --threads 1 ${APIAGG_ARGS:-} ${3:-})"
     # shellcheck disable=SC2086 # APIAGG_ARGS is a list of words
     taskset -c "$PROXY_CPU" "$apiagg_bin" serve --config "$dir/apiagg.yaml" --threads 1 \
-        ${APIAGG_ARGS:-} >"$dir/apiagg.log" 2>&1 &
+        ${APIAGG_ARGS:-} ${3:-} >"$dir/apiagg.log" 2>&1 &
     pid=$!
     pids+=("$pid")
     python3 "$helper" wait-http "http://127.0.0.1:$apiagg_port/readyz" 30 \
@@ -283,8 +292,9 @@ run_apiagg() { # $1 = case name, $2 = number of APIServices
     measure "$1" "http://127.0.0.1:$apiagg_port$path" "$pid"
     stop_pid "$pid"
 }
-run_apiagg apiagg-1 1
-run_apiagg "apiagg-$APISERVICES" "$APISERVICES"
+has_case apiagg-1 && run_apiagg apiagg-1 1
+[[ "${METRICS_COST:-0}" == 1 ]] && run_apiagg apiagg-1-nometrics 1 --disable-request-metrics
+has_case apiagg-many && run_apiagg "apiagg-$APISERVICES" "$APISERVICES"
 
 # ---------------------------------------------------------------------------------------------
 log "wrk -t1 -c$CONNECTIONS -d${DURATION}s on CPU $LOAD_CPU; proxy on CPU $PROXY_CPU; backend on CPU $BACKEND_CPU; $(nproc) CPUs, $(uname -r)"

@@ -209,7 +209,10 @@ def report(path):
     print("ratios:")
     ratio("RPS apiagg / nginx", num("apiagg-1", "rps"), num("nginx", "rps"), 1.2)
     ratio("p99 apiagg / nginx", num("apiagg-1", "p99_us"), num("nginx", "p99_us"), 1.0, False)
-    many = next((c for c in order if c.startswith("apiagg-") and c != "apiagg-1"), None)
+    many = next(
+        (c for c in order if c.startswith("apiagg-") and c not in ("apiagg-1", "apiagg-1-nometrics")),
+        None,
+    )
     ratio(
         f"RPS apiagg {many[7:] if many else '?'} APIServices / 1 APIService",
         num(many, "rps"),
@@ -222,6 +225,20 @@ def report(path):
     a1, am = num("apiagg-1", "proxy_us_per_req"), num(many, "proxy_us_per_req")
     if a1 and am:
         print(f"  {'CPU µs/req apiagg ' + many[7:] + ' / 1':<44} {am / a1:6.2f}   (informative)")
+    # METRICS_COST=1: what per-request metrics cost (relative to the run without them).
+    w_us, n_us = num("apiagg-1", "proxy_us_per_req"), num("apiagg-1-nometrics", "proxy_us_per_req")
+    w_rps, n_rps = num("apiagg-1", "rps"), num("apiagg-1-nometrics", "rps")
+    if w_us and n_us and w_rps and n_rps:
+        cpu_cost = (w_us / n_us - 1) * 100
+        rps_cost = (1 - w_rps / n_rps) * 100
+        print(
+            f"  {'metrics cost, CPU µs/req (with/without - 1)':<44} {cpu_cost:5.1f}%   "
+            f"(goal ≤ 3%: {'met' if cpu_cost <= 3 else 'MISSED'}; {w_us:.1f} vs {n_us:.1f} µs)"
+        )
+        print(
+            f"  {'metrics cost, RPS (1 - with/without)':<44} {rps_cost:5.1f}%   "
+            f"(goal ≤ 3%: {'met' if rps_cost <= 3 else 'MISSED'}; {w_rps:.0f} vs {n_rps:.0f}; RPS ±15% noise)"
+        )
 
 
 def main():
