@@ -185,7 +185,15 @@ impl AvailabilityController {
     }
 
     /// Probes every endpoint of every remote Service once, concurrently.
-    async fn probe_all(&self, routes: &RouteTable, clients: &mut HashMap<u64, BackendClient>) {
+    /// With `spread`, the probes are spread over half an interval (periodic rounds); without,
+    /// they all start at once (start-up and route changes, so new APIServices get their
+    /// condition at once).
+    async fn probe_all(
+        &self,
+        routes: &RouteTable,
+        clients: &mut HashMap<u64, BackendClient>,
+        spread: bool,
+    ) {
         let mut seen: HashSet<u64> = HashSet::new();
         let mut probes = Vec::new();
         for (index, entry) in routes.registry.entries().iter().enumerate() {
@@ -220,37 +228,41 @@ impl AvailabilityController {
         let clients = &*clients;
         let timeout = self.options.timeout;
         // Spread the probes over half an interval so many backends do not burst at once.
-        let spread = self.options.interval / 2;
+        let spread = if spread {
+            self.options.interval / 2
+        } else {
+            Duration::ZERO
+        };
         let count = probes.len().max(1) as u32;
-        let results = futures_util::future::join_all(probes.into_iter().enumerate().map(|(k, (key, health, path, url))| async move {
-            tokio::time::sleep(spread * k as u32 / count).await;
-            let outcome = match clients.get(&key) {
-                Some(client) => {
-                    let attempt = client.probe(&path);
-                    match tokio::time::timeout(timeout + Duration::from_millis(100), attempt).await {
-                        Ok(Ok(code)) if (200..300).contains(&code) => Ok(()),
-                        Ok(Ok(code)) => Err(format!(
-                            "failing or missing response from {url}{path}: bad status from {url}{path}: {code}"
-                        )),
-                        Ok(Err(e)) => Err(format!("failing or missing response from {url}{path}: {e}")),
-                        Err(_) => Err(format!("timed out waiting for {url}{path}")),
+        let changed = &self.gateway.health.changed;
+        futures_util::future::join_all(probes.into_iter().enumerate().map(
+            |(k, (key, health, path, url))| async move {
+                tokio::time::sleep(spread * k as u32 / count).await;
+                let outcome = match clients.get(&key) {
+                    Some(client) => {
+                        let attempt = client.probe(&path);
+                        match tokio::time::timeout(timeout + Duration::from_millis(100), attempt).await {
+                            Ok(Ok(code)) if (200..300).contains(&code) => Ok(()),
+                            Ok(Ok(code)) => Err(format!(
+                                "failing or missing response from {url}{path}: bad status from {url}{path}: {code}"
+                            )),
+                            Ok(Err(e)) => Err(format!("failing or missing response from {url}{path}: {e}")),
+                            Err(_) => Err(format!("timed out waiting for {url}{path}")),
+                        }
                     }
+                    None => Err("no client".to_string()),
+                };
+                // A flip is published at once, not at the end of the round.
+                let flipped = match outcome {
+                    Ok(()) => health.mark_healthy(),
+                    Err(e) => health.mark_failed(e),
+                };
+                if flipped {
+                    changed.notify_one();
                 }
-                None => Err("no client".to_string()),
-            };
-            (health, outcome)
-        }))
+            },
+        ))
         .await;
-        for (health, outcome) in results {
-            match outcome {
-                Ok(()) => {
-                    health.mark_healthy();
-                }
-                Err(e) => {
-                    health.mark_failed(e);
-                }
-            }
-        }
         self.gateway
             .health
             .retain(&seen_with_delegate(routes, seen));
@@ -356,23 +368,42 @@ impl BackgroundService for AvailabilityController {
         let mut generation = self.gateway.routes_generation.subscribe();
         let mut tick = tokio::time::interval(self.options.interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut first = true;
         loop {
-            let routes = self.gateway.routes.load_full();
-            let probe = tokio::select! {
-                _ = tick.tick() => true,
-                _ = generation.changed() => true,
+            let spread = tokio::select! {
+                _ = tick.tick() => !std::mem::take(&mut first),
+                _ = generation.changed() => false,
                 // A failure seen by the proxy: publish it now, probe again on the next tick.
-                _ = self.gateway.health.passive_failure.notified() => false,
+                _ = self.gateway.health.changed.notified() => {
+                    self.publish(&self.gateway.routes.load_full());
+                    continue;
+                }
                 _ = shutdown.changed() => return,
             };
-            if probe {
-                self.probe_all(&routes, &mut clients).await;
+            let routes = self.gateway.routes.load_full();
+            let round = self.probe_all(&routes, &mut clients, spread);
+            tokio::pin!(round);
+            // Health flips during the round (probes or proxied traffic) are published as they
+            // happen.
+            loop {
+                tokio::select! {
+                    _ = &mut round => break,
+                    _ = self.gateway.health.changed.notified() => self.publish(&routes),
+                    _ = shutdown.changed() => return,
+                }
             }
-            if self.evaluate(&routes) {
-                self.gateway
-                    .availability_generation
-                    .send_modify(|g| *g += 1);
-            }
+            self.publish(&routes);
+        }
+    }
+}
+
+impl AvailabilityController {
+    /// Re-evaluates every condition and tells discovery when something changed.
+    fn publish(&self, routes: &RouteTable) {
+        if self.evaluate(routes) {
+            self.gateway
+                .availability_generation
+                .send_modify(|g| *g += 1);
         }
     }
 }

@@ -52,8 +52,8 @@ impl EndpointHealth {
 #[derive(Default)]
 pub struct HealthBook {
     endpoints: DashMap<u64, Arc<EndpointHealth>>,
-    /// Signalled when the proxy path sees an endpoint fail.
-    pub passive_failure: Notify,
+    /// Signalled when an endpoint's health flips (a probe, or a failure on the proxy path).
+    pub changed: Notify,
 }
 
 impl HealthBook {

@@ -206,7 +206,7 @@ impl ApiaggProxy {
         let message = format!("failing or missing response from {}: {e}", endpoint.url);
         if endpoint.health.mark_failed(message) {
             tracing::warn!(backend = %upstream.label, endpoint = %endpoint.url, "endpoint ejected: {e}");
-            self.gateway.health.passive_failure.notify_one();
+            self.gateway.health.changed.notify_one();
         }
     }
 
