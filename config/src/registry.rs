@@ -273,11 +273,6 @@ impl Registry {
         self.index_of(key).map(|i| &self.entries[i])
     }
 
-    /// Whether any APIService serves `group`.
-    pub fn has_group(&self, group: &str) -> bool {
-        self.entries.iter().any(|e| e.group == group)
-    }
-
     /// Legacy discovery order (spec §2.2): groups by first appearance, versions inside a group by
     /// versionPriority (desc) then kube-aware order. The core group is included with name "".
     pub fn groups(&self) -> Vec<(String, Vec<Arc<ApiServiceEntry>>)> {

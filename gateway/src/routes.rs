@@ -70,12 +70,6 @@ impl Upstream {
             .find(|&i| self.endpoints[i].health.is_healthy())
     }
 
-    /// Picks the next endpoint whatever its health (probes and discovery use it).
-    pub fn pick_any(&self) -> Option<usize> {
-        let n = self.endpoints.len();
-        (n > 0).then(|| self.next.fetch_add(1, Ordering::Relaxed) % n)
-    }
-
     /// Whether some endpoint is healthy.
     pub fn available(&self) -> bool {
         self.endpoints.iter().any(|e| e.health.is_healthy())
