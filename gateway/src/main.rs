@@ -15,6 +15,7 @@ use apiagg_gateway::shutdown::GracefulShutdown;
 use apiagg_gateway::state::{Gateway, Options};
 use clap::{Parser, Subcommand, ValueEnum};
 use pingora_core::listeners::tls::TlsSettings;
+use pingora_core::listeners::{L4BufferSettings, ListenerConfig};
 use pingora_core::server::configuration::ServerConf;
 use pingora_core::server::{RunArgs, Server};
 use pingora_core::services::background::background_service;
@@ -189,17 +190,19 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         ApiaggProxy::new(gateway.clone()),
         "apiagg",
     );
-    match &config.tls {
-        Some(tls) => {
-            let cert = tls.cert_file.to_string_lossy();
-            let key = tls.key_file.to_string_lossy();
-            let mut settings = TlsSettings::intermediate(&cert, &key)
-                .map_err(|e| anyhow::anyhow!("serving certificate {cert} / {key}: {e}"))?;
-            settings.enable_h2();
-            proxy.add_tls_with_settings(&listen, None, settings);
-        }
-        None => proxy.add_tcp(&listen),
+    // A write buffer large enough for a response head plus a typical document, so both leave
+    // in one write (pingora flushes explicitly wherever streaming needs it).
+    let buffers = L4BufferSettings::default().write(64 * 1024);
+    let mut listener = ListenerConfig::tcp(listen.clone()).l4_buffer(buffers);
+    if let Some(tls) = &config.tls {
+        let cert = tls.cert_file.to_string_lossy();
+        let key = tls.key_file.to_string_lossy();
+        let mut settings = TlsSettings::intermediate(&cert, &key)
+            .map_err(|e| anyhow::anyhow!("serving certificate {cert} / {key}: {e}"))?;
+        settings.enable_h2();
+        listener = listener.tls(settings);
     }
+    proxy.add_listener(listener);
     let controller = ConfigController::new(gateway.clone(), args.config.clone(), sources, config)
         .map_err(|e| anyhow::anyhow!("config {}: {e}", args.config.display()))?;
     server.add_service(background_service("config controller", controller));

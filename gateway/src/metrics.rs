@@ -11,7 +11,7 @@ use prometheus::{
 use crate::availability::ApiServiceStatus;
 
 /// Kind of route a request took; a label on the request metrics.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum RouteKind {
     /// Proxied to a remote APIService.
     Proxy,
@@ -126,6 +126,11 @@ pub struct Metrics {
     /// `apiserver_request_terminations_total{verb,group,version,resource,subresource,scope,component,code}`
     pub terminations: IntCounterVec,
     per_gv: DashMap<String, Arc<GroupVersionMetrics>>,
+    /// Resolved series of `requests`/`duration`, so a request hashes two small keys instead of
+    /// label strings.
+    by_kind: DashMap<(RouteKind, u16), (IntCounter, Histogram)>,
+    /// Resolved series of `apiserver_requests`/`apiserver_duration` (`subresource`, `code`).
+    by_subresource: DashMap<(&'static str, u16), (IntCounter, Histogram)>,
     /// `apiagg_openapi_v2_regenerations_total`
     pub openapi_v2_regenerations: IntCounter,
     /// `apiagg_openapi_v2_regeneration_duration_seconds`
@@ -345,6 +350,8 @@ impl Metrics {
             apiserver_duration,
             terminations,
             per_gv: DashMap::new(),
+            by_kind: DashMap::new(),
+            by_subresource: DashMap::new(),
             openapi_v2_regenerations,
             openapi_v2_regeneration_duration,
             openapi_v3_index_regenerations,
@@ -355,21 +362,57 @@ impl Metrics {
 
     /// Records one finished request.
     pub fn observe(&self, kind: RouteKind, code: u16, seconds: f64) {
-        let code = code.to_string();
-        let labels = [kind.as_str(), code.as_str()];
-        self.requests.with_label_values(&labels).inc();
-        self.duration.with_label_values(&labels).observe(seconds);
+        let series = self.by_kind.entry((kind, code)).or_insert_with(|| {
+            let code = code.to_string();
+            let labels = [kind.as_str(), code.as_str()];
+            (
+                self.requests.with_label_values(&labels),
+                self.duration.with_label_values(&labels),
+            )
+        });
+        series.0.inc();
+        series.1.observe(seconds);
     }
 
-    /// Records a request apiagg answered itself, labelled like kube-apiserver does.
-    pub fn observe_apiserver(&self, subresource: &str, component: &str, code: u16, seconds: f64) {
-        let code = code.to_string();
-        self.apiserver_requests
-            .with_label_values(&["GET", "", "", "", "", subresource, "", component, &code])
-            .inc();
-        self.apiserver_duration
-            .with_label_values(&["GET", "", "", "", "", subresource, "", component])
-            .observe(seconds);
+    /// Records a request apiagg answered itself, labelled like kube-apiserver does (`component`
+    /// is `apiserver` for `/apis`, empty otherwise).
+    pub fn observe_apiserver(&self, subresource: &'static str, code: u16, seconds: f64) {
+        let series = self
+            .by_subresource
+            .entry((subresource, code))
+            .or_insert_with(|| {
+                let component = if subresource == "apis" {
+                    "apiserver"
+                } else {
+                    ""
+                };
+                let code = code.to_string();
+                (
+                    self.apiserver_requests.with_label_values(&[
+                        "GET",
+                        "",
+                        "",
+                        "",
+                        "",
+                        subresource,
+                        "",
+                        component,
+                        &code,
+                    ]),
+                    self.apiserver_duration.with_label_values(&[
+                        "GET",
+                        "",
+                        "",
+                        "",
+                        "",
+                        subresource,
+                        "",
+                        component,
+                    ]),
+                )
+            });
+        series.0.inc();
+        series.1.observe(seconds);
     }
 
     /// Records a request apiagg ended because its backend could not serve it.
