@@ -185,6 +185,66 @@ async fn tls_trust_follows_the_apiservice() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serves_https_and_http2_with_its_own_certificate() {
+    let backend = sample(G, "behind-tls", false);
+    // The sample server writes a CA and a serving certificate for localhost/127.0.0.1: reuse
+    // them as apiagg's serving certificate.
+    let certs = sample("certs.example.com", "certs", true);
+    let dir = certs
+        .cert_dir
+        .as_ref()
+        .expect("cert dir")
+        .path()
+        .to_path_buf();
+    let config = format!(
+        "tls: {{certFile: \"{}\", keyFile: \"{}\"}}\nservices:\n{}apiServices:\n{}",
+        dir.join("tls.crt").display(),
+        dir.join("tls.key").display(),
+        service("behind-tls", &backend.url),
+        apiservice(G, V, "behind-tls", ""),
+    );
+    let gw = Apiagg::start(&config, &[]);
+    let ca = reqwest::Certificate::from_pem(&std::fs::read(dir.join("ca.crt")).expect("ca"))
+        .expect("CA certificate");
+    let https = |http2: bool| {
+        let builder = reqwest::Client::builder().add_root_certificate(ca.clone());
+        let builder = if http2 {
+            builder.http2_prior_knowledge()
+        } else {
+            builder.http1_only()
+        };
+        builder.build().expect("client")
+    };
+    let base = format!("https://127.0.0.1:{}", gw.port);
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            https(false)
+                .get(format!("{base}/readyz"))
+                .send()
+                .await
+                .is_ok_and(|r| r.status() == 200)
+        })
+        .await
+    );
+    for http2 in [false, true] {
+        let r = https(http2)
+            .get(format!("{base}/apis/{G}/{V}/echo"))
+            .send()
+            .await
+            .expect("request over TLS");
+        assert_eq!(r.status(), 200);
+        let expected = if http2 {
+            reqwest::Version::HTTP_2
+        } else {
+            reqwest::Version::HTTP_11
+        };
+        assert_eq!(r.version(), expected);
+        let echo = json_of(r).await;
+        assert_eq!(echo["headers"]["x-forwarded-proto"][0], "https", "{echo}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http2_is_used_when_the_backend_offers_it() {
     let hostname = "h2.test.svc";
     let h2 = Sample::start(
