@@ -279,16 +279,50 @@ impl AvailabilityController {
             live.insert(entry.name.clone());
             let upstream = routes.upstreams.get(index).and_then(|u| u.as_deref());
             let v = verdict(entry, upstream);
-            let previous_status = book.get(&entry.name).map(|s| s.clone());
-            let previous = previous_status.as_ref().map(|s| s.condition.clone());
+            let (service, endpoints) = match (&entry.backend, upstream) {
+                (Backend::Local, _) => ("Local".to_string(), Vec::new()),
+                (Backend::Remote(r), up) => (
+                    format!("{}/{}:{}", r.namespace, r.service, r.port),
+                    up.map(|u| {
+                        u.endpoints
+                            .iter()
+                            .map(|e| EndpointStatus {
+                                url: e.url.clone(),
+                                healthy: e.health.is_healthy(),
+                                error: e.health.last_error().map(|s| (*s).clone()),
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+                ),
+            };
+            let previous = book.get(&entry.name).map(|s| s.clone());
+            if let Some(p) = &previous {
+                let c = &p.condition;
+                let same = c.status == v.status
+                    && c.reason == v.reason
+                    && c.message == v.message
+                    && p.service == service
+                    && p.endpoints == endpoints;
+                if same {
+                    // Nothing to write: the status and its series are current.
+                    continue;
+                }
+            }
             let last_transition_time = match &previous {
-                Some(p) if p.status == v.status => p.last_transition_time.clone(),
+                Some(p) if p.condition.status == v.status => {
+                    p.condition.last_transition_time.clone()
+                }
                 _ => now_rfc3339(),
             };
-            if previous.as_ref().map(|p| p.status) != Some(v.status) {
+            if previous.as_ref().map(|p| p.condition.status) != Some(v.status) {
                 changed = true;
                 tracing::info!(apiservice = %entry.name, status = v.status, reason = v.reason, "{}", v.message);
-                if previous.as_ref().is_some_and(|p| p.status == "True") && v.status != "True" {
+                if previous
+                    .as_ref()
+                    .is_some_and(|p| p.condition.status == "True")
+                    && v.status != "True"
+                {
                     metrics
                         .unavailable_total
                         .with_label_values(&[&entry.name, v.reason])
@@ -299,30 +333,12 @@ impl AvailabilityController {
                 .unavailable
                 .with_label_values(&[&entry.name])
                 .set(i64::from(v.status != "True"));
-            let (service, endpoints) = match (&entry.backend, upstream) {
-                (Backend::Local, _) => ("Local".to_string(), Vec::new()),
-                (Backend::Remote(r), up) => (
-                    format!("{}/{}:{}", r.namespace, r.service, r.port),
-                    up.map(|u| {
-                        u.endpoints
-                            .iter()
-                            .map(|e| {
-                                let healthy = e.health.is_healthy();
-                                metrics
-                                    .endpoint_healthy
-                                    .with_label_values(&[&entry.name, &e.url])
-                                    .set(i64::from(healthy));
-                                EndpointStatus {
-                                    url: e.url.clone(),
-                                    healthy,
-                                    error: e.health.last_error().map(|s| (*s).clone()),
-                                }
-                            })
-                            .collect()
-                    })
-                    .unwrap_or_default(),
-                ),
-            };
+            for e in &endpoints {
+                metrics
+                    .endpoint_healthy
+                    .with_label_values(&[&entry.name, &e.url])
+                    .set(i64::from(e.healthy));
+            }
             let status = ApiServiceStatus {
                 condition: Condition {
                     type_: "Available",
@@ -334,7 +350,7 @@ impl AvailabilityController {
                 service,
                 endpoints,
             };
-            if let Some(before) = &previous_status {
+            if let Some(before) = &previous {
                 metrics.forget_endpoints(&entry.name, before, &status);
             }
             book.insert(entry.name.clone(), status);
