@@ -4,7 +4,6 @@
 mod common;
 
 use std::path::PathBuf;
-use std::process::Command;
 use std::time::Duration;
 
 use common::*;
@@ -165,24 +164,6 @@ fn assert_golden(name: &str, actual: &str) {
     });
     assert_eq!(actual, expected, "differs from {}", path.display());
 }
-
-fn kubectl(binary: &str, port: u16, args: &[&str]) -> (bool, String, String) {
-    let cache = tempfile::tempdir().expect("cache dir");
-    let out = Command::new(binary)
-        .args(["--server", &format!("http://127.0.0.1:{port}")])
-        .arg("--cache-dir")
-        .arg(cache.path())
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("run {binary}: {e}"));
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).to_string(),
-        String::from_utf8_lossy(&out.stderr).to_string(),
-    )
-}
-
-const KUBECTL_127_BIN: &str = "/usr/lib/google-cloud-sdk/bin/kubectl.1.27";
 
 async fn get(url: &str, accept: Option<&str>) -> reqwest::Response {
     let mut request = client().get(url);

@@ -6,7 +6,6 @@ mod common;
 
 use std::io::Read;
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, SystemTime};
 
 use common::*;
@@ -18,7 +17,6 @@ const USER_KEY: &str = "apis/user.openshift.io/v1";
 const OAUTH_PATH: &str = "/apis/oauth.openshift.io/v1/oauthclients";
 const PROTOBUF: &str = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf";
 const PROTOBUF_DOTTED: &str = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
-const KUBECTL_127_BIN: &str = "/usr/lib/google-cloud-sdk/bin/kubectl.1.27";
 /// Every group-version the delegate and the backend serve.
 const ALL_KEYS: [&str; 7] = [
     "api/v1",
@@ -223,22 +221,6 @@ async fn wait_openapi(gw: &Apiagg) {
     })
     .await;
     assert!(ready, "the OpenAPI documents were never all merged");
-}
-
-fn kubectl(binary: &str, port: u16, args: &[&str]) -> (bool, String, String) {
-    let cache = tempfile::tempdir().expect("cache dir");
-    let out = Command::new(binary)
-        .args(["--server", &format!("http://127.0.0.1:{port}")])
-        .arg("--cache-dir")
-        .arg(cache.path())
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("run {binary}: {e}"));
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).to_string(),
-        String::from_utf8_lossy(&out.stderr).to_string(),
-    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -285,3 +285,24 @@ pub async fn fixed_server(response: &'static [u8]) -> u16 {
     });
     port
 }
+
+/// The kubectl 1.27 binary (it asks only for v2beta1 discovery and protobuf OpenAPI v2).
+pub const KUBECTL_127_BIN: &str = "/usr/lib/google-cloud-sdk/bin/kubectl.1.27";
+
+/// Runs kubectl against a gateway on loopback with a fresh cache dir (so kubectl's disk cache
+/// never answers for the server); returns success, stdout and stderr.
+pub fn kubectl(binary: &str, port: u16, args: &[&str]) -> (bool, String, String) {
+    let cache = tempfile::tempdir().expect("cache dir");
+    let out = Command::new(binary)
+        .args(["--server", &format!("http://127.0.0.1:{port}")])
+        .arg("--cache-dir")
+        .arg(cache.path())
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("run {binary}: {e}"));
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).to_string(),
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    )
+}
