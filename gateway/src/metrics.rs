@@ -174,6 +174,15 @@ fn counter(
     Ok(c)
 }
 
+/// Registers an unlabelled metric and returns it.
+fn single<M: prometheus::core::Collector + Clone + 'static>(
+    r: &Registry,
+    m: M,
+) -> prometheus::Result<M> {
+    r.register(Box::new(m.clone()))?;
+    Ok(m)
+}
+
 fn gauge(r: &Registry, name: &str, help: &str, labels: &[&str]) -> prometheus::Result<IntGaugeVec> {
     let g = IntGaugeVec::new(Opts::new(name, help), labels)?;
     r.register(Box::new(g.clone()))?;
@@ -218,26 +227,34 @@ impl Metrics {
             "Config reload attempts, by result (success or failure).",
             &["result"],
         )?;
-        let last_reload_ok = IntGauge::new(
-            "apiagg_config_last_reload_successful",
-            "1 when the last config reload attempt succeeded, 0 when it was rejected.",
+        let last_reload_ok = single(
+            &r,
+            IntGauge::new(
+                "apiagg_config_last_reload_successful",
+                "1 when the last config reload attempt succeeded, 0 when it was rejected.",
+            )?,
         )?;
-        r.register(Box::new(last_reload_ok.clone()))?;
-        let registered = IntGauge::new(
-            "apiagg_registered_apiservices",
-            "APIServices in the serving registry (config and delegate).",
+        let registered = single(
+            &r,
+            IntGauge::new(
+                "apiagg_registered_apiservices",
+                "APIServices in the serving registry (config and delegate).",
+            )?,
         )?;
-        r.register(Box::new(registered.clone()))?;
-        let in_flight = IntGauge::new(
-            "apiagg_requests_in_flight",
-            "Requests being served right now.",
+        let in_flight = single(
+            &r,
+            IntGauge::new(
+                "apiagg_requests_in_flight",
+                "Requests being served right now.",
+            )?,
         )?;
-        r.register(Box::new(in_flight.clone()))?;
-        let discovery_aggregations = IntCounter::new(
-            "aggregator_discovery_aggregation_count_total",
-            "Times the aggregated discovery document was rebuilt because something changed.",
+        let discovery_aggregations = single(
+            &r,
+            IntCounter::new(
+                "aggregator_discovery_aggregation_count_total",
+                "Times the aggregated discovery document was rebuilt because something changed.",
+            )?,
         )?;
-        r.register(Box::new(discovery_aggregations.clone()))?;
         let unavailable = gauge(
             &r,
             "aggregator_unavailable_apiservice",
@@ -306,26 +323,32 @@ impl Metrics {
                 "code",
             ],
         )?;
-        let openapi_v2_regenerations = IntCounter::new(
-            "apiagg_openapi_v2_regenerations_total",
-            "Times the merged OpenAPI v2 document was rebuilt because an input changed.",
+        let openapi_v2_regenerations = single(
+            &r,
+            IntCounter::new(
+                "apiagg_openapi_v2_regenerations_total",
+                "Times the merged OpenAPI v2 document was rebuilt because an input changed.",
+            )?,
         )?;
-        r.register(Box::new(openapi_v2_regenerations.clone()))?;
-        let openapi_v2_regeneration_duration = Histogram::with_opts(
-            HistogramOpts::new(
-                "apiagg_openapi_v2_regeneration_duration_seconds",
-                "Time to merge and compress the OpenAPI v2 document.",
-            )
-            .buckets(vec![
-                0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
-            ]),
+        let openapi_v2_regeneration_duration = single(
+            &r,
+            Histogram::with_opts(
+                HistogramOpts::new(
+                    "apiagg_openapi_v2_regeneration_duration_seconds",
+                    "Time to merge and compress the OpenAPI v2 document.",
+                )
+                .buckets(vec![
+                    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+                ]),
+            )?,
         )?;
-        r.register(Box::new(openapi_v2_regeneration_duration.clone()))?;
-        let openapi_v3_index_regenerations = IntCounter::new(
-            "apiagg_openapi_v3_index_regenerations_total",
-            "Times the OpenAPI v3 index changed (a document was added, removed or changed).",
+        let openapi_v3_index_regenerations = single(
+            &r,
+            IntCounter::new(
+                "apiagg_openapi_v3_index_regenerations_total",
+                "Times the OpenAPI v3 index changed (a document was added, removed or changed).",
+            )?,
         )?;
-        r.register(Box::new(openapi_v3_index_regenerations.clone()))?;
         let openapi_download_failures = counter(
             &r,
             "apiagg_openapi_download_failures_total",
