@@ -1,5 +1,6 @@
 //! `apiagg`: the command line of the gateway.
 
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -15,7 +16,7 @@ use apiagg_gateway::shutdown::GracefulShutdown;
 use apiagg_gateway::state::{Gateway, Options};
 use clap::{Parser, Subcommand, ValueEnum};
 use pingora_core::listeners::tls::TlsSettings;
-use pingora_core::listeners::{L4BufferSettings, ListenerConfig};
+use pingora_core::listeners::{L4BufferSettings, ListenerConfig, TcpSocketOptions};
 use pingora_core::server::configuration::ServerConf;
 use pingora_core::server::{RunArgs, Server};
 use pingora_core::services::background::background_service;
@@ -193,7 +194,18 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     // A write buffer large enough for a response head plus a typical document, so both leave
     // in one write (pingora flushes explicitly wherever streaming needs it).
     let buffers = L4BufferSettings::default().write(64 * 1024);
-    let mut listener = ListenerConfig::tcp(listen.clone()).l4_buffer(buffers);
+    let (listen, reservation) = reserve_port(&listen)?;
+    let scheme = if config.tls.is_some() {
+        "https"
+    } else {
+        "http"
+    };
+    let mut listener = ListenerConfig::tcp(listen.to_string()).l4_buffer(buffers);
+    if reservation.is_some() {
+        let mut options = TcpSocketOptions::default();
+        options.so_reuseport = Some(true);
+        listener = listener.tcp_socket_options(options);
+    }
     if let Some(tls) = &config.tls {
         let cert = tls.cert_file.to_string_lossy();
         let key = tls.key_file.to_string_lossy();
@@ -220,10 +232,41 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     ));
     server.add_service(proxy);
     tracing::info!(%listen, "apiagg starting");
+    // The first line on stdout says where to connect (tests and scripts read it).
+    println!("listening on {scheme}://{listen}");
     server.run(RunArgs {
         shutdown_signal: Box::new(GracefulShutdown::new(gateway)),
     });
+    drop(reservation);
     Ok(())
+}
+
+/// Resolves the listen address. Port 0 picks a free port: a socket bound to it (never listening,
+/// so it takes no connection) keeps it ours for the life of the process, and the listener joins
+/// it with `SO_REUSEPORT`.
+fn reserve_port(listen: &str) -> anyhow::Result<(SocketAddr, Option<socket2::Socket>)> {
+    let addr = listen
+        .to_socket_addrs()
+        .with_context(|| format!("listen address {listen:?}"))?
+        .next()
+        .with_context(|| format!("listen address {listen:?} resolves to nothing"))?;
+    if addr.port() != 0 {
+        return Ok((addr, None));
+    }
+    let socket = socket2::Socket::new(
+        socket2::Domain::for_address(addr),
+        socket2::Type::STREAM,
+        None,
+    )?;
+    socket.set_reuse_port(true)?;
+    socket
+        .bind(&addr.into())
+        .with_context(|| format!("binding {addr}"))?;
+    let bound = socket
+        .local_addr()?
+        .as_socket()
+        .context("the reserved socket has no address")?;
+    Ok((bound, Some(socket)))
 }
 
 fn check(config: PathBuf) -> anyhow::Result<()> {
