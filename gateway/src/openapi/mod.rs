@@ -11,19 +11,17 @@
 //! and served by apiagg itself (not proxied), with apiagg's SHA-512 hash of the bytes it serves,
 //! so the hash redirect and immutable caching work the same for local and remote documents.
 
-pub mod controller;
-mod download;
+//! TEMPORARY: until these types move to `apiagg-openapi-merge`.
 mod proto_v2;
 mod publish;
-pub mod serve;
+
+pub use publish::*;
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use apiagg_openapi_merge::V3Document;
 use bytes::Bytes;
-
-pub use controller::OpenApiController;
 
 /// The merged `/openapi/v2` document, ready to send.
 pub struct V2Served {

@@ -91,8 +91,11 @@ pub struct V3Input {
 
 /// The rendered `/openapi/v3` index, its ETag and the winning document of every key.
 pub struct V3Output {
+    /// Index JSON.
     pub index: Bytes,
+    /// Its ETag.
     pub etag: String,
+    /// Winning documents.
     pub docs: HashMap<String, Arc<V3Served>>,
 }
 

@@ -1,7 +1,7 @@
 //! `/healthz`, `/livez`, `/readyz` with named checks, per-check paths, `verbose` and `exclude`
 //! (spec §11.2).
 
-use crate::lifecycle::Lifecycle;
+use super::lifecycle::{Lifecycle, Milestone};
 
 /// Which health endpoint is asked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,143 +52,132 @@ pub struct Answer {
     pub body: String,
 }
 
-type Check = fn(&Lifecycle) -> Result<(), String>;
-
-fn ok(_: &Lifecycle) -> Result<(), String> {
-    Ok(())
-}
-
-fn config(lc: &Lifecycle) -> Result<(), String> {
-    if lc.config_loaded() {
-        Ok(())
-    } else {
-        Err("no valid config loaded yet".into())
-    }
-}
-
-fn registration(lc: &Lifecycle) -> Result<(), String> {
-    if lc.config_loaded() && lc.delegate_registered() {
-        Ok(())
-    } else {
-        Err("not finished".into())
-    }
-}
-
-fn discovery(lc: &Lifecycle) -> Result<(), String> {
-    if lc.discovery_synced() {
-        Ok(())
-    } else {
-        Err("not finished".into())
-    }
-}
-
-fn autoregister(lc: &Lifecycle) -> Result<(), String> {
-    if lc.delegate_registered() {
-        Ok(())
-    } else {
-        Err("the delegate's group-versions are not registered yet".into())
-    }
-}
-
-fn shutdown(lc: &Lifecycle) -> Result<(), String> {
-    if lc.shutting_down() {
-        Err("process is shutting down".into())
-    } else {
-        Ok(())
-    }
-}
-
-/// The checks of an endpoint, in registration order.
-fn checks(endpoint: Endpoint) -> Vec<(&'static str, Check)> {
-    let mut list: Vec<(&'static str, Check)> = vec![("ping", ok), ("log", ok)];
-    if endpoint != Endpoint::Livez {
-        list.push(("config", config));
-        list.push((
-            "poststarthook/apiservice-registration-controller",
-            registration,
-        ));
-        list.push(("poststarthook/apiservice-discovery-controller", discovery));
-        list.push(("autoregister-completion", autoregister));
-    }
-    if endpoint == Endpoint::Readyz {
-        list.push(("shutdown", shutdown));
-    }
-    list
-}
-
-fn decode(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'%' if i + 2 < bytes.len() => {
-                let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).unwrap_or("");
-                match u8::from_str_radix(hex, 16) {
-                    Ok(b) => {
-                        out.push(b);
-                        i += 3;
-                    }
-                    Err(_) => {
-                        out.push(b'%');
-                        i += 1;
-                    }
-                }
-            }
-            b'+' => {
-                out.push(b' ');
-                i += 1;
-            }
-            b => {
-                out.push(b);
-                i += 1;
-            }
+impl Answer {
+    fn new(code: u16, body: impl Into<String>) -> Answer {
+        Answer {
+            code,
+            body: body.into(),
         }
     }
-    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// One named check: the milestones it needs, and what it says when one is missing.
+struct Check {
+    name: &'static str,
+    needs: &'static [Milestone],
+    /// A milestone that fails the check once reached (shutdown).
+    failed_by: Option<Milestone>,
+    failure: &'static str,
+}
+
+impl Check {
+    const fn new(name: &'static str, needs: &'static [Milestone], failure: &'static str) -> Self {
+        Check {
+            name,
+            needs,
+            failed_by: None,
+            failure,
+        }
+    }
+
+    fn run(&self, lc: &Lifecycle) -> Result<(), &'static str> {
+        let missing = self.needs.iter().any(|m| !lc.reached(*m));
+        let failed = self.failed_by.is_some_and(|m| lc.reached(m));
+        if missing || failed {
+            Err(self.failure)
+        } else {
+            Ok(())
+        }
+    }
+}
+
+use Milestone::*;
+
+/// Checks of every endpoint.
+const ALWAYS: [Check; 2] = [Check::new("ping", &[], ""), Check::new("log", &[], "")];
+
+/// Start-up checks of `/healthz` and `/readyz`, in kube-apiserver's order.
+const START_UP: [Check; 6] = [
+    Check::new("config", &[ConfigLoaded], "no valid config loaded yet"),
+    Check::new(
+        "poststarthook/apiservice-registration-controller",
+        &[ConfigLoaded, DelegateRegistered],
+        "not finished",
+    ),
+    Check::new(
+        "poststarthook/apiservice-discovery-controller",
+        &[DiscoverySynced],
+        "not finished",
+    ),
+    Check::new(
+        "poststarthook/apiservice-openapi-controller",
+        &[OpenApiSynced],
+        "the first OpenAPI merge is not done",
+    ),
+    Check::new(
+        "poststarthook/apiservice-openapiv3-controller",
+        &[OpenApiSynced],
+        "the first OpenAPI merge is not done",
+    ),
+    Check::new(
+        "autoregister-completion",
+        &[DelegateRegistered],
+        "the delegate's group-versions are not registered yet",
+    ),
+];
+
+/// `/readyz` only: red from SIGTERM on.
+const SHUTDOWN: Check = Check {
+    name: "shutdown",
+    needs: &[],
+    failed_by: Some(ShuttingDown),
+    failure: "process is shutting down",
+};
+
+/// The checks of an endpoint, in registration order.
+fn checks(endpoint: Endpoint) -> Vec<&'static Check> {
+    let mut list: Vec<&'static Check> = ALWAYS.iter().collect();
+    if endpoint != Endpoint::Livez {
+        list.extend(START_UP.iter());
+    }
+    if endpoint == Endpoint::Readyz {
+        list.push(&SHUTDOWN);
+    }
+    list
 }
 
 /// Answers `/<endpoint>` (`check` empty) or `/<endpoint>/<check>` with the raw query string.
 pub fn answer(endpoint: Endpoint, check: &str, query: Option<&str>, lc: &Lifecycle) -> Answer {
     let list = checks(endpoint);
     if !check.is_empty() {
-        return match list.iter().find(|(name, _)| *name == check) {
-            Some((_, f)) => match f(lc) {
-                Ok(()) => Answer {
-                    code: 200,
-                    body: "ok".into(),
-                },
-                Err(e) => Answer {
-                    code: 500,
-                    body: format!("internal server error: {e}\n"),
-                },
+        return match list.iter().find(|c| c.name == check) {
+            Some(c) => match c.run(lc) {
+                Ok(()) => Answer::new(200, "ok"),
+                Err(e) => Answer::new(500, format!("internal server error: {e}\n")),
             },
-            None => Answer {
-                code: 404,
-                body: "404 page not found\n".into(),
-            },
+            None => Answer::new(404, "404 page not found\n"),
         };
     }
 
     let mut verbose = false;
     let mut excludes: Vec<String> = Vec::new();
-    for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
-        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-        match decode(key).as_str() {
+    for (key, value) in url::form_urlencoded::parse(query.unwrap_or("").as_bytes()) {
+        match key.as_ref() {
             "verbose" => verbose = true,
-            "exclude" => excludes.push(decode(value)),
+            "exclude" => excludes.push(value.into_owned()),
             _ => {}
         }
     }
 
     let mut lines = String::new();
     let mut failed = false;
-    for (name, f) in &list {
+    for c in &list {
+        let name = c.name;
         if excludes.iter().any(|e| e == name) {
             lines.push_str(&format!("[+]{name} excluded: ok\n"));
             continue;
         }
-        match f(lc) {
+        match c.run(lc) {
             Ok(()) => lines.push_str(&format!("[+]{name} ok\n")),
             Err(e) => {
                 tracing::info!(
@@ -203,7 +192,7 @@ pub fn answer(endpoint: Endpoint, check: &str, query: Option<&str>, lc: &Lifecyc
     }
     let unmatched: Vec<String> = excludes
         .iter()
-        .filter(|e| !list.iter().any(|(name, _)| name == e))
+        .filter(|e| !list.iter().any(|c| c.name == e.as_str()))
         .map(|e| format!("{e:?}"))
         .collect();
     if !unmatched.is_empty() {
@@ -214,20 +203,11 @@ pub fn answer(endpoint: Endpoint, check: &str, query: Option<&str>, lc: &Lifecyc
     }
     let name = endpoint.name();
     if failed {
-        Answer {
-            code: 500,
-            body: format!("{lines}{name} check failed\n"),
-        }
+        Answer::new(500, format!("{lines}{name} check failed\n"))
     } else if verbose {
-        Answer {
-            code: 200,
-            body: format!("{lines}{name} check passed\n"),
-        }
+        Answer::new(200, format!("{lines}{name} check passed\n"))
     } else {
-        Answer {
-            code: 200,
-            body: "ok".into(),
-        }
+        Answer::new(200, "ok")
     }
 }
 
@@ -237,10 +217,14 @@ mod tests {
 
     fn ready() -> std::sync::Arc<Lifecycle> {
         let lc = Lifecycle::new();
-        lc.set_config_loaded();
-        lc.set_delegate_registered();
-        lc.set_discovery_synced();
-        lc.try_complete();
+        for m in [
+            ConfigLoaded,
+            DelegateRegistered,
+            DiscoverySynced,
+            OpenApiSynced,
+        ] {
+            lc.reach(m);
+        }
         lc
     }
 
@@ -280,7 +264,7 @@ mod tests {
     #[test]
     fn exclude_and_unknown_names() {
         let lc = ready();
-        lc.begin_shutdown();
+        lc.reach(ShuttingDown);
         let a = answer(
             Endpoint::Readyz,
             "",

@@ -10,44 +10,72 @@ use apiagg_openapi_merge::hash::sha512_upper_hex;
 use apiagg_openapi_merge::{PreparedV2, V3Source};
 use bytes::Bytes;
 use serde_json::Value;
-use tokio::time::Instant;
 
-use super::V3Served;
-use crate::fetch::BackendClient;
+use crate::backends::{Client, FetchError};
+use crate::openapi::V3Served;
 
 const JSON: &str = "application/json";
+
+/// Why a source's documents were not taken. Every variant is retryable: the source may heal.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The download failed.
+    #[error(transparent)]
+    Fetch(#[from] FetchError),
+    /// The document arrived but cannot be used.
+    #[error("unusable {what}: {message}")]
+    Unusable { what: String, message: String },
+    /// A worker thread failed (a bug).
+    #[error("worker failed: {0}")]
+    Worker(#[from] tokio::task::JoinError),
+    /// Several of the above, for one source.
+    #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    Several(Vec<Error>),
+}
+
+impl Error {
+    fn unusable(what: impl Into<String>, message: impl std::fmt::Display) -> Error {
+        Error::Unusable {
+            what: what.into(),
+            message: message.to_string(),
+        }
+    }
+
+    /// One error from several, or `Ok` when there is none.
+    pub fn all(mut errors: Vec<Error>) -> Result<(), Error> {
+        match errors.len() {
+            0 => Ok(()),
+            1 => Err(errors.remove(0)),
+            _ => Err(Error::Several(errors)),
+        }
+    }
+}
 
 /// Runs CPU-heavy work (parsing, preparing multi-megabyte documents) off the async workers.
 async fn blocking<T: Send + 'static>(
     work: impl FnOnce() -> T + Send + 'static,
-) -> Result<T, String> {
-    tokio::task::spawn_blocking(work)
-        .await
-        .map_err(|e| format!("worker failed: {e}"))
+) -> Result<T, Error> {
+    Ok(tokio::task::spawn_blocking(work).await?)
 }
 
-/// Retry schedule of one failing source: 500 ms, doubling, capped.
-#[derive(Default)]
-pub struct Backoff {
-    failures: u32,
-    /// When the failing source is due again; `None` while it succeeds.
-    pub retry_at: Option<Instant>,
+/// The client of one source and the bound of each download.
+pub struct Download<'a> {
+    /// The endpoint's client.
+    pub client: &'a Client,
+    /// Upper bound of one request.
+    pub timeout: Duration,
 }
 
-impl Backoff {
-    /// The source worked: no retry pending.
-    pub fn succeeded(&mut self) {
-        self.failures = 0;
-        self.retry_at = None;
-    }
-
-    /// The source failed: schedule the next attempt.
-    pub fn failed(&mut self, cap: Duration) {
-        let delay = Duration::from_millis(500)
-            .saturating_mul(1 << self.failures.min(16))
-            .min(cap);
-        self.failures = self.failures.saturating_add(1);
-        self.retry_at = Some(Instant::now() + delay);
+impl Download<'_> {
+    async fn get(
+        &self,
+        path: &str,
+        if_none_match: Option<&str>,
+    ) -> Result<crate::backends::Fetched, Error> {
+        Ok(self
+            .client
+            .get(path, JSON, if_none_match, self.timeout)
+            .await?)
     }
 }
 
@@ -76,10 +104,8 @@ pub enum V2Answer {
 
 impl V2State {
     /// Downloads `/openapi/v2` with `If-None-Match`.
-    pub async fn fetch(&self, client: &BackendClient) -> Result<V2Answer, String> {
-        let fetched = client
-            .get("/openapi/v2", JSON, self.etag.as_deref())
-            .await?;
+    pub async fn fetch(&self, source: &Download<'_>) -> Result<V2Answer, Error> {
+        let fetched = source.get("/openapi/v2", self.etag.as_deref()).await?;
         match fetched.status {
             304 if self.hash.is_some() => Ok(V2Answer::Unchanged),
             404 => Ok(V2Answer::Missing),
@@ -93,14 +119,14 @@ impl V2State {
                 if self.hash.as_ref() == Some(&hash) {
                     return Ok(V2Answer::Unchanged);
                 }
-                let doc = doc.map_err(|e| format!("/openapi/v2 is not JSON: {e}"))?;
+                let doc = doc.map_err(|e| Error::unusable("/openapi/v2", e))?;
                 Ok(V2Answer::New {
                     etag: fetched.etag,
                     hash,
                     doc: Arc::new(doc),
                 })
             }
-            code => Err(format!("/openapi/v2: status {code}")),
+            _ => Err(fetched.unexpected().into()),
         }
     }
 
@@ -117,25 +143,25 @@ impl V2State {
 }
 
 /// Prepares a delegate document off the async workers.
-pub async fn prepare_local(doc: Arc<Value>) -> Result<Arc<PreparedV2>, String> {
+pub async fn prepare_local(doc: Arc<Value>) -> Result<Arc<PreparedV2>, Error> {
     blocking(move || PreparedV2::local(doc))
         .await?
         .map(Arc::new)
-        .map_err(|e| format!("unusable /openapi/v2: {e}"))
+        .map_err(|e| Error::unusable("/openapi/v2", e))
 }
 
 /// Prepares a backend document for each `(group, version)`, all or nothing.
 pub async fn prepare_remote(
     doc: Arc<Value>,
     group_versions: Vec<(String, String)>,
-) -> Result<Vec<Arc<PreparedV2>>, String> {
+) -> Result<Vec<Arc<PreparedV2>>, Error> {
     blocking(move || {
         group_versions
             .iter()
             .map(|(group, version)| {
                 PreparedV2::remote(Arc::clone(&doc), group, version)
                     .map(Arc::new)
-                    .map_err(|e| format!("unusable /openapi/v2 for {group}/{version}: {e}"))
+                    .map_err(|e| Error::unusable(format!("/openapi/v2 for {group}/{version}"), e))
             })
             .collect()
     })
@@ -156,7 +182,7 @@ pub struct V3State {
 }
 
 /// Whether `body` looks like an OpenAPI v3 document: a JSON object with a string `openapi`.
-fn check_v3_document(body: &[u8]) -> Result<(), String> {
+fn check_v3_document(body: &[u8]) -> Result<(), &'static str> {
     #[derive(serde::Deserialize)]
     struct Shape {
         #[allow(dead_code)]
@@ -167,11 +193,11 @@ fn check_v3_document(body: &[u8]) -> Result<(), String> {
         .find(|b| !b.is_ascii_whitespace())
         .is_some_and(|b| *b == b'{');
     if !starts_with_object {
-        return Err("not a JSON object".into());
+        return Err("not a JSON object");
     }
     serde_json::from_slice::<Shape>(body)
         .map(|_| ())
-        .map_err(|e| format!("not an OpenAPI v3 document: {e}"))
+        .map_err(|_| "not an OpenAPI v3 document: no string `openapi`")
 }
 
 impl V3State {
@@ -191,21 +217,21 @@ impl V3State {
     /// On any error the previous documents of the affected keys stay.
     pub async fn fetch(
         &mut self,
-        client: &BackendClient,
+        source: &Download<'_>,
         wanted: impl Fn(&str) -> bool,
-    ) -> Result<(), String> {
-        let fetched = client.get("/openapi/v3", JSON, None).await?;
+    ) -> Result<(), Error> {
+        let fetched = source.get("/openapi/v3", None).await?;
         let index = match fetched.status {
             404 => {
                 self.docs.clear();
                 return Ok(());
             }
-            200 => serde_json::from_slice::<Value>(&fetched.body)
-                .map_err(|e| format!("/openapi/v3 is not JSON: {e}"))?,
-            code => return Err(format!("/openapi/v3: status {code}")),
+            200 => fetched.json::<Value>()?,
+            _ => return Err(fetched.unexpected().into()),
         };
-        let source = V3Source::from_index("", &index).map_err(|e| format!("/openapi/v3: {e}"))?;
-        let listed: Vec<(String, String)> = source
+        let index =
+            V3Source::from_index("", &index).map_err(|e| Error::unusable("/openapi/v3", e))?;
+        let listed: Vec<(String, String)> = index
             .paths
             .into_iter()
             .filter(|(key, _)| wanted(key))
@@ -221,7 +247,7 @@ impl V3State {
             }
             let etag = previous.filter(|_| same_url).and_then(|c| c.etag.clone());
             Some(async move {
-                let result = fetch_v3_document(client, &key, &url, etag.as_deref()).await;
+                let result = fetch_v3_document(source, &key, &url, etag.as_deref()).await;
                 (key, url, result)
             })
         });
@@ -245,36 +271,35 @@ impl V3State {
                         c.url = url;
                     }
                 }
-                Err(e) => errors.push(format!("{key}: {e}")),
+                Err(e) => errors.push(e),
             }
         }
-        if errors.is_empty() {
-            Ok(())
-        } else {
-            Err(errors.join("; "))
-        }
+        Error::all(errors)
     }
 }
 
 /// One v3 document: `Some((etag, document))` on 200, `None` on 304.
 async fn fetch_v3_document(
-    client: &BackendClient,
+    source: &Download<'_>,
     key: &str,
     url: &str,
     if_none_match: Option<&str>,
-) -> Result<Option<(Option<String>, V3Served)>, String> {
+) -> Result<Option<(Option<String>, V3Served)>, Error> {
     if !url.starts_with('/') {
-        return Err(format!("serverRelativeURL {url:?} is not a path"));
+        return Err(Error::unusable(
+            format!("/openapi/v3 entry {key}"),
+            format!("serverRelativeURL {url:?} is not a path"),
+        ));
     }
-    let fetched = client.get(url, JSON, if_none_match).await?;
+    let fetched = source.get(url, if_none_match).await?;
     match fetched.status {
         304 if if_none_match.is_some() => Ok(None),
         200 => {
-            check_v3_document(&fetched.body)?;
+            check_v3_document(&fetched.body).map_err(|e| fetched.invalid(e))?;
             let body: Bytes = fetched.body;
             Ok(Some((fetched.etag, V3Served::new(key, body))))
         }
-        code => Err(format!("GET {url}: status {code}")),
+        _ => Err(fetched.unexpected().into()),
     }
 }
 
@@ -288,22 +313,5 @@ mod tests {
         assert!(check_v3_document(br#"["3.0.0"]"#).is_err());
         assert!(check_v3_document(br#"{"paths":{}}"#).is_err());
         assert!(check_v3_document(b"garbage").is_err());
-    }
-
-    #[test]
-    fn backoff_doubles_up_to_the_cap() {
-        let mut b = Backoff::default();
-        let cap = Duration::from_secs(2);
-        let now = Instant::now();
-        b.failed(cap);
-        let first = b.retry_at.expect("scheduled") - now;
-        assert!(first <= Duration::from_millis(600));
-        for _ in 0..10 {
-            b.failed(cap);
-        }
-        let last = b.retry_at.expect("scheduled") - Instant::now();
-        assert!(last <= cap);
-        b.succeeded();
-        assert!(b.retry_at.is_none());
     }
 }

@@ -8,17 +8,22 @@ use async_trait::async_trait;
 use pingora_core::server::{ShutdownSignal, ShutdownSignalWatch};
 use tokio::signal::unix::{signal, SignalKind};
 
-use crate::state::Gateway;
+use crate::observe::{Lifecycle, Milestone};
+use crate::state::{Gateway, Options};
 
 /// The shutdown watcher handed to pingora.
 pub struct GracefulShutdown {
-    gateway: Arc<Gateway>,
+    lifecycle: Arc<Lifecycle>,
+    options: Options,
 }
 
 impl GracefulShutdown {
     /// A watcher for `gateway`.
-    pub fn new(gateway: Arc<Gateway>) -> GracefulShutdown {
-        GracefulShutdown { gateway }
+    pub fn new(gateway: &Gateway) -> GracefulShutdown {
+        GracefulShutdown {
+            lifecycle: gateway.lifecycle.clone(),
+            options: gateway.options.clone(),
+        }
     }
 }
 
@@ -42,15 +47,15 @@ impl ShutdownSignalWatch for GracefulShutdown {
                 return ShutdownSignal::FastShutdown;
             }
         }
-        let lifecycle = &self.gateway.lifecycle;
-        let options = &self.gateway.options;
-        lifecycle.begin_shutdown();
+        let lifecycle = &self.lifecycle;
+        let options = &self.options;
+        lifecycle.reach(Milestone::ShuttingDown);
         tracing::info!(delay = ?options.shutdown_delay, "SIGTERM: readyz is failing, still serving during the shutdown delay");
         tokio::select! {
             _ = tokio::time::sleep(options.shutdown_delay) => {}
             _ = int.recv() => return ShutdownSignal::FastShutdown,
         }
-        lifecycle.begin_rejecting();
+        lifecycle.reach(Milestone::Rejecting);
         tracing::info!(
             in_flight = lifecycle.in_flight(),
             "refusing new requests, draining in-flight ones"

@@ -1,5 +1,5 @@
-//! The route table the request path reads: the registry plus, for every remote APIService and the
-//! delegate, ready-to-use upstream peers. Built off the request path and published whole.
+//! Where requests go: the upstream of one APIService (or the delegate) with ready-to-use pingora
+//! peers per endpoint, round-robin over the healthy ones.
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
@@ -8,20 +8,38 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use std::collections::HashMap;
-
-use apiagg_config::{Backend, DelegateConfig, Endpoint, Registry};
-use apiagg_discovery::{
-    legacy_group, legacy_group_list, render_legacy, ApiServiceRecord, RenderedDoc,
-};
+use apiagg_config::{DelegateConfig, Endpoint};
 use pingora_core::protocols::ALPN;
 use pingora_core::upstreams::peer::HttpPeer;
 use pingora_core::utils::tls::{parse_x509, WrappedX509};
 use rustls::pki_types::CertificateDer;
 
-use crate::health_state::{EndpointHealth, HealthBook};
-use crate::metrics::{GroupVersionMetrics, Metrics};
-use crate::tls;
+use super::health::{EndpointHealth, HealthBook};
+use super::tls::{self, TlsError};
+use crate::observe::GroupVersionMetrics;
+
+/// Why an upstream cannot be built. Only [`BuildError::Resolve`] may heal by itself (DNS).
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    /// A host name did not resolve (retryable: names come and go).
+    #[error("cannot resolve {authority}: {source}")]
+    Resolve {
+        authority: String,
+        source: std::io::Error,
+    },
+    /// A host name resolved to nothing (retryable).
+    #[error("{0} resolves to no address")]
+    NoAddress(String),
+    /// The CA bundle is unusable (the input must change).
+    #[error("{what}: {source}")]
+    Trust {
+        what: &'static str,
+        source: TlsError,
+    },
+    /// The delegate URL is unusable (the input must change).
+    #[error("delegate: {0}")]
+    DelegateUrl(String),
+}
 
 /// One reachable endpoint of an upstream.
 pub struct UpstreamEndpoint {
@@ -76,90 +94,25 @@ impl Upstream {
     }
 }
 
-/// What the request path needs, published as one snapshot.
-pub struct RouteTable {
-    /// Every APIService.
-    pub registry: Arc<Registry>,
-    /// Upstream per registry entry (same order); `None` for local APIServices and for remote ones
-    /// whose Service has no endpoints.
-    pub upstreams: Vec<Option<Arc<Upstream>>>,
-    /// The delegate, when configured.
-    pub delegate: Option<Arc<Upstream>>,
-    /// Legacy discovery built from the APIServices (spec §5): `/apis` and `/apis/<group>`.
-    pub legacy: LegacyDiscovery,
-}
-
-/// Legacy discovery documents, rendered once per registry.
-pub struct LegacyDiscovery {
-    /// `APIGroupList` for `/apis`.
-    pub apis: RenderedDoc,
-    /// `APIGroup` for `/apis/<group>`, for every group with an APIService.
-    pub groups: HashMap<String, RenderedDoc>,
-}
-
-impl LegacyDiscovery {
-    /// Renders the legacy documents of a registry.
-    pub fn build(registry: &Registry) -> Result<LegacyDiscovery, String> {
-        let records: Vec<ApiServiceRecord<'_>> = registry
-            .entries()
-            .iter()
-            .map(|e| ApiServiceRecord {
-                name: &e.name,
-                group: &e.group,
-                version: &e.version,
-                group_priority_minimum: e.group_priority_minimum,
-                version_priority: e.version_priority,
-            })
-            .collect();
-        let apis = render_legacy(&legacy_group_list(&records)).map_err(|e| e.to_string())?;
-        let mut groups = HashMap::new();
-        for e in registry.entries() {
-            if e.group.is_empty() || groups.contains_key(&e.group) {
-                continue;
-            }
-            if let Some(group) = legacy_group(&records, &e.group) {
-                let doc = render_legacy(&group).map_err(|e| e.to_string())?;
-                groups.insert(e.group.clone(), doc);
-            }
-        }
-        Ok(LegacyDiscovery { apis, groups })
-    }
-}
-
-impl RouteTable {
-    /// An empty table (nothing registered yet).
-    pub fn empty() -> RouteTable {
-        let registry = Arc::new(Registry::default());
-        let legacy = LegacyDiscovery::build(&registry).unwrap_or_else(|_| LegacyDiscovery {
-            apis: RenderedDoc {
-                bytes: bytes::Bytes::new(),
-                etag: String::new(),
-                content_type: "application/json",
-            },
-            groups: HashMap::new(),
-        });
-        RouteTable {
-            registry,
-            upstreams: Vec::new(),
-            delegate: None,
-            legacy,
-        }
-    }
-}
-
 /// TLS settings shared by the endpoints of one upstream.
-struct TlsSettings<'a> {
-    ca: Option<&'a [CertificateDer<'static>]>,
-    insecure: bool,
-    server_name: &'a str,
+pub struct TlsSettings<'a> {
+    /// Trust anchors (system roots when `None`).
+    pub ca: Option<&'a [CertificateDer<'static>]>,
+    /// `insecureSkipTLSVerify`.
+    pub insecure: bool,
+    /// Name verified in the certificate (and sent as SNI).
+    pub server_name: &'a str,
 }
 
-fn resolve(host: &str, port: u16) -> Result<SocketAddr, String> {
+fn resolve(host: &str, port: u16) -> Result<SocketAddr, BuildError> {
     (host, port)
         .to_socket_addrs()
-        .map_err(|e| format!("cannot resolve {host}:{port}: {e}"))?
+        .map_err(|source| BuildError::Resolve {
+            authority: authority(host, port),
+            source,
+        })?
         .next()
-        .ok_or_else(|| format!("{host}:{port} resolves to no address"))
+        .ok_or_else(|| BuildError::NoAddress(authority(host, port)))
 }
 
 fn authority(host: &str, port: u16) -> String {
@@ -174,7 +127,7 @@ fn build_endpoint(
     ep: &Endpoint,
     settings: &TlsSettings<'_>,
     book: &HealthBook,
-) -> Result<UpstreamEndpoint, String> {
+) -> Result<UpstreamEndpoint, BuildError> {
     let addr = resolve(&ep.host, ep.port)?;
     let mut peer = HttpPeer::new(addr, ep.tls, settings.server_name.to_string());
     let options = &mut peer.options;
@@ -231,18 +184,24 @@ fn build_endpoint(
 
 /// Builds an upstream; `remote` is true for remote APIServices (credentials stripped, endpoints
 /// health-checked) and false for the delegate.
-fn build_upstream(
+pub fn build_upstream(
     label: String,
     endpoints: &[Endpoint],
     settings: TlsSettings<'_>,
     remote: bool,
     book: &HealthBook,
-) -> Result<Upstream, String> {
+) -> Result<Upstream, BuildError> {
     let built = endpoints
         .iter()
         .map(|e| build_endpoint(e, &settings, book))
         .collect::<Result<Vec<_>, _>>()?;
-    let tls_config = tls::client_config(settings.ca, settings.insecure, &[b"http/1.1"])?;
+    let tls_config =
+        tls::client_config(settings.ca, settings.insecure, &[b"http/1.1"]).map_err(|source| {
+            BuildError::Trust {
+                what: "TLS client settings",
+                source,
+            }
+        })?;
     Ok(Upstream {
         label,
         server_name: settings.server_name.to_string(),
@@ -255,17 +214,22 @@ fn build_upstream(
     })
 }
 
-/// Builds the delegate upstream from its config.
-pub fn build_delegate(config: &DelegateConfig, book: &HealthBook) -> Result<Upstream, String> {
-    let ca = config
-        .ca_pem
-        .as_deref()
-        .map(tls::parse_ca_pem)
+/// The trust anchors of a PEM bundle, if one is given; `what` names it in errors.
+pub fn trust_anchors(
+    pem: Option<&[u8]>,
+    what: &'static str,
+) -> Result<Option<Vec<CertificateDer<'static>>>, BuildError> {
+    pem.map(tls::parse_ca_pem)
         .transpose()
-        .map_err(|e| format!("delegate caFile: {e}"))?;
+        .map_err(|source| BuildError::Trust { what, source })
+}
+
+/// Builds the delegate upstream from its config.
+pub fn build_delegate(config: &DelegateConfig, book: &HealthBook) -> Result<Upstream, BuildError> {
+    let ca = trust_anchors(config.ca_pem.as_deref(), "delegate caFile")?;
     let endpoint =
         apiagg_config::registry::parse_endpoint(config.url.origin().ascii_serialization().as_str())
-            .map_err(|e| format!("delegate: {e}"))?;
+            .map_err(BuildError::DelegateUrl)?;
     let server_name = endpoint.host.clone();
     build_upstream(
         "delegate".into(),
@@ -278,53 +242,4 @@ pub fn build_delegate(config: &DelegateConfig, book: &HealthBook) -> Result<Upst
         false,
         book,
     )
-}
-
-/// Builds the route table for a registry. Fails with the APIService and the reason when an
-/// endpoint cannot be resolved or a CA bundle is unusable.
-pub fn build(
-    registry: Arc<Registry>,
-    delegate: Option<Arc<Upstream>>,
-    book: &HealthBook,
-    metrics: &Metrics,
-) -> Result<RouteTable, String> {
-    let mut upstreams = Vec::with_capacity(registry.entries().len());
-    for entry in registry.entries() {
-        let upstream = match &entry.backend {
-            Backend::Local => None,
-            Backend::Remote(remote) => match &remote.endpoints {
-                Some(endpoints) if !endpoints.is_empty() => {
-                    let ca = remote
-                        .ca_bundle
-                        .as_deref()
-                        .map(tls::parse_ca_pem)
-                        .transpose()
-                        .map_err(|e| format!("APIService {}: spec.caBundle: {e}", entry.name))?;
-                    let mut upstream = build_upstream(
-                        entry.name.clone(),
-                        endpoints,
-                        TlsSettings {
-                            ca: ca.as_deref(),
-                            insecure: remote.insecure_skip_tls_verify,
-                            server_name: &remote.server_name,
-                        },
-                        true,
-                        book,
-                    )
-                    .map_err(|e| format!("APIService {}: {e}", entry.name))?;
-                    upstream.metrics = Some(metrics.group_version(&entry.group, &entry.version));
-                    Some(Arc::new(upstream))
-                }
-                _ => None,
-            },
-        };
-        upstreams.push(upstream);
-    }
-    let legacy = LegacyDiscovery::build(&registry)?;
-    Ok(RouteTable {
-        registry,
-        upstreams,
-        delegate,
-        legacy,
-    })
 }

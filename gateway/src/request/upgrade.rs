@@ -16,9 +16,9 @@ use rustls::pki_types::ServerName;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::reply::Reply;
-use crate::routes::Upstream;
-use crate::status;
+use super::forward::{self, Forwarding};
+use super::reply;
+use crate::backends::Upstream;
 
 const HEAD_LIMIT: usize = 64 * 1024;
 const DIAL_TIMEOUT: Duration = Duration::from_secs(10);
@@ -33,54 +33,6 @@ pub fn is_upgrade(req: &RequestHeader) -> bool {
             .map(|s| s.to_ascii_lowercase().contains("upgrade"))
             .unwrap_or(false)
     }) && req.headers.contains_key("upgrade")
-}
-
-fn is_hidden(name: &str, strip_credentials: bool) -> bool {
-    let lower = name.to_ascii_lowercase();
-    lower.starts_with("x-remote-")
-        || lower == "host"
-        || (strip_credentials
-            && (lower == "authorization"
-                || lower == "proxy-authorization"
-                || lower.starts_with("impersonate-")))
-}
-
-/// The request head sent to the backend.
-fn request_head(
-    req: &RequestHeader,
-    authority: &str,
-    client_ip: Option<String>,
-    strip: bool,
-) -> Vec<u8> {
-    let target = req.uri.path_and_query().map_or("/", |p| p.as_str());
-    let mut head = format!(
-        "{} {} HTTP/1.1\r\nHost: {authority}\r\n",
-        req.method, target
-    )
-    .into_bytes();
-    let mut forwarded_for = None;
-    for (name, value) in req.headers.iter() {
-        if is_hidden(name.as_str(), strip) {
-            continue;
-        }
-        if name.as_str().eq_ignore_ascii_case("x-forwarded-for") {
-            forwarded_for = value.to_str().ok().map(str::to_string);
-            continue;
-        }
-        head.extend_from_slice(name.as_str().as_bytes());
-        head.extend_from_slice(b": ");
-        head.extend_from_slice(value.as_bytes());
-        head.extend_from_slice(b"\r\n");
-    }
-    if let Some(ip) = client_ip {
-        let value = match forwarded_for {
-            Some(prior) if !prior.is_empty() => format!("{prior}, {ip}"),
-            _ => ip,
-        };
-        head.extend_from_slice(format!("X-Forwarded-For: {value}\r\n").as_bytes());
-    }
-    head.extend_from_slice(b"\r\n");
-    head
 }
 
 async fn dial(upstream: &Upstream, index: usize) -> io::Result<Box<dyn Io>> {
@@ -115,23 +67,27 @@ async fn read_head(backend: &mut Box<dyn Io>) -> io::Result<(u16, Vec<u8>, Vec<u
             ));
         }
         buf.extend_from_slice(&chunk[..n]);
-        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            let rest = buf.split_off(end + 4);
-            let status = buf
-                .split(|b| *b == b' ')
-                .nth(1)
-                .and_then(|s| std::str::from_utf8(s).ok())
-                .and_then(|s| s.parse::<u16>().ok())
-                .ok_or_else(|| {
-                    io::Error::new(io::ErrorKind::InvalidData, "malformed status line")
-                })?;
-            return Ok((status, buf, rest));
-        }
-        if buf.len() > HEAD_LIMIT {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                "response head too large",
-            ));
+        let mut headers = [httparse::EMPTY_HEADER; 64];
+        let mut response = httparse::Response::new(&mut headers);
+        match response.parse(&buf) {
+            Ok(httparse::Status::Complete(end)) => {
+                let code = response.code.unwrap_or(0);
+                let rest = buf.split_off(end);
+                return Ok((code, buf, rest));
+            }
+            Ok(httparse::Status::Partial) if buf.len() <= HEAD_LIMIT => {}
+            Ok(httparse::Status::Partial) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "response head too large",
+                ))
+            }
+            Err(e) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("malformed response head: {e}"),
+                ))
+            }
         }
     }
 }
@@ -166,69 +122,85 @@ async fn take_client_stream(session: &mut Session) -> io::Result<Stream> {
 
 async fn fail(session: &mut Session, code: u16, message: String) -> u16 {
     tracing::warn!("{message}");
-    let body = status::failure(code, "ServiceUnavailable", &message, None);
-    match Reply::json(code, body).send(session).await {
+    let reason = if code == 503 {
+        "ServiceUnavailable"
+    } else {
+        "InternalError"
+    };
+    match reply::failure_reply(code, reason, &message)
+        .send(session)
+        .await
+    {
         Ok(()) => code,
         Err(_) => 0,
     }
 }
 
-/// Tunnels an upgrade request to `upstream`; returns the status code relayed to the client.
-pub async fn tunnel(session: &mut Session, upstream: &Upstream) -> u16 {
-    if session.is_http2() {
-        return fail(session, 503, "upgrades need HTTP/1.1".into()).await;
-    }
-    let Some(index) = upstream.pick() else {
-        return fail(
-            session,
-            503,
-            format!("service unavailable: {} has no endpoints", upstream.label),
-        )
-        .await;
-    };
-    let authority = upstream.endpoints[index].authority.clone();
-    let mut backend = match dial(upstream, index).await {
-        Ok(b) => b,
-        Err(e) => {
-            let message = format!(
-                "error dialing backend {} at {authority}: {e}",
-                upstream.label
-            );
-            return fail(session, 503, message).await;
-        }
-    };
-    let client_ip = session
-        .client_addr()
-        .and_then(|a| a.as_inet())
-        .map(|a| a.ip().to_string());
-    let head = request_head(
-        session.req_header(),
-        &authority,
-        client_ip,
-        upstream.strip_credentials,
-    );
-    let (code, response_head, early) = match async {
+/// The backend's answer to an upgrade request.
+struct Answer {
+    code: u16,
+    head: Vec<u8>,
+    /// Bytes the backend sent after its head.
+    early: Vec<u8>,
+    backend: Box<dyn Io>,
+}
+
+/// Dials a healthy endpoint, sends the request head and reads the answer's head; the error is
+/// the message of the 503 (or 500) the client gets.
+async fn ask(
+    request: &RequestHeader,
+    upstream: &Upstream,
+    forwarding: &Forwarding,
+) -> Result<Answer, (u16, String)> {
+    let label = &upstream.label;
+    let index = upstream.pick().ok_or_else(|| {
+        let message = format!("service unavailable: {label} has no endpoints");
+        (503, message)
+    })?;
+    let authority = &upstream.endpoints[index].authority;
+    let head = forward::upgrade_head(request, forwarding, authority)
+        .map_err(|e| (500, format!("cannot build the upgrade request: {e}")))?;
+    let mut backend = dial(upstream, index).await.map_err(|e| {
+        let message = format!("error dialing backend {label} at {authority}: {e}");
+        (503, message)
+    })?;
+    let exchange = async {
         backend.write_all(&head).await?;
         backend.flush().await?;
         tokio::time::timeout(Duration::from_secs(30), read_head(&mut backend))
             .await
             .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "no answer to the upgrade"))?
-    }
-    .await
-    {
-        Ok(answer) => answer,
-        Err(e) => {
-            let message = format!(
-                "error trying to reach service {} at {authority}: {e}",
-                upstream.label
-            );
-            return fail(session, 503, message).await;
-        }
     };
+    let (code, head, early) = exchange.await.map_err(|e| {
+        let message = format!("error trying to reach service {label} at {authority}: {e}");
+        (503, message)
+    })?;
     if code != 101 && code < 400 {
-        let message = format!("invalid upgrade response: status code {code}");
-        return fail(session, 503, message).await;
+        return Err((503, format!("invalid upgrade response: status code {code}")));
     }
+    Ok(Answer {
+        code,
+        head,
+        early,
+        backend,
+    })
+}
+
+/// Tunnels an upgrade request to `upstream` with the header policy `forwarding`; returns the
+/// status code relayed to the client.
+pub async fn tunnel(session: &mut Session, upstream: &Upstream, forwarding: &Forwarding) -> u16 {
+    if session.is_http2() {
+        return fail(session, 503, "upgrades need HTTP/1.1".into()).await;
+    }
+    let Answer {
+        code,
+        head: response_head,
+        early,
+        mut backend,
+    } = match ask(session.req_header(), upstream, forwarding).await {
+        Ok(answer) => answer,
+        Err((code, message)) => return fail(session, code, message).await,
+    };
 
     let mut client = match take_client_stream(session).await {
         Ok(s) => s,
@@ -264,27 +236,39 @@ mod tests {
     use super::*;
 
     #[test]
-    fn head_strips_identity_and_sets_host() {
-        let mut req =
-            RequestHeader::build("GET", b"/apis/a.io/v1/x/exec?command=ls", None).expect("req");
-        req.insert_header("Connection", "Upgrade").expect("h");
-        req.insert_header("Upgrade", "websocket").expect("h");
-        req.insert_header("Authorization", "Bearer t").expect("h");
-        req.insert_header("X-Remote-User", "admin").expect("h");
-        req.insert_header("Host", "gateway").expect("h");
+    fn upgrades_need_connection_upgrade_and_an_upgrade_header() {
+        let mut req = RequestHeader::build("GET", b"/apis/a.io/v1/x/exec", None).expect("req");
+        req.insert_header("Connection", "keep-alive, Upgrade")
+            .expect("h");
+        assert!(!is_upgrade(&req));
+        req.insert_header("Upgrade", "SPDY/3.1").expect("h");
         assert!(is_upgrade(&req));
-        let head = String::from_utf8(request_head(
-            &req,
-            "10.0.0.1:443",
-            Some("127.0.0.1".into()),
-            true,
-        ))
-        .expect("utf8");
-        assert!(head
-            .starts_with("GET /apis/a.io/v1/x/exec?command=ls HTTP/1.1\r\nHost: 10.0.0.1:443\r\n"));
-        assert!(!head.to_ascii_lowercase().contains("authorization"));
-        assert!(!head.to_ascii_lowercase().contains("x-remote-user"));
-        assert!(head.contains("X-Forwarded-For: 127.0.0.1\r\n"));
-        assert!(head.ends_with("\r\n\r\n"));
+    }
+
+    async fn head_of(bytes: &'static [u8]) -> io::Result<(u16, Vec<u8>, Vec<u8>)> {
+        let (mut theirs, ours) = tokio::io::duplex(1024);
+        theirs.write_all(bytes).await?;
+        drop(theirs);
+        let mut backend: Box<dyn Io> = Box::new(ours);
+        read_head(&mut backend).await
+    }
+
+    #[tokio::test]
+    async fn response_heads_are_parsed_and_early_bytes_kept() {
+        let raw = b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\nframe";
+        let (code, head, early) = head_of(raw).await.expect("head");
+        assert_eq!(code, 101);
+        assert!(head.ends_with(b"\r\n\r\n"));
+        assert_eq!(early, b"frame");
+        let garbage = head_of(b"HTTP/1.1 abc\r\n\r\n").await;
+        assert_eq!(
+            garbage.map_err(|e| e.kind()).err(),
+            Some(io::ErrorKind::InvalidData)
+        );
+        let cut = head_of(b"HTTP/1.1 101 Switching").await;
+        assert_eq!(
+            cut.map_err(|e| e.kind()).err(),
+            Some(io::ErrorKind::UnexpectedEof)
+        );
     }
 }

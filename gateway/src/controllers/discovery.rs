@@ -6,27 +6,27 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use apiagg_config::Backend;
 use apiagg_discovery::convert::split_group_versions;
 use apiagg_discovery::{
     convert_resource_list, render_merged, APIGroupDiscoveryList, APIResourceList,
-    APIVersionDiscovery, GroupVersionEntry, Priority, Source,
+    APIVersionDiscovery, AggregatedDocs, GroupVersionEntry, Priority, Source,
 };
+use arc_swap::ArcSwapOption;
 use async_trait::async_trait;
 use pingora_core::server::ShutdownWatch;
 use pingora_core::services::background::BackgroundService;
 
-use crate::fetch::{BackendClient, Fetched};
-use crate::routes::{RouteTable, Upstream};
-use crate::state::Gateway;
+use super::targets::{group_version_path, targets, Target};
+use crate::backends::{Client, Clients, FetchError, Fetched, RouteTable, Upstream};
+use crate::observe::{Lifecycle, Metrics, Milestone};
+use crate::state::{Gateway, Routes, StatusBook};
 
 /// What backends are asked for at `/apis`.
 const AGGREGATED_ACCEPT: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json";
 /// Upper bound of one discovery request (spec §6.3).
 const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// `namespace/name:port` of a backend Service.
-type ServiceKey = (String, String, i32);
+use super::targets::ServiceKey;
 
 /// Group-version documents indexed by `"<group>/<version>"`.
 type GvDocs = HashMap<String, Arc<APIVersionDiscovery>>;
@@ -50,14 +50,6 @@ struct GvState {
     ok: bool,
 }
 
-/// One Service to fetch and the APIServices behind it.
-struct Target {
-    key: ServiceKey,
-    upstream: Option<Arc<Upstream>>,
-    /// `(APIService name, group, version)`.
-    apiservices: Vec<(String, String, String)>,
-}
-
 fn is_aggregated(content_type: &str) -> bool {
     let mut parts = content_type.split(';').map(str::trim);
     let base = parts.next().unwrap_or("");
@@ -68,9 +60,8 @@ fn is_aggregated(content_type: &str) -> bool {
         && (params.contains(&"v=v2") || params.contains(&"v=v2beta1"))
 }
 
-fn decode_aggregated(fetched: &Fetched) -> Result<GvDocs, String> {
-    let list: APIGroupDiscoveryList = serde_json::from_slice(&fetched.body)
-        .map_err(|e| format!("invalid aggregated discovery document: {e}"))?;
+fn decode_aggregated(fetched: &Fetched) -> Result<GvDocs, FetchError> {
+    let list: APIGroupDiscoveryList = fetched.json()?;
     Ok(split_group_versions(list)
         .into_iter()
         .map(|(group, version)| (gv_key(&group, &version.version), Arc::new(version)))
@@ -78,45 +69,36 @@ fn decode_aggregated(fetched: &Fetched) -> Result<GvDocs, String> {
 }
 
 async fn fetch_legacy(
-    client: &BackendClient,
+    client: &Client,
     group: &str,
     version: &str,
-) -> Result<APIVersionDiscovery, String> {
-    let path = if group.is_empty() {
-        format!("/api/{version}")
-    } else {
-        format!("/apis/{group}/{version}")
-    };
-    let fetched = client.get(&path, "application/json", None).await?;
-    if fetched.status != 200 {
-        return Err(format!("GET {path}: status {}", fetched.status));
-    }
-    let list: APIResourceList = serde_json::from_slice(&fetched.body)
-        .map_err(|e| format!("GET {path}: invalid APIResourceList: {e}"))?;
-    convert_resource_list(version, &list).map_err(|e| format!("GET {path}: {e}"))
+) -> Result<APIVersionDiscovery, FetchError> {
+    let path = group_version_path(group, version);
+    let fetched = client
+        .get(&path, "application/json", None, FETCH_TIMEOUT)
+        .await?;
+    let list: APIResourceList = fetched.json()?;
+    convert_resource_list(version, &list).map_err(|e| fetched.invalid(e))
 }
 
 /// Fetches one Service: aggregated `/apis` with If-None-Match, legacy fallback per APIService.
 async fn fetch_service(
+    clients: &Clients,
     target: &Target,
     state: &mut ServiceState,
     gvs: &mut HashMap<String, GvState>,
 ) {
-    let fail_all = |gvs: &mut HashMap<String, GvState>, why: &str| {
-        for (name, _, _) in &target.apiservices {
-            tracing::debug!(apiservice = %name, "discovery failed: {why}");
-            gvs.entry(name.clone()).or_default().ok = false;
+    let fail_all = |gvs: &mut HashMap<String, GvState>, why: &dyn std::fmt::Display| {
+        for api in &target.apiservices {
+            tracing::debug!(apiservice = %api.name, "discovery failed: {why}");
+            gvs.entry(api.name.clone()).or_default().ok = false;
         }
     };
     let Some(upstream) = &target.upstream else {
-        fail_all(gvs, "no endpoints");
+        fail_all(gvs, &"no endpoints");
         return;
     };
-    let Some(index) = upstream.pick() else {
-        fail_all(gvs, "no endpoints");
-        return;
-    };
-    let client = match BackendClient::new(upstream, index, FETCH_TIMEOUT) {
+    let client = match clients.pick(upstream) {
         Ok(c) => c,
         Err(e) => {
             fail_all(gvs, &e);
@@ -124,7 +106,12 @@ async fn fetch_service(
         }
     };
     let answer = client
-        .get("/apis", AGGREGATED_ACCEPT, state.etag.as_deref())
+        .get(
+            "/apis",
+            AGGREGATED_ACCEPT,
+            state.etag.as_deref(),
+            FETCH_TIMEOUT,
+        )
         .await;
     let docs = match answer {
         Ok(f) if f.status == 304 && state.aggregated.is_some() => state.aggregated.clone(),
@@ -141,7 +128,7 @@ async fn fetch_service(
             }
         },
         Ok(f) if f.status == 503 => {
-            fail_all(gvs, "503 from backend");
+            fail_all(gvs, &"503 from backend");
             return;
         }
         Ok(_) => None,
@@ -153,13 +140,13 @@ async fn fetch_service(
     };
     match docs {
         Some(docs) => {
-            for (name, group, version) in &target.apiservices {
+            for api in &target.apiservices {
                 let doc = docs
-                    .get(&gv_key(group, version))
+                    .get(&gv_key(&api.group, &api.version))
                     .cloned()
-                    .unwrap_or_else(|| Arc::new(APIVersionDiscovery::empty(version)));
+                    .unwrap_or_else(|| Arc::new(APIVersionDiscovery::empty(&api.version)));
                 gvs.insert(
-                    name.clone(),
+                    api.name.clone(),
                     GvState {
                         cached: Some(doc),
                         ok: true,
@@ -171,15 +158,15 @@ async fn fetch_service(
             // Not an aggregated answer: read every group-version the legacy way (not cached).
             state.etag = None;
             state.aggregated = None;
-            for (name, group, version) in &target.apiservices {
-                let slot = gvs.entry(name.clone()).or_default();
-                match fetch_legacy(&client, group, version).await {
+            for api in &target.apiservices {
+                let slot = gvs.entry(api.name.clone()).or_default();
+                match fetch_legacy(&client, &api.group, &api.version).await {
                     Ok(doc) => {
                         slot.cached = Some(Arc::new(doc));
                         slot.ok = true;
                     }
                     Err(e) => {
-                        tracing::warn!(apiservice = %name, "discovery: {e}");
+                        tracing::warn!(apiservice = %api.name, "discovery: {e}");
                         slot.ok = false;
                     }
                 }
@@ -190,14 +177,16 @@ async fn fetch_service(
 
 /// The delegate's aggregated `/apis`, converted from its legacy documents when it has none.
 async fn fetch_local(
+    clients: &Clients,
     delegate: &Upstream,
     routes: &RouteTable,
-) -> Result<APIGroupDiscoveryList, String> {
-    let client = BackendClient::new(delegate, 0, FETCH_TIMEOUT)?;
-    let fetched = client.get("/apis", AGGREGATED_ACCEPT, None).await?;
+) -> Result<APIGroupDiscoveryList, FetchError> {
+    let client = clients.pick(delegate)?;
+    let fetched = client
+        .get("/apis", AGGREGATED_ACCEPT, None, FETCH_TIMEOUT)
+        .await?;
     if fetched.status == 200 && is_aggregated(&fetched.content_type) {
-        return serde_json::from_slice(&fetched.body)
-            .map_err(|e| format!("delegate /apis: invalid aggregated document: {e}"));
+        return fetched.json();
     }
     let mut by_group: Vec<apiagg_discovery::APIGroupDiscovery> = Vec::new();
     for entry in routes.registry.entries().iter().filter(|e| e.is_local()) {
@@ -219,13 +208,27 @@ async fn fetch_local(
 
 /// Keeps the aggregated discovery document current.
 pub struct DiscoveryController {
-    gateway: Arc<Gateway>,
+    routes: Arc<Routes>,
+    availability: Arc<StatusBook>,
+    clients: Arc<Clients>,
+    published: Arc<ArcSwapOption<AggregatedDocs>>,
+    lifecycle: Arc<Lifecycle>,
+    metrics: Arc<Metrics>,
+    refresh: Duration,
 }
 
 impl DiscoveryController {
-    /// A controller publishing into `gateway`.
-    pub fn new(gateway: Arc<Gateway>) -> DiscoveryController {
-        DiscoveryController { gateway }
+    /// A controller publishing `gateway`'s aggregated discovery.
+    pub fn new(gateway: &Gateway) -> DiscoveryController {
+        DiscoveryController {
+            routes: gateway.routes.clone(),
+            availability: gateway.availability.clone(),
+            clients: gateway.clients.clone(),
+            published: gateway.discovery.clone(),
+            lifecycle: gateway.lifecycle.clone(),
+            metrics: gateway.metrics.clone(),
+            refresh: gateway.options.discovery_refresh,
+        }
     }
 }
 
@@ -237,61 +240,31 @@ struct Rounds {
     local: Option<APIGroupDiscoveryList>,
 }
 
-fn targets(routes: &RouteTable) -> Vec<Target> {
-    let mut targets: Vec<Target> = Vec::new();
-    for (index, entry) in routes.registry.entries().iter().enumerate() {
-        let Backend::Remote(remote) = &entry.backend else {
-            continue;
-        };
-        let key = (
-            remote.namespace.clone(),
-            remote.service.clone(),
-            remote.port,
-        );
-        let upstream = routes.upstreams.get(index).cloned().flatten();
-        let apiservice = (
-            entry.name.clone(),
-            entry.group.clone(),
-            entry.version.clone(),
-        );
-        match targets.iter_mut().find(|t| t.key == key) {
-            Some(t) => t.apiservices.push(apiservice),
-            None => targets.push(Target {
-                key,
-                upstream,
-                apiservices: vec![apiservice],
-            }),
-        }
-    }
-    targets
-}
-
 impl DiscoveryController {
     /// One full round: every Service and the delegate, concurrently; then merge and publish.
     async fn round(&self, rounds: &mut Rounds) {
-        let routes = self.gateway.routes.load_full();
+        let routes = self.routes.load();
         let targets = targets(&routes);
+        let clients = &*self.clients;
         let mut work = Vec::with_capacity(targets.len());
         for target in &targets {
             let mut state = rounds.services.remove(&target.key).unwrap_or_default();
             let mut gvs: HashMap<String, GvState> = target
                 .apiservices
                 .iter()
-                .map(|(name, _, _)| {
-                    (
-                        name.clone(),
-                        rounds.gvs.get(name).cloned().unwrap_or_default(),
-                    )
+                .map(|api| {
+                    let state = rounds.gvs.get(&api.name).cloned().unwrap_or_default();
+                    (api.name.clone(), state)
                 })
                 .collect();
             work.push(async move {
-                fetch_service(target, &mut state, &mut gvs).await;
+                fetch_service(clients, target, &mut state, &mut gvs).await;
                 (target.key.clone(), state, gvs)
             });
         }
         let local = async {
             match &routes.delegate {
-                Some(delegate) => Some(fetch_local(delegate, &routes).await),
+                Some(delegate) => Some(fetch_local(clients, delegate, &routes).await),
                 None => None,
             }
         };
@@ -365,10 +338,10 @@ impl DiscoveryController {
         }
         match render_merged(&entries) {
             Ok(docs) => {
-                let current = self.gateway.aggregated.load();
+                let current = self.published.load();
                 if current.as_ref().map(|d| &d.v2.etag) != Some(&docs.v2.etag) {
-                    self.gateway.aggregated.store(Some(Arc::new(docs)));
-                    self.gateway.metrics.discovery_aggregations.inc();
+                    self.published.store(Some(Arc::new(docs)));
+                    self.metrics.discovery_aggregations.inc();
                 }
             }
             Err(e) => tracing::error!("cannot render aggregated discovery: {e}"),
@@ -380,22 +353,22 @@ impl DiscoveryController {
 impl BackgroundService for DiscoveryController {
     async fn start(&self, mut shutdown: ShutdownWatch) {
         let mut rounds = Rounds::default();
-        let refresh = self.gateway.options.discovery_refresh;
-        let mut generation = self.gateway.routes_generation.subscribe();
-        let mut availability = self.gateway.availability_generation.subscribe();
+        let refresh = self.refresh;
+        let mut generation = self.routes.subscribe();
+        let mut availability = self.availability.subscribe();
+        let lifecycle = &self.lifecycle;
         loop {
-            let delegate_ready = self.gateway.lifecycle.delegate_registered();
+            let delegate_ready = lifecycle.reached(Milestone::DelegateRegistered);
             self.round(&mut rounds).await;
-            if delegate_ready && !self.gateway.lifecycle.discovery_synced() {
-                self.gateway.lifecycle.set_discovery_synced();
-                self.gateway.lifecycle.try_complete();
+            if delegate_ready && !lifecycle.reached(Milestone::DiscoverySynced) {
+                lifecycle.reach(Milestone::DiscoverySynced);
                 tracing::info!("first discovery round done");
             }
             tokio::select! {
                 _ = generation.changed() => {}
                 _ = availability.changed() => {
                     // Publish the change at once; the round below refreshes the documents.
-                    self.publish(&self.gateway.routes.load_full(), &rounds);
+                    self.publish(&self.routes.load(), &rounds);
                 }
                 _ = tokio::time::sleep(refresh) => {}
                 _ = shutdown.changed() => return,

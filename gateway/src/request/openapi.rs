@@ -7,9 +7,9 @@ use std::time::{Duration, SystemTime};
 use bytes::Bytes;
 use pingora_http::RequestHeader;
 
-use super::OpenApiDocs;
-use crate::reply::Reply;
-use crate::status;
+use crate::openapi::OpenApiDocs;
+
+use super::reply::{self, Reply};
 
 /// Which OpenAPI endpoint a path names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,7 +58,7 @@ fn header<'a>(req: &'a RequestHeader, name: &str) -> Option<&'a str> {
 fn not_ready(message: &str) -> Reply {
     Reply::json(
         503,
-        status::failure(
+        reply::failure(
             503,
             "ServiceUnavailable",
             message,
@@ -125,7 +125,7 @@ fn negotiate(accept: Option<&str>, protobuf: bool) -> Result<Format, Reply> {
         };
         let message =
             format!("only the following media types are accepted: {offered}, not {accept:?}");
-        Reply::json(406, status::failure(406, "NotAcceptable", &message, None))
+        Reply::json(406, reply::failure(406, "NotAcceptable", &message, None))
     })
 }
 
@@ -165,7 +165,7 @@ fn v2(req: &RequestHeader, docs: &OpenApiDocs, format: Format) -> Reply {
             .header("Vary", vary);
     }
     let (content_type, plain, gzip) = match format {
-        Format::Json => (crate::reply::JSON, &doc.json, &doc.gzip),
+        Format::Json => (reply::JSON, &doc.json, &doc.gzip),
         Format::Protobuf => (PROTOBUF_CONTENT_TYPE, &doc.proto, &doc.proto_gzip),
     };
     let reply = match (gzip, accepts_gzip(req)) {
@@ -187,7 +187,7 @@ fn hash_param(req: &RequestHeader) -> Option<&str> {
 
 fn v3_document(req: &RequestHeader, docs: &OpenApiDocs, key: &str) -> Reply {
     let Some(served) = docs.v3.get(key) else {
-        return Reply::json(404, status::not_found());
+        return Reply::json(404, reply::not_found());
     };
     let current = served.doc.hash.as_str();
     let reply = match hash_param(req) {

@@ -3,111 +3,21 @@
 //! proxy path reports, and keeps each APIService's `Available` condition, the endpoint health the
 //! request path reads, and the availability metrics.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
 use apiagg_config::{ApiServiceEntry, Backend};
 use async_trait::async_trait;
-use dashmap::DashMap;
 use pingora_core::server::ShutdownWatch;
 use pingora_core::services::background::BackgroundService;
-use serde::Serialize;
 
-use crate::fetch::BackendClient;
-use crate::routes::{RouteTable, Upstream};
-use crate::state::Gateway;
-
-/// `Available` condition of one APIService.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Condition {
-    /// Always `Available`.
-    #[serde(rename = "type")]
-    pub type_: &'static str,
-    /// `True`, `False` or `Unknown`.
-    pub status: &'static str,
-    /// RFC 3339, changed only when `status` changes.
-    pub last_transition_time: String,
-    /// Upstream reason (`Local`, `Passed`, `ServiceNotFound`, `MissingEndpoints`,
-    /// `FailedDiscoveryCheck`).
-    pub reason: &'static str,
-    /// Human message.
-    pub message: String,
-}
-
-/// One endpoint as shown in the status.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct EndpointStatus {
-    /// Endpoint URL.
-    pub url: String,
-    /// Whether requests go to it.
-    pub healthy: bool,
-    /// Last failure, when unhealthy.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-}
-
-/// Status of one APIService.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ApiServiceStatus {
-    /// The `Available` condition.
-    pub condition: Condition,
-    /// `Local` or `namespace/name:port`.
-    pub service: String,
-    /// Endpoints and their health.
-    pub endpoints: Vec<EndpointStatus>,
-}
-
-/// Every APIService's status, by name.
-#[derive(Default)]
-pub struct StatusBook {
-    statuses: DashMap<String, ApiServiceStatus>,
-}
-
-impl StatusBook {
-    /// A copy of one status.
-    pub fn get(&self, name: &str) -> Option<ApiServiceStatus> {
-        self.statuses.get(name).map(|s| s.clone())
-    }
-
-    /// Every status, sorted by name.
-    pub fn all(&self) -> Vec<(String, ApiServiceStatus)> {
-        let mut all: Vec<(String, ApiServiceStatus)> = self
-            .statuses
-            .iter()
-            .map(|e| (e.key().clone(), e.value().clone()))
-            .collect();
-        all.sort_by(|a, b| a.0.cmp(&b.0));
-        all
-    }
-}
-
-/// The status of every APIService as JSON (`/debug/apiagg/status`, `apiagg status`).
-pub fn status_document(book: &StatusBook) -> bytes::Bytes {
-    let items: Vec<serde_json::Value> = book
-        .all()
-        .into_iter()
-        .map(|(name, status)| {
-            serde_json::json!({
-                "name": name,
-                "service": status.service,
-                "conditions": [status.condition],
-                "endpoints": status.endpoints,
-            })
-        })
-        .collect();
-    bytes::Bytes::from(serde_json::json!({ "items": items }).to_string())
-}
-
-/// Probing settings.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ProbeOptions {
-    /// Time between two probes of an endpoint.
-    pub interval: Duration,
-    /// Timeout of one probe.
-    pub timeout: Duration,
-}
+use super::targets::group_version_path;
+use crate::backends::{Client, Clients, FetchError, HealthBook, RouteTable, Upstream};
+use crate::observe::Metrics;
+use crate::state::{
+    ApiServiceStatus, Condition, EndpointStatus, Gateway, ProbeOptions, Routes, StatusBook,
+};
 
 fn now_rfc3339() -> String {
     jiff::Timestamp::now()
@@ -162,38 +72,50 @@ fn verdict(entry: &ApiServiceEntry, upstream: Option<&Upstream>) -> Verdict {
     }
 }
 
-/// The probe path of an APIService (`/api/v1` for the core group).
-fn probe_path(group: &str, version: &str) -> String {
-    if group.is_empty() {
-        format!("/api/{version}")
-    } else {
-        format!("/apis/{group}/{version}")
+/// One probe: `None` on a 2xx answer within `timeout`, else the message of the failed condition.
+async fn probe(client: &Client, url: &str, path: &str, timeout: Duration) -> Option<String> {
+    let failing = "failing or missing response from";
+    match tokio::time::timeout(timeout, client.probe(path)).await {
+        Ok(Ok(code)) if (200..300).contains(&code) => None,
+        Ok(Ok(code)) => Some(format!(
+            "{failing} {url}{path}: bad status from {url}{path}: {code}"
+        )),
+        Ok(Err(FetchError::Request { message, .. })) => {
+            Some(format!("{failing} {url}{path}: {message}"))
+        }
+        Ok(Err(e)) => Some(format!("{failing} {url}{path}: {e}")),
+        Err(_) => Some(format!("timed out waiting for {url}{path}")),
     }
 }
 
 /// Keeps every APIService's availability current.
 pub struct AvailabilityController {
-    gateway: Arc<Gateway>,
+    routes: Arc<Routes>,
+    health: Arc<HealthBook>,
+    clients: Arc<Clients>,
+    book: Arc<StatusBook>,
+    metrics: Arc<Metrics>,
     options: ProbeOptions,
 }
 
 impl AvailabilityController {
-    /// A controller for `gateway`, probing as its options say.
-    pub fn new(gateway: Arc<Gateway>) -> Self {
-        let options = gateway.options.probes;
-        AvailabilityController { gateway, options }
+    /// A controller probing the endpoints of `gateway`'s routes as its options say.
+    pub fn new(gateway: &Gateway) -> Self {
+        AvailabilityController {
+            routes: gateway.routes.clone(),
+            health: gateway.health.clone(),
+            clients: gateway.clients.clone(),
+            book: gateway.availability.clone(),
+            metrics: gateway.metrics.clone(),
+            options: gateway.options.probes,
+        }
     }
 
     /// Probes every endpoint of every remote Service once, concurrently.
     /// With `spread`, the probes are spread over half an interval (periodic rounds); without,
     /// they all start at once (start-up and route changes, so new APIServices get their
     /// condition at once).
-    async fn probe_all(
-        &self,
-        routes: &RouteTable,
-        clients: &mut HashMap<u64, BackendClient>,
-        spread: bool,
-    ) {
+    async fn probe_all(&self, routes: &RouteTable, spread: bool) {
         let mut seen: HashSet<u64> = HashSet::new();
         let mut probes = Vec::new();
         for (index, entry) in routes.registry.entries().iter().enumerate() {
@@ -201,32 +123,22 @@ impl AvailabilityController {
                 continue;
             };
             for (i, endpoint) in upstream.endpoints.iter().enumerate() {
-                let key = endpoint.peer.group_key;
-                if !seen.insert(key) {
+                if !seen.insert(endpoint.peer.group_key) {
                     continue;
                 }
-                if let std::collections::hash_map::Entry::Vacant(slot) = clients.entry(key) {
-                    match BackendClient::new(&upstream, i, self.options.timeout) {
-                        Ok(c) => {
-                            slot.insert(c);
-                        }
-                        Err(e) => {
-                            endpoint.health.mark_failed(e);
-                            continue;
-                        }
+                match self.clients.endpoint(&upstream, i) {
+                    Ok(client) => probes.push((
+                        client,
+                        endpoint.health.clone(),
+                        group_version_path(&entry.group, &entry.version),
+                        endpoint.url.clone(),
+                    )),
+                    Err(e) => {
+                        endpoint.health.mark_failed(e.to_string());
                     }
                 }
-                probes.push((
-                    key,
-                    endpoint.health.clone(),
-                    probe_path(&entry.group, &entry.version),
-                    endpoint.url.clone(),
-                ));
             }
         }
-        clients.retain(|k, _| seen.contains(k));
-        let clients = &*clients;
-        let timeout = self.options.timeout;
         // Spread the probes over half an interval so many backends do not burst at once.
         let spread = if spread {
             self.options.interval / 2
@@ -234,28 +146,16 @@ impl AvailabilityController {
             Duration::ZERO
         };
         let count = probes.len().max(1) as u32;
-        let changed = &self.gateway.health.changed;
+        let timeout = self.options.timeout;
+        let changed = &self.health.changed;
         futures_util::future::join_all(probes.into_iter().enumerate().map(
-            |(k, (key, health, path, url))| async move {
+            |(k, (client, health, path, url))| async move {
                 tokio::time::sleep(spread * k as u32 / count).await;
-                let outcome = match clients.get(&key) {
-                    Some(client) => {
-                        let attempt = client.probe(&path);
-                        match tokio::time::timeout(timeout + Duration::from_millis(100), attempt).await {
-                            Ok(Ok(code)) if (200..300).contains(&code) => Ok(()),
-                            Ok(Ok(code)) => Err(format!(
-                                "failing or missing response from {url}{path}: bad status from {url}{path}: {code}"
-                            )),
-                            Ok(Err(e)) => Err(format!("failing or missing response from {url}{path}: {e}")),
-                            Err(_) => Err(format!("timed out waiting for {url}{path}")),
-                        }
-                    }
-                    None => Err("no client".to_string()),
-                };
+                let failure = probe(&client, &url, &path, timeout).await;
                 // A flip is published at once, not at the end of the round.
-                let flipped = match outcome {
-                    Ok(()) => health.mark_healthy(),
-                    Err(e) => health.mark_failed(e),
+                let flipped = match failure {
+                    None => health.mark_healthy(),
+                    Some(message) => health.mark_failed(message),
                 };
                 if flipped {
                     changed.notify_one();
@@ -263,16 +163,14 @@ impl AvailabilityController {
             },
         ))
         .await;
-        self.gateway
-            .health
-            .retain(&seen_with_delegate(routes, seen));
+        self.health.retain(&routes.endpoint_keys());
     }
 
     /// Recomputes every APIService's condition and the metrics; returns whether any condition
     /// status changed.
     fn evaluate(&self, routes: &RouteTable) -> bool {
-        let book = &self.gateway.availability.statuses;
-        let metrics = &self.gateway.metrics;
+        let book = &self.book;
+        let metrics = &self.metrics;
         let mut changed = false;
         let mut live: HashSet<String> = HashSet::new();
         for (index, entry) in routes.registry.entries().iter().enumerate() {
@@ -296,7 +194,7 @@ impl AvailabilityController {
                     .unwrap_or_default(),
                 ),
             };
-            let previous = book.get(&entry.name).map(|s| s.clone());
+            let previous = book.get(&entry.name);
             if let Some(p) = &previous {
                 let c = &p.condition;
                 let same = c.status == v.status
@@ -351,37 +249,29 @@ impl AvailabilityController {
                 endpoints,
             };
             if let Some(before) = &previous {
-                metrics.forget_endpoints(&entry.name, before, &status);
+                for gone in before
+                    .endpoints
+                    .iter()
+                    .filter(|b| !status.endpoints.iter().any(|a| a.url == b.url))
+                {
+                    metrics.forget_endpoint(&entry.name, &gone.url);
+                }
             }
             book.insert(entry.name.clone(), status);
         }
         // Deleted APIServices leave no status and no series behind.
-        let gone: Vec<(String, ApiServiceStatus)> = book
-            .iter()
-            .filter(|e| !live.contains(e.key()))
-            .map(|e| (e.key().clone(), e.value().clone()))
-            .collect();
-        for (name, status) in gone {
-            book.remove(&name);
-            metrics.forget_apiservice(&name, &status);
+        for (name, status) in book.retain(|name| live.contains(name)) {
+            metrics.forget_apiservice(&name, status.endpoints.iter().map(|e| e.url.as_str()));
             changed = true;
         }
         changed
     }
 }
 
-fn seen_with_delegate(routes: &RouteTable, mut seen: HashSet<u64>) -> HashSet<u64> {
-    if let Some(d) = &routes.delegate {
-        seen.extend(d.endpoints.iter().map(|e| e.peer.group_key));
-    }
-    seen
-}
-
 #[async_trait]
 impl BackgroundService for AvailabilityController {
     async fn start(&self, mut shutdown: ShutdownWatch) {
-        let mut clients: HashMap<u64, BackendClient> = HashMap::new();
-        let mut generation = self.gateway.routes_generation.subscribe();
+        let mut generation = self.routes.subscribe();
         let mut tick = tokio::time::interval(self.options.interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut first = true;
@@ -390,21 +280,21 @@ impl BackgroundService for AvailabilityController {
                 _ = tick.tick() => !std::mem::take(&mut first),
                 _ = generation.changed() => false,
                 // A failure seen by the proxy: publish it now, probe again on the next tick.
-                _ = self.gateway.health.changed.notified() => {
-                    self.publish(&self.gateway.routes.load_full());
+                _ = self.health.changed.notified() => {
+                    self.publish(&self.routes.load());
                     continue;
                 }
                 _ = shutdown.changed() => return,
             };
-            let routes = self.gateway.routes.load_full();
-            let round = self.probe_all(&routes, &mut clients, spread);
+            let routes = self.routes.load();
+            let round = self.probe_all(&routes, spread);
             tokio::pin!(round);
             // Health flips during the round (probes or proxied traffic) are published as they
             // happen.
             loop {
                 tokio::select! {
                     _ = &mut round => break,
-                    _ = self.gateway.health.changed.notified() => self.publish(&routes),
+                    _ = self.health.changed.notified() => self.publish(&routes),
                     _ = shutdown.changed() => return,
                 }
             }
@@ -417,9 +307,7 @@ impl AvailabilityController {
     /// Re-evaluates every condition and tells discovery when something changed.
     fn publish(&self, routes: &RouteTable) {
         if self.evaluate(routes) {
-            self.gateway
-                .availability_generation
-                .send_modify(|g| *g += 1);
+            self.book.announce();
         }
     }
 }
@@ -433,11 +321,5 @@ mod tests {
         let t = now_rfc3339();
         assert_eq!(t.len(), 20, "{t}");
         assert!(t.ends_with('Z') && t.as_bytes()[10] == b'T', "{t}");
-    }
-
-    #[test]
-    fn probe_paths() {
-        assert_eq!(probe_path("", "v1"), "/api/v1");
-        assert_eq!(probe_path("a.io", "v1"), "/apis/a.io/v1");
     }
 }

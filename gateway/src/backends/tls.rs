@@ -4,23 +4,33 @@
 use std::sync::Arc;
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
 
+/// Why TLS settings are unusable. None of these is retryable: the input must change.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    /// The PEM text cannot be read.
+    #[error("cannot read PEM: {0}")]
+    Pem(#[from] rustls::pki_types::pem::Error),
+    /// The bundle holds no certificate.
+    #[error("no PEM certificate found")]
+    NoCertificate,
+    /// rustls refused a certificate or the settings.
+    #[error("invalid TLS settings: {0}")]
+    Rustls(#[from] rustls::Error),
+}
+
 /// Parses a PEM bundle into DER certificates that rustls accepts as trust anchors.
-pub fn parse_ca_pem(pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, String> {
-    let mut reader = pem;
-    let certs: Vec<CertificateDer<'static>> = rustls_pemfile::certs(&mut reader)
-        .collect::<Result<_, _>>()
-        .map_err(|e| format!("cannot read PEM: {e}"))?;
+pub fn parse_ca_pem(pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    let certs = CertificateDer::pem_slice_iter(pem).collect::<Result<Vec<_>, _>>()?;
     if certs.is_empty() {
-        return Err("no PEM certificate found".into());
+        return Err(TlsError::NoCertificate);
     }
     let mut store = RootCertStore::empty();
     for cert in &certs {
-        store
-            .add(cert.clone())
-            .map_err(|e| format!("invalid CA certificate: {e}"))?;
+        store.add(cert.clone())?;
     }
     Ok(certs)
 }
@@ -44,10 +54,9 @@ pub fn client_config(
     ca: Option<&[CertificateDer<'static>]>,
     insecure: bool,
     alpn: &[&[u8]],
-) -> Result<Arc<ClientConfig>, String> {
-    let builder = ClientConfig::builder_with_provider(provider())
-        .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?;
+) -> Result<Arc<ClientConfig>, TlsError> {
+    let builder =
+        ClientConfig::builder_with_provider(provider()).with_safe_default_protocol_versions()?;
     let mut config = if insecure {
         builder
             .dangerous()
@@ -58,7 +67,7 @@ pub fn client_config(
             Some(certs) => {
                 let mut store = RootCertStore::empty();
                 for cert in certs {
-                    store.add(cert.clone()).map_err(|e| e.to_string())?;
+                    store.add(cert.clone())?;
                 }
                 store
             }
@@ -68,6 +77,26 @@ pub fn client_config(
     };
     config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
     Ok(Arc::new(config))
+}
+
+/// A `ServerCertVerifier` signature method that checks with `$verify` and the provider's
+/// signature algorithms.
+macro_rules! verify_signature_with {
+    ($method:ident, $verify:path) => {
+        fn $method(
+            &self,
+            message: &[u8],
+            cert: &CertificateDer<'_>,
+            dss: &DigitallySignedStruct,
+        ) -> Result<HandshakeSignatureValid, rustls::Error> {
+            $verify(
+                message,
+                cert,
+                dss,
+                &self.0.signature_verification_algorithms,
+            )
+        }
+    };
 }
 
 /// Certificate verifier for `insecureSkipTLSVerify`: accepts any certificate but still checks
@@ -87,33 +116,15 @@ impl ServerCertVerifier for AcceptAnyCert {
         Ok(ServerCertVerified::assertion())
     }
 
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
+    // Handshake signatures are still checked, with the provider's algorithms.
+    verify_signature_with!(
+        verify_tls12_signature,
+        rustls::crypto::verify_tls12_signature
+    );
+    verify_signature_with!(
+        verify_tls13_signature,
+        rustls::crypto::verify_tls13_signature
+    );
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
         self.0.signature_verification_algorithms.supported_schemes()

@@ -1,4 +1,8 @@
-//! Prometheus metrics of the gateway (text exposition format on `/metrics`).
+//! Prometheus metrics of the gateway (text exposition format on `/metrics`). Callers pass
+//! strings and numbers: nothing here knows the gateway's own types.
+
+mod availability;
+mod requests;
 
 use std::sync::{Arc, Mutex};
 
@@ -8,89 +12,7 @@ use prometheus::{
     IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
-use crate::availability::ApiServiceStatus;
-
-/// Kind of route a request took; a label on the request metrics.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum RouteKind {
-    /// Proxied to a remote APIService.
-    Proxy,
-    /// HTTP/1.1 upgrade tunnelled to a remote APIService.
-    Upgrade,
-    /// Passed to the delegate.
-    Delegate,
-    /// Health endpoints.
-    Health,
-    /// `/metrics`.
-    Metrics,
-    /// Documents apiagg serves itself (`/version`, discovery).
-    Local,
-    /// Nothing matched.
-    NotFound,
-    /// Refused during shutdown.
-    Shutdown,
-}
-
-impl RouteKind {
-    /// Label value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RouteKind::Proxy => "proxy",
-            RouteKind::Upgrade => "upgrade",
-            RouteKind::Delegate => "delegate",
-            RouteKind::Health => "health",
-            RouteKind::Metrics => "metrics",
-            RouteKind::Local => "local",
-            RouteKind::NotFound => "notfound",
-            RouteKind::Shutdown => "shutdown",
-        }
-    }
-}
-
-/// Status codes whose per-backend counters are created up front (the hot path then needs no
-/// label lookup for them).
-const COMMON_CODES: [u16; 10] = [200, 201, 204, 304, 400, 401, 403, 404, 409, 503];
-
-/// Request metrics of one remote group-version, resolved once per route table.
-pub struct GroupVersionMetrics {
-    group: String,
-    version: String,
-    duration: Histogram,
-    common: Vec<IntCounter>,
-    requests: IntCounterVec,
-    /// Codes outside [`COMMON_CODES`] seen so far (to remove their series later).
-    rare: Mutex<Vec<u16>>,
-}
-
-impl GroupVersionMetrics {
-    /// The group label.
-    pub fn group(&self) -> &str {
-        &self.group
-    }
-
-    /// The version label.
-    pub fn version(&self) -> &str {
-        &self.version
-    }
-
-    /// Records one proxied request.
-    pub fn observe(&self, code: u16, seconds: f64) {
-        self.duration.observe(seconds);
-        match COMMON_CODES.iter().position(|c| *c == code) {
-            Some(i) => self.common[i].inc(),
-            None => {
-                let code_text = code.to_string();
-                self.requests
-                    .with_label_values(&[&self.group, &self.version, &code_text])
-                    .inc();
-                let mut rare = self.rare.lock().unwrap_or_else(|e| e.into_inner());
-                if !rare.contains(&code) {
-                    rare.push(code);
-                }
-            }
-        }
-    }
-}
+pub use requests::{GroupVersionMetrics, RouteKind};
 
 /// Every metric apiagg exports.
 pub struct Metrics {
@@ -152,6 +74,31 @@ const APISERVER_BUCKETS: [f64; 23] = [
 const PROXY_BUCKETS: [f64; 16] = [
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
     60.0,
+];
+
+/// Labels of `apiserver_request_total` (the duration histogram has all but `code`).
+const APISERVER_LABELS: [&str; 9] = [
+    "verb",
+    "dry_run",
+    "group",
+    "version",
+    "resource",
+    "subresource",
+    "scope",
+    "component",
+    "code",
+];
+
+/// Labels of `apiserver_request_terminations_total`.
+const TERMINATION_LABELS: [&str; 8] = [
+    "verb",
+    "group",
+    "version",
+    "resource",
+    "subresource",
+    "scope",
+    "component",
+    "code",
 ];
 
 /// Reasons an `aggregator_unavailable_apiservice_total` series can carry.
@@ -290,38 +237,20 @@ impl Metrics {
             &r,
             "apiserver_request_total",
             "Requests apiagg answered itself (discovery, OpenAPI, health), as kube-apiserver labels them.",
-            &["verb", "dry_run", "group", "version", "resource", "subresource", "scope", "component", "code"],
+            &APISERVER_LABELS,
         )?;
         let apiserver_duration = histogram(
             &r,
             "apiserver_request_duration_seconds",
             "Latency of the requests apiagg answered itself, as kube-apiserver labels them.",
             &APISERVER_BUCKETS,
-            &[
-                "verb",
-                "dry_run",
-                "group",
-                "version",
-                "resource",
-                "subresource",
-                "scope",
-                "component",
-            ],
+            &APISERVER_LABELS[..8],
         )?;
         let terminations = counter(
             &r,
             "apiserver_request_terminations_total",
             "Requests apiagg ended itself because the backend could not serve them.",
-            &[
-                "verb",
-                "group",
-                "version",
-                "resource",
-                "subresource",
-                "scope",
-                "component",
-                "code",
-            ],
+            &TERMINATION_LABELS,
         )?;
         let openapi_v2_regenerations = single(
             &r,
@@ -382,176 +311,6 @@ impl Metrics {
             terminated_series: Mutex::new(Vec::new()),
         })
     }
-
-    /// Records one finished request.
-    pub fn observe(&self, kind: RouteKind, code: u16, seconds: f64) {
-        let series = self.by_kind.entry((kind, code)).or_insert_with(|| {
-            let code = code.to_string();
-            let labels = [kind.as_str(), code.as_str()];
-            (
-                self.requests.with_label_values(&labels),
-                self.duration.with_label_values(&labels),
-            )
-        });
-        series.0.inc();
-        series.1.observe(seconds);
-    }
-
-    /// Records a request apiagg answered itself, labelled like kube-apiserver does (`component`
-    /// is `apiserver` for `/apis`, empty otherwise).
-    pub fn observe_apiserver(&self, subresource: &'static str, code: u16, seconds: f64) {
-        let series = self
-            .by_subresource
-            .entry((subresource, code))
-            .or_insert_with(|| {
-                let component = if subresource == "apis" {
-                    "apiserver"
-                } else {
-                    ""
-                };
-                let code = code.to_string();
-                (
-                    self.apiserver_requests.with_label_values(&[
-                        "GET",
-                        "",
-                        "",
-                        "",
-                        "",
-                        subresource,
-                        "",
-                        component,
-                        &code,
-                    ]),
-                    self.apiserver_duration.with_label_values(&[
-                        "GET",
-                        "",
-                        "",
-                        "",
-                        "",
-                        subresource,
-                        "",
-                        component,
-                    ]),
-                )
-            });
-        series.0.inc();
-        series.1.observe(seconds);
-    }
-
-    /// Records a request apiagg ended because its backend could not serve it.
-    pub fn terminated(&self, verb: &str, group: &str, version: &str, code: u16) {
-        let code = code.to_string();
-        self.terminations
-            .with_label_values(&[verb, group, version, "", "", "", "aggregator", &code])
-            .inc();
-        let series = [
-            verb.to_string(),
-            group.to_string(),
-            version.to_string(),
-            code,
-        ];
-        let mut known = self
-            .terminated_series
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        if !known.contains(&series) {
-            known.push(series);
-        }
-    }
-
-    /// The per-backend request metrics of a group-version (created on first use).
-    pub fn group_version(&self, group: &str, version: &str) -> Arc<GroupVersionMetrics> {
-        let key = format!("{group}/{version}");
-        self.per_gv
-            .entry(key)
-            .or_insert_with(|| {
-                let common = COMMON_CODES
-                    .iter()
-                    .map(|c| {
-                        self.proxy_requests
-                            .with_label_values(&[group, version, &c.to_string()])
-                    })
-                    .collect();
-                Arc::new(GroupVersionMetrics {
-                    group: group.to_string(),
-                    version: version.to_string(),
-                    duration: self.proxy_duration.with_label_values(&[group, version]),
-                    common,
-                    requests: self.proxy_requests.clone(),
-                    rare: Mutex::new(Vec::new()),
-                })
-            })
-            .clone()
-    }
-
-    /// Drops the per-backend series of group-versions no APIService serves any more.
-    pub fn retain_group_versions(&self, live: &std::collections::HashSet<String>) {
-        let mut known = self
-            .terminated_series
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        known.retain(|[verb, group, version, code]| {
-            let keep = live.contains(&format!("{group}/{version}"));
-            if !keep {
-                let labels = [
-                    verb.as_str(),
-                    group,
-                    version,
-                    "",
-                    "",
-                    "",
-                    "aggregator",
-                    code,
-                ];
-                let _ = self.terminations.remove_label_values(&labels);
-            }
-            keep
-        });
-        drop(known);
-        let gone: Vec<Arc<GroupVersionMetrics>> = self
-            .per_gv
-            .iter()
-            .filter(|e| !live.contains(e.key()))
-            .map(|e| e.value().clone())
-            .collect();
-        for m in gone {
-            self.per_gv.remove(&format!("{}/{}", m.group, m.version));
-            let (g, v) = (m.group.as_str(), m.version.as_str());
-            let _ = self.proxy_duration.remove_label_values(&[g, v]);
-            let rare = m.rare.lock().map(|r| r.clone()).unwrap_or_default();
-            for code in COMMON_CODES.iter().chain(rare.iter()) {
-                let _ = self
-                    .proxy_requests
-                    .remove_label_values(&[g, v, &code.to_string()]);
-            }
-        }
-    }
-
-    /// Drops every availability series of a deleted APIService.
-    pub fn forget_apiservice(&self, name: &str, status: &ApiServiceStatus) {
-        let _ = self.unavailable.remove_label_values(&[name]);
-        for reason in REASONS {
-            let _ = self.unavailable_total.remove_label_values(&[name, reason]);
-        }
-        for e in &status.endpoints {
-            let _ = self.endpoint_healthy.remove_label_values(&[name, &e.url]);
-        }
-    }
-
-    /// Drops the endpoint series of endpoints an APIService no longer has.
-    pub fn forget_endpoints(
-        &self,
-        name: &str,
-        before: &ApiServiceStatus,
-        after: &ApiServiceStatus,
-    ) {
-        for e in &before.endpoints {
-            if !after.endpoints.iter().any(|n| n.url == e.url) {
-                let _ = self.endpoint_healthy.remove_label_values(&[name, &e.url]);
-            }
-        }
-    }
-
     /// Text exposition of every metric.
     pub fn render(&self) -> Vec<u8> {
         let mut out = Vec::new();

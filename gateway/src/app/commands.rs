@@ -1,0 +1,68 @@
+//! `apiagg check` and `apiagg status`: validate a config, print a running gateway's view.
+
+use std::path::Path;
+
+use anyhow::Context;
+
+/// Validates a config file (and every APIService file it names) without starting anything.
+pub fn check(config: &Path) -> anyhow::Result<()> {
+    let loaded = apiagg_config::GatewayConfig::load(config)
+        .with_context(|| format!("invalid config {}", config.display()))?;
+    apiagg_config::Registry::build(&loaded, &[])?;
+    println!(
+        "{}: ok ({} APIServices, {} services)",
+        config.display(),
+        loaded.api_services.len(),
+        loaded.services.len()
+    );
+    Ok(())
+}
+
+/// Fetches `/debug/apiagg/status` and prints a table like `kubectl get apiservices -o wide`.
+pub fn print_status(server: &str, json: bool) -> anyhow::Result<()> {
+    let url = format!("{}/debug/apiagg/status", server.trim_end_matches('/'));
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let text = runtime
+        .block_on(async {
+            let response = reqwest::get(&url).await?.error_for_status()?;
+            response.text().await
+        })
+        .with_context(|| format!("GET {url}"))?;
+    if json {
+        println!("{text}");
+        return Ok(());
+    }
+    let doc: serde_json::Value = serde_json::from_str(&text).context("status document")?;
+    println!(
+        "{:<44} {:<40} {:<32} MESSAGE / ENDPOINTS",
+        "NAME", "SERVICE", "AVAILABLE"
+    );
+    for item in doc["items"].as_array().into_iter().flatten() {
+        let c = &item["conditions"][0];
+        let available = match (c["status"].as_str(), c["reason"].as_str()) {
+            (Some("True"), _) => "True".to_string(),
+            (Some(s), Some(r)) => format!("{s} ({r})"),
+            _ => "Unknown".to_string(),
+        };
+        let endpoints: Vec<String> = item["endpoints"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|e| {
+                let mark = if e["healthy"] == true { "+" } else { "-" };
+                format!("{mark}{}", e["url"].as_str().unwrap_or(""))
+            })
+            .collect();
+        println!(
+            "{:<44} {:<40} {:<32} {} {}",
+            item["name"].as_str().unwrap_or(""),
+            item["service"].as_str().unwrap_or(""),
+            available,
+            c["message"].as_str().unwrap_or(""),
+            endpoints.join(",")
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,79 @@
+//! The listening address: port 0 picks a free port, kept ours for the life of the process.
+
+use std::net::{SocketAddr, ToSocketAddrs};
+
+use anyhow::Context;
+use apiagg_config::ServingTls;
+use pingora_core::listeners::tls::TlsSettings;
+use pingora_core::listeners::{L4BufferSettings, ListenerConfig, TcpSocketOptions};
+
+/// Where apiagg listens.
+pub struct Listener {
+    /// The address, with the port the kernel chose when 0 was asked.
+    pub address: SocketAddr,
+    tls: Option<ServingTls>,
+    /// For port 0: a socket bound to the chosen port and never listening (so it takes no
+    /// connection); the listener joins it with `SO_REUSEPORT`, and nobody else can take the port.
+    reservation: Option<socket2::Socket>,
+}
+
+impl Listener {
+    /// Resolves `listen` and reserves a port when it asks for port 0.
+    pub fn new(listen: &str, tls: Option<&ServingTls>) -> anyhow::Result<Listener> {
+        let address = listen
+            .to_socket_addrs()
+            .with_context(|| format!("listen address {listen:?}"))?
+            .next()
+            .with_context(|| format!("listen address {listen:?} resolves to nothing"))?;
+        let mut listener = Listener {
+            address,
+            tls: tls.cloned(),
+            reservation: None,
+        };
+        if address.port() == 0 {
+            let socket = socket2::Socket::new(
+                socket2::Domain::for_address(address),
+                socket2::Type::STREAM,
+                None,
+            )?;
+            socket.set_reuse_port(true)?;
+            socket
+                .bind(&address.into())
+                .with_context(|| format!("binding {address}"))?;
+            listener.address = socket
+                .local_addr()?
+                .as_socket()
+                .context("the reserved socket has no address")?;
+            listener.reservation = Some(socket);
+        }
+        Ok(listener)
+    }
+
+    /// `http://…` or `https://…`.
+    pub fn url(&self) -> String {
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        format!("{scheme}://{}", self.address)
+    }
+
+    /// pingora's listener: a write buffer large enough for a response head plus a typical
+    /// document, so both leave in one write (pingora flushes wherever streaming needs it); TLS
+    /// with HTTP/2 when configured.
+    pub fn config(&self) -> anyhow::Result<ListenerConfig> {
+        let buffers = L4BufferSettings::default().write(64 * 1024);
+        let mut config = ListenerConfig::tcp(self.address.to_string()).l4_buffer(buffers);
+        if self.reservation.is_some() {
+            let mut options = TcpSocketOptions::default();
+            options.so_reuseport = Some(true);
+            config = config.tcp_socket_options(options);
+        }
+        if let Some(tls) = &self.tls {
+            let cert = tls.cert_file.to_string_lossy();
+            let key = tls.key_file.to_string_lossy();
+            let mut settings = TlsSettings::intermediate(&cert, &key)
+                .map_err(|e| anyhow::anyhow!("serving certificate {cert} / {key}: {e}"))?;
+            settings.enable_h2();
+            config = config.tls(settings);
+        }
+        Ok(config)
+    }
+}

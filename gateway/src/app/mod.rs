@@ -1,0 +1,94 @@
+//! Layer 4: the composition root. Builds the shared state, the controllers, the pingora server
+//! and its listener, and drives graceful shutdown.
+
+mod commands;
+mod listen;
+mod shutdown;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context;
+use apiagg_config::Sources;
+use pingora_core::server::configuration::ServerConf;
+use pingora_core::server::{RunArgs, Server};
+use pingora_core::services::background::background_service;
+
+use crate::controllers::{
+    AvailabilityController, DiscoveryController, OpenApiController, RegistryController,
+};
+use crate::request::ApiaggProxy;
+use crate::state::{Gateway, Options};
+
+pub use commands::{check, print_status};
+
+/// Everything `apiagg serve` needs besides the config file's contents.
+pub struct Launch {
+    /// The config file.
+    pub config: PathBuf,
+    /// Overrides the config's `listen`.
+    pub listen: Option<String>,
+    /// Proxy worker threads.
+    pub threads: usize,
+    /// Behaviour of the gateway.
+    pub options: Options,
+}
+
+/// Runs the gateway until it is told to stop.
+pub fn serve(launch: Launch) -> anyhow::Result<()> {
+    let path = &launch.config;
+    let sources =
+        Sources::read(path).with_context(|| format!("reading config {}", path.display()))?;
+    let config = sources
+        .parse()
+        .with_context(|| format!("invalid config {}", path.display()))?;
+    let listen = launch
+        .listen
+        .clone()
+        .unwrap_or_else(|| config.listen.clone());
+    let mut options = launch.options;
+    options.serving_tls = config.tls.is_some();
+    let gateway = Arc::new(Gateway::new(options).context("creating metrics")?);
+
+    let conf = ServerConf {
+        threads: launch.threads.max(1),
+        grace_period_seconds: Some(0),
+        graceful_shutdown_timeout_seconds: Some(1),
+        ..ServerConf::default()
+    };
+    let mut server = Server::new_with_opt_and_conf(None, conf);
+    server.bootstrap();
+
+    let mut proxy = pingora_proxy::http_proxy_service_with_name(
+        &server.configuration,
+        ApiaggProxy::new(gateway.clone()),
+        "apiagg",
+    );
+    let listener = listen::Listener::new(&listen, config.tls.as_ref())?;
+    proxy.add_listener(listener.config()?);
+
+    let registry = RegistryController::new(&gateway, path.clone(), sources, config)
+        .with_context(|| format!("config {}", path.display()))?;
+    server.add_service(background_service("registry controller", registry));
+    server.add_service(background_service(
+        "availability controller",
+        AvailabilityController::new(&gateway),
+    ));
+    server.add_service(background_service(
+        "discovery controller",
+        DiscoveryController::new(&gateway),
+    ));
+    server.add_service(background_service(
+        "openapi controller",
+        OpenApiController::new(&gateway),
+    ));
+    server.add_service(proxy);
+    tracing::info!(listen = %listener.address, "apiagg starting");
+    // The first line on stdout says where to connect (tests and scripts read it).
+    println!("listening on {}", listener.url());
+    server.run(RunArgs {
+        shutdown_signal: Box::new(shutdown::GracefulShutdown::new(&gateway)),
+    });
+    drop(listener);
+    Ok(())
+}

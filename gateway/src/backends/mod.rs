@@ -1,0 +1,13 @@
+//! Layer 1: the backends apiagg talks to. The route table with every upstream's pingora peers,
+//! endpoint health, TLS trust, and the one HTTP client stack the controllers share.
+
+mod client;
+mod health;
+mod table;
+mod tls;
+mod upstream;
+
+pub use client::{Client, Clients, FetchError, Fetched};
+pub use health::HealthBook;
+pub use table::{build as build_table, RouteTable, TableError};
+pub use upstream::{build_delegate, BuildError, Upstream};

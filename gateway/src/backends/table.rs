@@ -1,0 +1,162 @@
+//! The route table the request path reads: the registry plus, for every remote APIService and
+//! the delegate, its upstream, and the legacy discovery documents. Built off the request path
+//! and published whole.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use apiagg_config::{Backend, Registry};
+use apiagg_discovery::{
+    legacy_group, legacy_group_list, render::RenderError, render_legacy, ApiServiceRecord,
+    RenderedDoc,
+};
+
+use super::health::HealthBook;
+use super::upstream::{build_upstream, trust_anchors, BuildError, TlsSettings, Upstream};
+use crate::observe::Metrics;
+
+/// Why a route table cannot be built (the previous one keeps serving).
+#[derive(Debug, thiserror::Error)]
+pub enum TableError {
+    /// One APIService's upstream cannot be built.
+    #[error("APIService {name}: {source}")]
+    Upstream { name: String, source: BuildError },
+    /// The legacy discovery documents cannot be rendered (a bug, not an input problem).
+    #[error("legacy discovery: {0}")]
+    Legacy(#[from] RenderError),
+}
+
+/// What the request path needs, published as one snapshot.
+pub struct RouteTable {
+    /// Every APIService.
+    pub registry: Arc<Registry>,
+    /// Upstream per registry entry (same order); `None` for local APIServices and for remote ones
+    /// whose Service has no endpoints.
+    pub upstreams: Vec<Option<Arc<Upstream>>>,
+    /// The delegate, when configured.
+    pub delegate: Option<Arc<Upstream>>,
+    /// Legacy discovery built from the APIServices (spec §5): `/apis` and `/apis/<group>`.
+    pub legacy: LegacyDiscovery,
+}
+
+/// Legacy discovery documents, rendered once per registry.
+pub struct LegacyDiscovery {
+    /// `APIGroupList` for `/apis`.
+    pub apis: RenderedDoc,
+    /// `APIGroup` for `/apis/<group>`, for every group with an APIService.
+    pub groups: HashMap<String, RenderedDoc>,
+}
+
+impl LegacyDiscovery {
+    /// Renders the legacy documents of a registry.
+    pub fn build(registry: &Registry) -> Result<LegacyDiscovery, RenderError> {
+        let records: Vec<ApiServiceRecord<'_>> = registry
+            .entries()
+            .iter()
+            .map(|e| ApiServiceRecord {
+                name: &e.name,
+                group: &e.group,
+                version: &e.version,
+                group_priority_minimum: e.group_priority_minimum,
+                version_priority: e.version_priority,
+            })
+            .collect();
+        let apis = render_legacy(&legacy_group_list(&records))?;
+        let mut groups = HashMap::new();
+        for e in registry.entries() {
+            if e.group.is_empty() || groups.contains_key(&e.group) {
+                continue;
+            }
+            if let Some(group) = legacy_group(&records, &e.group) {
+                let doc = render_legacy(&group)?;
+                groups.insert(e.group.clone(), doc);
+            }
+        }
+        Ok(LegacyDiscovery { apis, groups })
+    }
+}
+
+impl RouteTable {
+    /// An empty table (nothing registered yet).
+    pub fn empty() -> RouteTable {
+        let registry = Arc::new(Registry::default());
+        let legacy = LegacyDiscovery::build(&registry).unwrap_or_else(|_| LegacyDiscovery {
+            apis: RenderedDoc {
+                bytes: bytes::Bytes::new(),
+                etag: String::new(),
+                content_type: "application/json",
+            },
+            groups: HashMap::new(),
+        });
+        RouteTable {
+            registry,
+            upstreams: Vec::new(),
+            delegate: None,
+            legacy,
+        }
+    }
+}
+
+/// Builds the route table for a registry. Fails with the APIService and the reason when an
+/// endpoint cannot be resolved or a CA bundle is unusable.
+pub fn build(
+    registry: Arc<Registry>,
+    delegate: Option<Arc<Upstream>>,
+    book: &HealthBook,
+    metrics: &Metrics,
+) -> Result<RouteTable, TableError> {
+    let mut upstreams = Vec::with_capacity(registry.entries().len());
+    for entry in registry.entries() {
+        let upstream = match &entry.backend {
+            Backend::Local => None,
+            Backend::Remote(remote) => match &remote.endpoints {
+                Some(endpoints) if !endpoints.is_empty() => {
+                    let ca = trust_anchors(remote.ca_bundle.as_deref(), "spec.caBundle").map_err(
+                        |source| TableError::Upstream {
+                            name: entry.name.clone(),
+                            source,
+                        },
+                    )?;
+                    let mut upstream = build_upstream(
+                        entry.name.clone(),
+                        endpoints,
+                        TlsSettings {
+                            ca: ca.as_deref(),
+                            insecure: remote.insecure_skip_tls_verify,
+                            server_name: &remote.server_name,
+                        },
+                        true,
+                        book,
+                    )
+                    .map_err(|source| TableError::Upstream {
+                        name: entry.name.clone(),
+                        source,
+                    })?;
+                    upstream.metrics = Some(metrics.group_version(&entry.group, &entry.version));
+                    Some(Arc::new(upstream))
+                }
+                _ => None,
+            },
+        };
+        upstreams.push(upstream);
+    }
+    let legacy = LegacyDiscovery::build(&registry)?;
+    Ok(RouteTable {
+        registry,
+        upstreams,
+        delegate,
+        legacy,
+    })
+}
+
+impl RouteTable {
+    /// The pool keys of every endpoint in the table (delegate included).
+    pub fn endpoint_keys(&self) -> HashSet<u64> {
+        self.upstreams
+            .iter()
+            .flatten()
+            .chain(&self.delegate)
+            .flat_map(|u| u.endpoints.iter().map(|e| e.peer.group_key))
+            .collect()
+    }
+}

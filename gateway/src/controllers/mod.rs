@@ -1,0 +1,16 @@
+//! Layer 3: the background loops. Each takes only the handles it uses, schedules in its
+//! `start(shutdown)` loop, and publishes what its step produced: the registry (config file and
+//! delegate auto-registration → route table), availability, discovery and OpenAPI.
+
+mod autoregister;
+mod availability;
+mod backoff;
+mod discovery;
+mod openapi;
+mod registry;
+mod targets;
+
+pub use availability::AvailabilityController;
+pub use discovery::DiscoveryController;
+pub use openapi::OpenApiController;
+pub use registry::RegistryController;

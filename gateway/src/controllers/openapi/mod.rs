@@ -1,0 +1,346 @@
+//! The OpenAPI controller (spec §7, §8): keeps every source's documents current and publishes
+//! the merged snapshot that `/openapi/v2` and `/openapi/v3` serve. One download per backend
+//! Service serves every APIService behind it.
+//!
+//! Schedule: a full round on start, on every route change and every `--openapi-refresh`; a
+//! failing source is retried alone with backoff. Downloads are bounded by `--openapi-timeout`.
+//! At start-up the delegate's documents are merged and published first, bounded by
+//! `--openapi-startup-timeout`, and only then does readyz report the OpenAPI checks green.
+//!
+//! Unlike kube-aggregator, per-group-version v3 documents of remote APIServices are downloaded
+//! and served by apiagg itself (not proxied), with apiagg's SHA-512 hash of the bytes it serves,
+//! so the hash redirect and immutable caching work the same for local and remote documents.
+
+mod download;
+mod sources;
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant as StdInstant};
+
+use apiagg_config::Backend;
+use apiagg_openapi_merge::{LocalSpec, RemoteSpec};
+
+use crate::openapi::{
+    render_v2, render_v3, v3_key, without_remote_keys, OpenApiDocs, V2Inputs, V3Input,
+};
+use arc_swap::ArcSwapOption;
+use async_trait::async_trait;
+use pingora_core::server::ShutdownWatch;
+use pingora_core::services::background::BackgroundService;
+use tokio::time::Instant;
+
+use self::download::{Download, Error};
+use self::sources::{delegate_identity, refresh_local, refresh_service, LocalSource, Sources};
+use super::backoff::Backoff;
+use super::targets::targets;
+use crate::backends::{Client, Clients, FetchError, RouteTable, Upstream};
+use crate::observe::{Lifecycle, Metrics, Milestone};
+use crate::state::{Gateway, Routes};
+
+/// Name of the delegate's v2 document in the merge (kube-aggregator's naming).
+const DELEGATE_SPEC: &str = "k8s_internal_local_delegation_chain_0000000001";
+
+/// Which sources a round downloads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Scope {
+    /// The delegate only (the first round, so readiness waits for nothing else).
+    Delegate,
+    /// Every source.
+    All,
+    /// Only the failing sources whose retry is due.
+    Due,
+}
+
+/// Keeps `/openapi/v2` and `/openapi/v3` current.
+pub struct OpenApiController {
+    routes: Arc<Routes>,
+    clients: Arc<Clients>,
+    published: Arc<ArcSwapOption<OpenApiDocs>>,
+    lifecycle: Arc<Lifecycle>,
+    metrics: Arc<Metrics>,
+    refresh: Duration,
+    timeout: Duration,
+    startup_timeout: Duration,
+}
+
+impl OpenApiController {
+    /// A controller publishing `gateway`'s OpenAPI documents.
+    pub fn new(gateway: &Gateway) -> OpenApiController {
+        let options = &gateway.options;
+        OpenApiController {
+            routes: gateway.routes.clone(),
+            clients: gateway.clients.clone(),
+            published: gateway.openapi.clone(),
+            lifecycle: gateway.lifecycle.clone(),
+            metrics: gateway.metrics.clone(),
+            refresh: options.openapi_refresh,
+            timeout: options.openapi_timeout,
+            startup_timeout: options.openapi_startup_timeout,
+        }
+    }
+
+    /// A download through `client`, bounded by `--openapi-timeout`.
+    fn download<'a>(&self, client: &'a Client) -> Download<'a> {
+        Download {
+            client,
+            timeout: self.timeout,
+        }
+    }
+
+    /// The client of one source's next healthy endpoint.
+    fn client(&self, label: &str, upstream: Option<&Arc<Upstream>>) -> Result<Client, Error> {
+        let upstream = upstream.ok_or_else(|| FetchError::NoEndpoint(label.to_string()))?;
+        Ok(self.clients.pick(upstream)?)
+    }
+
+    /// Records how a source's download went: failures keep the last good documents and
+    /// schedule a retry.
+    fn record(&self, label: &str, backoff: &mut Backoff, result: Result<(), Error>) {
+        match result {
+            Ok(()) => backoff.succeeded(),
+            Err(why) => {
+                tracing::warn!(
+                    source = label,
+                    "OpenAPI download failed, the last good documents stay: {why}"
+                );
+                self.metrics
+                    .openapi_download_failures
+                    .with_label_values(&[label])
+                    .inc();
+                backoff.failed();
+            }
+        }
+    }
+
+    /// Downloads what `scope` asks for, then publishes.
+    async fn round(&self, sources: &mut Sources, scope: Scope) {
+        let routes = self.routes.load();
+        let now = Instant::now();
+        let due = |backoff: &Backoff| scope == Scope::All || backoff.due(now);
+        let targets = if scope == Scope::Delegate {
+            Vec::new()
+        } else {
+            targets(&routes)
+        };
+
+        let mut work = Vec::new();
+        for target in &targets {
+            let mut source = sources.services.remove(&target.key).unwrap_or_default();
+            let run = due(&source.backoff);
+            work.push(async move {
+                if run {
+                    let label = target.label();
+                    let result = match self.client(&label, target.upstream.as_ref()) {
+                        Ok(client) => {
+                            let download = self.download(&client);
+                            refresh_service(&download, target, &mut source).await
+                        }
+                        Err(e) => Err(e),
+                    };
+                    self.record(&label, &mut source.backoff, result);
+                }
+                (target.key.clone(), source)
+            });
+        }
+        let mut fresh = false;
+        let mut local = match &routes.delegate {
+            Some(delegate) => {
+                let identity = delegate_identity(delegate);
+                let kept = sources.local.take().filter(|l| l.identity == identity);
+                fresh = kept.is_none();
+                Some(kept.unwrap_or_else(|| LocalSource {
+                    identity,
+                    ..LocalSource::default()
+                }))
+            }
+            None => None,
+        };
+        let local_work = async {
+            if let (Some(delegate), Some(source)) = (&routes.delegate, local.as_mut()) {
+                if fresh || scope == Scope::Delegate || due(&source.backoff) {
+                    let result = match self.client("delegate", Some(delegate)) {
+                        Ok(client) => refresh_local(&self.download(&client), source).await,
+                        Err(e) => Err(e),
+                    };
+                    self.record("delegate", &mut source.backoff, result);
+                }
+            }
+        };
+        let (results, ()) =
+            futures_util::future::join(futures_util::future::join_all(work), local_work).await;
+        sources.services.extend(results);
+        sources
+            .services
+            .retain(|key, _| scope == Scope::Delegate || targets.iter().any(|t| &t.key == key));
+        sources.local = local;
+        self.publish(&routes, sources).await;
+        // Readiness waits for the delegate's documents (kube-apiserver merges its own spec
+        // before it reports ready); a failing delegate is retried, bounded by the start-up timer.
+        let delegate_done = sources
+            .local
+            .as_ref()
+            .is_none_or(|l| l.backoff.retry_at.is_none());
+        if delegate_done && !self.lifecycle.reached(Milestone::OpenApiSynced) {
+            self.lifecycle.reach(Milestone::OpenApiSynced);
+            tracing::info!("first OpenAPI merge published");
+        }
+    }
+
+    /// Builds the snapshot from the current inputs and stores it when something changed.
+    async fn publish(&self, routes: &RouteTable, sources: &mut Sources) {
+        let mut inputs = V2Inputs::default();
+        if let Some(spec) = sources.local.as_ref().and_then(|l| l.spec.clone()) {
+            inputs.locals.push(LocalSpec {
+                name: DELEGATE_SPEC.into(),
+                spec,
+            });
+        }
+        let mut remote_docs = Vec::new();
+        let mut remote_keys = HashSet::new();
+        let mut remotes: Vec<_> = routes
+            .registry
+            .entries()
+            .iter()
+            .filter_map(|e| match &e.backend {
+                Backend::Remote(r) => Some((e, (r.namespace.clone(), r.service.clone(), r.port))),
+                Backend::Local => None,
+            })
+            .collect();
+        // v3 sources in v2 merge order: group priority, then version priority, then name.
+        remotes.sort_by(|(a, _), (b, _)| {
+            b.group_priority_minimum
+                .cmp(&a.group_priority_minimum)
+                .then(b.version_priority.cmp(&a.version_priority))
+                .then(a.name.cmp(&b.name))
+        });
+        for (entry, key) in remotes {
+            let v3 = v3_key(&entry.group, &entry.version);
+            let source = sources.services.get(&key);
+            if let Some(spec) = source.and_then(|s| s.specs.get(&entry.name)) {
+                inputs.remotes.push(RemoteSpec {
+                    apiservice: entry.name.clone(),
+                    group: entry.group.clone(),
+                    version: entry.version.clone(),
+                    group_priority_minimum: entry.group_priority_minimum,
+                    version_priority: entry.version_priority,
+                    spec: Arc::clone(spec),
+                });
+            }
+            if let Some(doc) = source.and_then(|s| s.v3.get(&v3)) {
+                remote_docs.push(V3Input {
+                    name: entry.name.clone(),
+                    docs: vec![Arc::clone(doc)],
+                });
+            }
+            remote_keys.insert(v3);
+        }
+
+        let unchanged = sources
+            .v2_inputs
+            .as_ref()
+            .is_some_and(|previous| previous.same_as(&inputs));
+        if !unchanged {
+            let started = StdInstant::now();
+            let merge_inputs = inputs.clone();
+            match tokio::task::spawn_blocking(move || render_v2(&merge_inputs)).await {
+                Ok(rendered) => {
+                    let metrics = &self.metrics;
+                    metrics.openapi_v2_regenerations.inc();
+                    metrics
+                        .openapi_v2_regeneration_duration
+                        .observe(started.elapsed().as_secs_f64());
+                    sources.v2 = rendered.map(Arc::new);
+                    sources.v2_inputs = Some(inputs);
+                    tracing::info!(
+                        bytes = sources.v2.as_ref().map_or(0, |d| d.json.len()),
+                        "OpenAPI v2 merged"
+                    );
+                }
+                Err(e) => tracing::error!("OpenAPI v2 merge failed: {e}"),
+            }
+        }
+
+        let mut v3_inputs = Vec::with_capacity(remote_docs.len() + 1);
+        if let Some(local) = &sources.local {
+            let mut docs: Vec<_> = local.v3.documents().map(|(_, d)| Arc::clone(d)).collect();
+            docs.sort_by(|a, b| a.doc.key.cmp(&b.doc.key));
+            v3_inputs.push(V3Input {
+                name: "delegate".into(),
+                docs: without_remote_keys(docs, &remote_keys),
+            });
+        }
+        v3_inputs.extend(remote_docs);
+        let v3 = render_v3(&v3_inputs);
+
+        let current = self.published.load();
+        let same = current.as_ref().is_some_and(|c| {
+            c.v3_index_etag == v3.etag
+                && match (&c.v2, &sources.v2) {
+                    (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                    (None, None) => true,
+                    _ => false,
+                }
+        });
+        if same {
+            return;
+        }
+        if current.as_ref().is_none_or(|c| c.v3_index_etag != v3.etag) {
+            self.metrics.openapi_v3_index_regenerations.inc();
+        }
+        self.published.store(Some(Arc::new(OpenApiDocs {
+            v2: sources.v2.clone(),
+            v3_index: v3.index,
+            v3_index_etag: v3.etag,
+            v3: v3.docs,
+        })));
+    }
+}
+
+#[async_trait]
+impl BackgroundService for OpenApiController {
+    async fn start(&self, mut shutdown: ShutdownWatch) {
+        let mut sources = Sources::default();
+        let mut generation = self.routes.subscribe();
+        // Readiness never waits longer than the start-up bound for a slow delegate.
+        let lifecycle = self.lifecycle.clone();
+        let bound = self.startup_timeout;
+        let startup = tokio::spawn(async move {
+            tokio::time::sleep(bound).await;
+            if !lifecycle.reached(Milestone::OpenApiSynced) {
+                tracing::warn!(
+                    timeout = ?bound,
+                    "the delegate's OpenAPI documents are not merged yet; readyz turns green without them"
+                );
+                lifecycle.reach(Milestone::OpenApiSynced);
+            }
+        });
+        let mut scope = Scope::Delegate;
+        let mut next_full = Instant::now();
+        loop {
+            if scope != Scope::Due {
+                next_full = Instant::now() + self.refresh;
+            }
+            self.round(&mut sources, scope).await;
+            if scope == Scope::Delegate {
+                scope = Scope::All;
+                continue;
+            }
+            let retry = sources.next_retry();
+            scope = tokio::select! {
+                _ = generation.changed() => Scope::All,
+                _ = tokio::time::sleep_until(next_full) => Scope::All,
+                _ = async {
+                    match retry {
+                        Some(at) => tokio::time::sleep_until(at).await,
+                        None => std::future::pending::<()>().await,
+                    }
+                } => Scope::Due,
+                _ = shutdown.changed() => {
+                    startup.abort();
+                    return;
+                }
+            };
+        }
+    }
+}

@@ -1,0 +1,11 @@
+//! Layer 0: what the process reports about itself: Prometheus metrics, the lifecycle flags
+//! (mux completion, readiness, shutdown, in-flight requests) and the health checks built on them.
+//! Leaves: nothing here imports another room of the gateway; metrics take strings and numbers.
+
+mod health;
+mod lifecycle;
+mod metrics;
+
+pub use health::{answer as health_answer, Endpoint as HealthEndpoint};
+pub use lifecycle::{InFlight, Lifecycle, Milestone};
+pub use metrics::{GroupVersionMetrics, Metrics, RouteKind};

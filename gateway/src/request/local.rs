@@ -1,0 +1,116 @@
+//! Answers apiagg serves itself from published snapshots: health, metrics, its status document,
+//! `/version` (without a delegate), and legacy and aggregated discovery (spec §5, §6.7).
+
+use apiagg_discovery as discovery;
+use apiagg_discovery::{AggregatedDocs, NegotiateOptions};
+use bytes::Bytes;
+use pingora_http::RequestHeader;
+
+use super::reply::{self, Reply};
+use crate::backends::RouteTable;
+use crate::observe::{health_answer, HealthEndpoint, Lifecycle, Metrics};
+use crate::state::StatusBook;
+
+fn header<'a>(req: &'a RequestHeader, name: &str) -> Option<&'a str> {
+    req.headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+/// `/healthz`, `/livez`, `/readyz`, all checks or one.
+pub fn health(req: &RequestHeader, endpoint: HealthEndpoint, check: &str, lc: &Lifecycle) -> Reply {
+    let answer = health_answer(endpoint, check, req.uri.query(), lc);
+    Reply::text(answer.code, answer.body)
+}
+
+/// `/metrics` in the Prometheus text format.
+pub fn metrics(metrics: &Metrics) -> Reply {
+    let body = Bytes::from(metrics.render());
+    Reply::new(200, "text/plain; version=0.0.4; charset=utf-8", body)
+}
+
+/// `/debug/apiagg/status`: every APIService's availability.
+pub fn status(book: &StatusBook) -> Reply {
+    Reply::json(200, book.document())
+}
+
+/// apiagg's own `/version` (served when there is no delegate to answer it).
+pub fn version() -> Reply {
+    let doc = serde_json::json!({
+        "major": "1",
+        "minor": "32",
+        "gitVersion": concat!("v1.32.0-apiagg.", env!("CARGO_PKG_VERSION")),
+        "gitCommit": "",
+        "gitTreeState": "clean",
+        "buildDate": "1970-01-01T00:00:00Z",
+        "goVersion": "",
+        "compiler": "rustc",
+        "platform": format!("{}/{}", std::env::consts::OS, std::env::consts::ARCH),
+    });
+    Reply::json(200, Bytes::from(doc.to_string()))
+}
+
+/// A precomputed document; aggregated ones carry ETag and `Cache-Control: public` and answer a
+/// matching `If-None-Match` with 304 (spec §6.7).
+fn document(req: &RequestHeader, doc: &discovery::RenderedDoc, cacheable: bool) -> Reply {
+    if !cacheable {
+        return Reply::new(200, doc.content_type, doc.bytes.clone());
+    }
+    let reply = if doc.not_modified(header(req, "if-none-match")) {
+        Reply::not_modified()
+    } else {
+        Reply::new(200, doc.content_type, doc.bytes.clone())
+    };
+    reply
+        .header("ETag", doc.etag.clone())
+        .header("Cache-Control", "public")
+}
+
+fn not_acceptable(e: &discovery::NotAcceptable) -> Reply {
+    reply::failure_reply(406, "NotAcceptable", &e.message())
+}
+
+/// `/apis` (aggregated or legacy by Accept) and `/apis/` (legacy only).
+pub fn apis(
+    req: &RequestHeader,
+    routes: &RouteTable,
+    aggregated: Option<&AggregatedDocs>,
+    options: &NegotiateOptions,
+    slash: bool,
+) -> Reply {
+    let endpoint = if slash {
+        discovery::Endpoint::LegacyOnly
+    } else {
+        discovery::Endpoint::Root
+    };
+    let negotiated = match discovery::negotiate(header(req, "accept"), endpoint, options) {
+        Ok(n) => n,
+        Err(e) => return not_acceptable(&e),
+    };
+    let reply = match negotiated {
+        discovery::Negotiated::Legacy => document(req, &routes.legacy.apis, false),
+        discovery::Negotiated::Aggregated { version, .. } => match aggregated {
+            Some(docs) => document(req, docs.get(version), true),
+            None => reply::mux_incomplete_reply(),
+        },
+    };
+    if slash {
+        reply
+    } else {
+        reply.header("Vary", "Accept")
+    }
+}
+
+/// `/apis/<group>`: the legacy `APIGroup` built from the group's APIServices; `None` when no
+/// APIService has that group (the delegate may know it).
+pub fn group(
+    req: &RequestHeader,
+    routes: &RouteTable,
+    options: &NegotiateOptions,
+    group: &str,
+) -> Option<Reply> {
+    let doc = routes.legacy.groups.get(group)?;
+    let accept = header(req, "accept");
+    if let Err(e) = discovery::negotiate(accept, discovery::Endpoint::LegacyOnly, options) {
+        return Some(not_acceptable(&e));
+    }
+    Some(document(req, doc, false))
+}

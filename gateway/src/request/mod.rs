@@ -1,0 +1,159 @@
+//! Layer 3: the request path, pingora's `ProxyHttp`. `request_filter` reads as one ordered
+//! sequence: shutdown gate → classify → answer locally | route to a backend | the delegate.
+//! Everything here reads published snapshots only: no lock, no document built per request.
+
+mod classify;
+mod errors;
+mod forward;
+mod local;
+mod openapi;
+mod phases;
+mod reply;
+mod upgrade;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use pingora_error::Result;
+use pingora_http::RequestHeader;
+use pingora_proxy::Session;
+
+use self::classify::Route;
+use self::forward::Forwarding;
+use self::openapi::OpenApiPath;
+use self::reply::Reply;
+use crate::backends::Upstream;
+use crate::observe::{InFlight, RouteKind};
+use crate::state::Gateway;
+
+/// Per-request state.
+pub struct RequestCtx {
+    started: Instant,
+    /// Whether every route was installed when the request arrived (spec §3.4).
+    arrived_complete: bool,
+    kind: RouteKind,
+    upstream: Option<Arc<Upstream>>,
+    endpoint: usize,
+    /// Status of a response apiagg wrote itself (for metrics).
+    code: u16,
+    /// Replacement body for an upstream response apiagg rewrites (`Some` until sent).
+    replacement: Option<Bytes>,
+    replacing: bool,
+    /// `subresource` label of `apiserver_request_total` for documents apiagg serves itself.
+    subresource: &'static str,
+    _in_flight: Option<InFlight>,
+}
+
+/// The proxy service.
+pub struct ApiaggProxy {
+    gateway: Arc<Gateway>,
+}
+
+impl ApiaggProxy {
+    /// A proxy reading `gateway`'s snapshots.
+    pub fn new(gateway: Arc<Gateway>) -> ApiaggProxy {
+        ApiaggProxy { gateway }
+    }
+
+    /// Writes a reply apiagg answers itself and ends the request.
+    async fn answer(
+        &self,
+        session: &mut Session,
+        ctx: &mut RequestCtx,
+        kind: RouteKind,
+        reply: Reply,
+    ) -> Result<bool> {
+        ctx.kind = kind;
+        ctx.code = reply.code();
+        reply.send(session).await?;
+        Ok(true)
+    }
+
+    /// The header policy of this request.
+    fn forwarding(&self, session: &Session, strip_credentials: bool) -> Forwarding {
+        Forwarding {
+            client_ip: session
+                .client_addr()
+                .and_then(|a| a.as_inet())
+                .map(|a| a.ip()),
+            proto: if self.gateway.options.serving_tls {
+                "https"
+            } else {
+                "http"
+            },
+            strip_credentials,
+        }
+    }
+
+    /// Hands the request to `upstream`: tunnelled here when it asks for an upgrade, else proxied
+    /// by pingora (`Ok(false)`).
+    async fn to_upstream(
+        &self,
+        session: &mut Session,
+        ctx: &mut RequestCtx,
+        kind: RouteKind,
+        upstream: Arc<Upstream>,
+    ) -> Result<bool> {
+        if upgrade::is_upgrade(session.req_header()) {
+            ctx.kind = RouteKind::Upgrade;
+            let forwarding = self.forwarding(session, upstream.strip_credentials);
+            ctx.code = upgrade::tunnel(session, &upstream, &forwarding).await;
+            return Ok(true);
+        }
+        ctx.kind = kind;
+        ctx.upstream = Some(upstream);
+        Ok(false)
+    }
+
+    /// 503 for an APIService that is not available, saying why.
+    fn unavailable(&self, name: &str) -> Reply {
+        let why = self.gateway.availability.get(name).map_or_else(
+            || "no endpoint is available".to_string(),
+            |s| format!("{}: {}", s.condition.reason, s.condition.message),
+        );
+        let message = format!("service unavailable: APIService {name}: {why}");
+        reply::failure_reply(503, "ServiceUnavailable", &message)
+    }
+
+    /// Answers what apiagg serves itself; `None` when the route is not local.
+    fn local(
+        &self,
+        req: &RequestHeader,
+        ctx: &mut RequestCtx,
+        route: Route<'_>,
+    ) -> Option<(RouteKind, Reply)> {
+        let gateway = &self.gateway;
+        let routes = gateway.routes.load();
+        let answer = match route {
+            Route::Health(endpoint, check) => {
+                ctx.subresource = endpoint.path();
+                let reply = local::health(req, endpoint, check, &gateway.lifecycle);
+                return Some((RouteKind::Health, reply));
+            }
+            Route::Metrics => return Some((RouteKind::Metrics, local::metrics(&gateway.metrics))),
+            Route::Status => local::status(&gateway.availability),
+            Route::Version if routes.delegate.is_none() => local::version(),
+            Route::Apis { slash } => {
+                if !slash {
+                    ctx.subresource = "apis";
+                }
+                let aggregated = gateway.discovery.load();
+                let options = &gateway.options.negotiate;
+                local::apis(req, &routes, aggregated.as_deref(), options, slash)
+            }
+            Route::OpenApi(which) => {
+                // kube-apiserver instruments only the v3 paths.
+                ctx.subresource = match which {
+                    OpenApiPath::V2 => "",
+                    OpenApiPath::V3Index => "openapi/v3",
+                    OpenApiPath::V3Document(_) => "openapi/v3/",
+                };
+                openapi::answer(req, which, gateway.openapi.load().as_deref())
+            }
+            Route::Group(group) => local::group(req, &routes, &gateway.options.negotiate, group)?,
+            Route::Version | Route::GroupVersion(_) | Route::Other => return None,
+        };
+        Some((RouteKind::Local, answer))
+    }
+}

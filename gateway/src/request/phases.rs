@@ -1,0 +1,307 @@
+//! pingora's phases for apiagg, in the order pingora calls them.
+
+use std::time::Instant;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use pingora_core::upstreams::peer::HttpPeer;
+use pingora_error::{Error, ErrorSource, ErrorType, Result};
+use pingora_http::{RequestHeader, ResponseHeader};
+use pingora_proxy::{FailToProxy, ProxyHttp, Session};
+
+use super::classify::{classify, exempt_from_shutdown, Route};
+use super::reply::{self, Reply};
+use super::{errors, forward, ApiaggProxy, RequestCtx};
+use crate::observe::{Milestone, RouteKind};
+
+#[async_trait]
+impl ProxyHttp for ApiaggProxy {
+    type CTX = RequestCtx;
+
+    /// Runs first for every request: counts it in flight and notes whether the mux was complete.
+    fn new_ctx(&self) -> RequestCtx {
+        self.gateway.metrics.in_flight.inc();
+        RequestCtx {
+            started: Instant::now(),
+            arrived_complete: self.gateway.lifecycle.mux_complete(),
+            kind: RouteKind::NotFound,
+            upstream: None,
+            endpoint: 0,
+            code: 0,
+            replacement: None,
+            replacing: false,
+            subresource: "",
+            _in_flight: Some(self.gateway.lifecycle.track()),
+        }
+    }
+
+    /// Runs once the request head is read. `Ok(true)`: apiagg answered; `Ok(false)`: pingora
+    /// proxies to `ctx.upstream`.
+    async fn request_filter(&self, session: &mut Session, ctx: &mut RequestCtx) -> Result<bool> {
+        // A Uri clone shares its bytes: no allocation on the request path.
+        let uri = session.req_header().uri.clone();
+        let route = classify(uri.path());
+
+        // 1. Shutdown gate: after the shutdown delay only health and metrics are served.
+        let lifecycle = &self.gateway.lifecycle;
+        if lifecycle.reached(Milestone::Rejecting) && !exempt_from_shutdown(&route) {
+            let agent = session.req_header().headers.get("user-agent");
+            let loopback = agent
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|a| a.starts_with("kube-apiserver/"));
+            if !loopback {
+                let reply = Reply::text(
+                    429,
+                    "The apiserver is shutting down, please try again later.\n",
+                )
+                .header("Retry-After", "5")
+                .header("Connection", "close");
+                return self.answer(session, ctx, RouteKind::Shutdown, reply).await;
+            }
+        }
+
+        // 2. What apiagg answers itself.
+        if let Some((kind, reply)) = self.local(session.req_header(), ctx, route) {
+            return self.answer(session, ctx, kind, reply).await;
+        }
+
+        // 3. A remote APIService: its backend, or 503 while it is unavailable.
+        let routes = self.gateway.routes.load();
+        if let Route::GroupVersion(key) = route {
+            let remote = routes
+                .registry
+                .index_of(key)
+                .map(|i| (i, &routes.registry.entries()[i]))
+                .filter(|(_, entry)| !entry.is_local());
+            if let Some((index, entry)) = remote {
+                return match routes.upstreams.get(index).cloned().flatten() {
+                    Some(upstream) if upstream.available() => {
+                        self.to_upstream(session, ctx, RouteKind::Proxy, upstream)
+                            .await
+                    }
+                    _ => {
+                        let method = session.req_header().method.as_str().to_string();
+                        let metrics = &self.gateway.metrics;
+                        metrics.terminated(&method, &entry.group, &entry.version, 503);
+                        let reply = self.unavailable(&entry.name);
+                        self.answer(session, ctx, RouteKind::Proxy, reply).await
+                    }
+                };
+            }
+        }
+
+        // 4. Everything else is the delegate's; without one, 404 (503 before mux completion).
+        match routes.delegate.clone() {
+            Some(delegate) => {
+                self.to_upstream(session, ctx, RouteKind::Delegate, delegate)
+                    .await
+            }
+            None => {
+                let reply = if ctx.arrived_complete {
+                    Reply::json(404, reply::not_found())
+                } else {
+                    reply::mux_incomplete_reply()
+                };
+                self.answer(session, ctx, RouteKind::NotFound, reply).await
+            }
+        }
+    }
+
+    /// Picks a healthy endpoint of the chosen upstream (again on each retry).
+    async fn upstream_peer(
+        &self,
+        _session: &mut Session,
+        ctx: &mut RequestCtx,
+    ) -> Result<Box<HttpPeer>> {
+        let Some(upstream) = &ctx.upstream else {
+            return Error::e_explain(ErrorType::InternalError, "no upstream selected");
+        };
+        let Some(index) = upstream.pick() else {
+            return Error::e_explain(ErrorType::ConnectNoRoute, "upstream has no endpoints");
+        };
+        ctx.endpoint = index;
+        Ok(Box::new(upstream.endpoints[index].peer.clone()))
+    }
+
+    /// Connecting failed: eject the endpoint; retry on another healthy one (the request never
+    /// reached this one).
+    fn fail_to_connect(
+        &self,
+        _session: &mut Session,
+        _peer: &HttpPeer,
+        ctx: &mut RequestCtx,
+        mut e: Box<Error>,
+    ) -> Box<Error> {
+        if let Some(upstream) = &ctx.upstream {
+            errors::eject(&self.gateway.health, upstream, ctx.endpoint, &e);
+            e.set_retry(upstream.available());
+        }
+        e
+    }
+
+    /// Proxying failed after connecting: eject a broken endpoint; retry only idempotent
+    /// requests whose body can be replayed.
+    fn error_while_proxy(
+        &self,
+        peer: &HttpPeer,
+        session: &mut Session,
+        e: Box<Error>,
+        ctx: &mut RequestCtx,
+        client_reused: bool,
+    ) -> Box<Error> {
+        if let (true, Some(upstream)) = (errors::endpoint_broken(&e, client_reused), &ctx.upstream)
+        {
+            errors::eject(&self.gateway.health, upstream, ctx.endpoint, &e);
+        }
+        let mut e = e.more_context(format!("Peer: {peer}"));
+        if !session.req_header().method.is_idempotent() || session.as_ref().retry_buffer_truncated()
+        {
+            e.set_retry(false);
+        } else {
+            e.retry.decide_reuse(client_reused);
+        }
+        e
+    }
+
+    /// Applies the one header policy (`forward.rs`) to the request pingora sends upstream.
+    async fn upstream_request_filter(
+        &self,
+        session: &mut Session,
+        request: &mut RequestHeader,
+        ctx: &mut RequestCtx,
+    ) -> Result<()> {
+        let Some(upstream) = &ctx.upstream else {
+            return Ok(());
+        };
+        let forwarding = self.forwarding(session, upstream.strip_credentials);
+        let authority = &upstream.endpoints[ctx.endpoint].authority;
+        forward::apply(request, &forwarding, authority)
+    }
+
+    /// Checks the upstream's response head: remote backends' CORS headers are dropped and
+    /// answers apiagg must not pass on are replaced by a Status.
+    async fn response_filter(
+        &self,
+        _session: &mut Session,
+        response: &mut ResponseHeader,
+        ctx: &mut RequestCtx,
+    ) -> Result<()> {
+        if ctx.kind == RouteKind::Proxy {
+            for name in [
+                "access-control-allow-origin",
+                "access-control-allow-credentials",
+                "access-control-allow-headers",
+                "access-control-allow-methods",
+            ] {
+                response.remove_header(name);
+            }
+        }
+        let code = response.status.as_u16();
+        let redirects = response.headers.contains_key("location");
+        let Some((code, body)) =
+            errors::replacement(ctx.kind, code, redirects, ctx.arrived_complete)
+        else {
+            return Ok(());
+        };
+        response.set_status(code)?;
+        for name in ["location", "transfer-encoding", "content-encoding", "etag"] {
+            response.remove_header(name);
+        }
+        response.insert_header("Content-Type", reply::JSON)?;
+        response.insert_header("Content-Length", body.len().to_string())?;
+        if code == 503 {
+            response.insert_header("Retry-After", reply::MUX_RETRY_AFTER_SECONDS.to_string())?;
+        }
+        ctx.replacement = Some(body);
+        ctx.replacing = true;
+        Ok(())
+    }
+
+    /// Sends the replacement body instead of the upstream's, when the head was replaced.
+    fn response_body_filter(
+        &self,
+        _session: &mut Session,
+        body: &mut Option<Bytes>,
+        _end_of_stream: bool,
+        ctx: &mut RequestCtx,
+    ) -> Result<Option<std::time::Duration>> {
+        if ctx.replacing {
+            *body = ctx.replacement.take();
+        }
+        Ok(None)
+    }
+
+    /// The request failed for good: a Status instead of pingora's empty 502, unless the client
+    /// is gone or a response was already started.
+    async fn fail_to_proxy(
+        &self,
+        session: &mut Session,
+        e: &Error,
+        ctx: &mut RequestCtx,
+    ) -> FailToProxy {
+        let downstream_gone = e.esource() == &ErrorSource::Downstream;
+        if downstream_gone || session.response_written().is_some() {
+            ctx.code = 0;
+            return FailToProxy {
+                error_code: 0,
+                can_reuse_downstream: false,
+            };
+        }
+        let target = ctx.upstream.as_ref().map_or_else(
+            || "no backend".to_string(),
+            |u| {
+                let authority = u.endpoints.get(ctx.endpoint).map_or("", |e| &e.authority);
+                format!("{} at {authority}", u.label)
+            },
+        );
+        let mut reply = errors::unreachable(ctx.kind, ctx.arrived_complete, &target, e);
+        // The connection can carry the next request only if this one's body was fully read.
+        let reusable = session.is_body_done();
+        if !reusable {
+            reply = reply.header("Connection", "close");
+        }
+        let code = match reply.send(session).await {
+            Ok(()) => 503,
+            Err(_) => 0,
+        };
+        if ctx.kind == RouteKind::Proxy {
+            let (group, version) = ctx
+                .upstream
+                .as_ref()
+                .and_then(|u| u.metrics.as_ref())
+                .map_or(("", ""), |m| (m.group(), m.version()));
+            let method = session.req_header().method.as_str().to_string();
+            self.gateway
+                .metrics
+                .terminated(&method, group, version, 503);
+        }
+        ctx.code = code;
+        FailToProxy {
+            error_code: code,
+            can_reuse_downstream: code != 0 && reusable,
+        }
+    }
+
+    /// Runs last for every request: in-flight accounting and request metrics.
+    async fn logging(&self, session: &mut Session, _e: Option<&Error>, ctx: &mut RequestCtx) {
+        let code = session
+            .response_written()
+            .map_or(ctx.code, |r| r.status.as_u16());
+        let metrics = &self.gateway.metrics;
+        metrics.in_flight.dec();
+        ctx._in_flight = None;
+        if !self.gateway.options.request_metrics {
+            return;
+        }
+        let seconds = ctx.started.elapsed().as_secs_f64();
+        metrics.observe(ctx.kind, code, seconds);
+        if ctx.kind == RouteKind::Proxy {
+            if let Some(m) = ctx.upstream.as_ref().and_then(|u| u.metrics.as_ref()) {
+                m.observe(code, seconds);
+            }
+        }
+        if !ctx.subresource.is_empty() {
+            metrics.observe_apiserver(ctx.subresource, code, seconds);
+        }
+    }
+}

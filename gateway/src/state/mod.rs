@@ -1,0 +1,146 @@
+//! Layer 2: what the controllers publish and the request path reads. Every snapshot has one
+//! writer and cheap, lock-free readers; controllers take only the handles they use.
+
+mod status;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::openapi::OpenApiDocs;
+use apiagg_discovery::{AggregatedDocs, NegotiateOptions};
+use arc_swap::{ArcSwap, ArcSwapOption};
+use tokio::sync::watch;
+
+use crate::backends::{Clients, HealthBook, RouteTable};
+use crate::observe::{Lifecycle, Metrics};
+
+pub use status::{ApiServiceStatus, Condition, EndpointStatus, StatusBook};
+
+/// Active health probing of backend endpoints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProbeOptions {
+    /// Time between two probes of an endpoint.
+    pub interval: Duration,
+    /// Timeout of one probe.
+    pub timeout: Duration,
+}
+
+/// Options that shape the gateway's behaviour.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Time between SIGTERM and refusing new requests (readyz is red during it).
+    pub shutdown_delay: Duration,
+    /// Upper bound on waiting for in-flight requests (watches included) after the delay.
+    pub drain_timeout: Duration,
+    /// How often the config files are checked for changes.
+    pub reload_interval: Duration,
+    /// How often the delegate's group-versions are re-read.
+    pub delegate_refresh: Duration,
+    /// Whether the listener serves TLS (for `X-Forwarded-Proto`).
+    pub serving_tls: bool,
+    /// How often every backend's discovery is re-read (it is also re-read on registry changes).
+    pub discovery_refresh: Duration,
+    /// Discovery negotiation switches (v2beta1 on or off).
+    pub negotiate: NegotiateOptions,
+    /// Active health probing of backend endpoints.
+    pub probes: ProbeOptions,
+    /// Record per-request metrics (off only to measure their cost).
+    pub request_metrics: bool,
+    /// How often every OpenAPI source is re-read (also on registry changes).
+    pub openapi_refresh: Duration,
+    /// Upper bound of one OpenAPI download.
+    pub openapi_timeout: Duration,
+    /// Upper bound on waiting for the delegate's OpenAPI documents before readyz turns green.
+    pub openapi_startup_timeout: Duration,
+    /// Largest body apiagg reads from a backend or the delegate (discovery, OpenAPI).
+    pub backend_body_limit: u64,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            shutdown_delay: Duration::ZERO,
+            drain_timeout: Duration::from_secs(60),
+            reload_interval: Duration::from_secs(1),
+            delegate_refresh: Duration::from_secs(60),
+            serving_tls: false,
+            discovery_refresh: Duration::from_secs(60),
+            negotiate: NegotiateOptions::default(),
+            probes: ProbeOptions {
+                interval: Duration::from_millis(500),
+                timeout: Duration::from_millis(500),
+            },
+            request_metrics: true,
+            openapi_refresh: Duration::from_secs(60),
+            openapi_timeout: Duration::from_secs(30),
+            openapi_startup_timeout: Duration::from_secs(10),
+            backend_body_limit: 64 << 20,
+        }
+    }
+}
+
+/// The current route table, and a generation number bumped on every publish.
+pub struct Routes {
+    current: ArcSwap<RouteTable>,
+    generation: watch::Sender<u64>,
+}
+
+impl Routes {
+    /// The table now (one atomic load).
+    pub fn load(&self) -> Arc<RouteTable> {
+        self.current.load_full()
+    }
+
+    /// Publishes a new table and wakes every subscriber.
+    pub fn publish(&self, table: RouteTable) {
+        self.current.store(Arc::new(table));
+        self.generation.send_modify(|g| *g += 1);
+    }
+
+    /// A receiver that sees every publish.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.generation.subscribe()
+    }
+}
+
+/// Every shared handle; the composition root hands each part the ones it needs.
+pub struct Gateway {
+    /// Current routes (swapped whole on every change).
+    pub routes: Arc<Routes>,
+    /// Aggregated `/apis` (v2 and v2beta1), once the discovery controller has rendered it.
+    pub discovery: Arc<ArcSwapOption<AggregatedDocs>>,
+    /// `/openapi/v2` and `/openapi/v3`, once the OpenAPI controller has published them.
+    pub openapi: Arc<ArcSwapOption<OpenApiDocs>>,
+    /// Availability of every APIService, written by the availability controller.
+    pub availability: Arc<StatusBook>,
+    /// Health of every backend endpoint.
+    pub health: Arc<HealthBook>,
+    /// The controllers' HTTP clients.
+    pub clients: Arc<Clients>,
+    /// Lifecycle flags.
+    pub lifecycle: Arc<Lifecycle>,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+    /// Options.
+    pub options: Options,
+}
+
+impl Gateway {
+    /// A gateway with no routes yet.
+    pub fn new(options: Options) -> Result<Gateway, prometheus::Error> {
+        Ok(Gateway {
+            routes: Arc::new(Routes {
+                current: ArcSwap::from_pointee(RouteTable::empty()),
+                generation: watch::Sender::new(0),
+            }),
+            discovery: Arc::default(),
+            openapi: Arc::default(),
+            availability: Arc::default(),
+            health: Arc::default(),
+            clients: Arc::new(Clients::new(options.backend_body_limit)),
+            lifecycle: Lifecycle::new(),
+            metrics: Arc::new(Metrics::new()?),
+            options,
+        })
+    }
+}

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Usage: scripts/need.sh COMMAND...
+# Installs, with apt-get, the Debian package of every COMMAND that is not on the PATH. As root it
+# installs; otherwise through sudo when there is one; else it says what to install and fails.
+set -euo pipefail
+declare -A package=(
+  [make]=make                   # runs the README's two commands
+  [cmake]=cmake                 # pingora's zlib build (libz-ng-sys)
+  [prometheus]=prometheus       # the metrics tests scrape apiagg with a real Prometheus
+  [protoc]=protobuf-compiler    # decodes apiagg's OpenAPI protobuf independently in a test
+)
+missing=()
+for cmd in "$@"; do
+  if ! command -v "$cmd" >/dev/null 2>&1; then
+    missing+=("${package[$cmd]:?no package known for $cmd}")
+  fi
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" = 0 ]; then
+  sudo=()
+elif command -v sudo >/dev/null 2>&1; then
+  sudo=(sudo)
+else
+  echo "apiagg needs these Debian packages: ${missing[*]}" >&2
+  echo "install them as root: apt-get install -y ${missing[*]}" >&2
+  exit 1
+fi
+echo "installing ${missing[*]} with apt-get" >&2
+"${sudo[@]}" apt-get update -q
+DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -q "${missing[@]}"
