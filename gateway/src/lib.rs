@@ -19,7 +19,6 @@ pub mod app;
 mod backends;
 mod controllers;
 mod observe;
-mod openapi;
 mod request;
 mod state;
 

@@ -1,9 +1,12 @@
-//! OpenAPI v2 merge and v3 index building (no I/O).
+//! OpenAPI v2 merge, v3 index building, and the documents apiagg publishes with their gnostic
+//! protobuf encoding (no I/O).
 //!
 //! * [`v2::merge_v2`] merges the delegate's documents and one document per remote APIService into
 //!   the `/openapi/v2` document (spec §7.3), rendered once to bytes with a strong ETag.
 //! * [`v3::build_v3_index`] builds the `/openapi/v3` index from per-group-version documents
 //!   (spec §8), with kube-openapi's content hashes.
+//! * [`published`] turns the current inputs into what is served ([`OpenApiDocs`]), and
+//!   [`protobuf::encode_document`] writes `/openapi/v2` as gnostic protobuf for kubectl ≤ 1.27.
 //!
 //! Use: prepare each document once when it is downloaded ([`PreparedV2::local`] /
 //! [`PreparedV2::remote`]; an unusable document yields a [`SpecError`] and the caller keeps its
@@ -28,9 +31,15 @@
 
 pub mod error;
 pub mod hash;
+pub mod protobuf;
+pub mod published;
 pub mod v2;
 pub mod v3;
 
 pub use error::SpecError;
+pub use published::{
+    render_v2, render_v3, v3_key, without_remote_keys, OpenApiDocs, V2Inputs, V2Served, V3Input,
+    V3Output, V3Served, GZIP_THRESHOLD,
+};
 pub use v2::{merge_v2, LocalSpec, MergedV2, PreparedV2, RemoteSpec};
 pub use v3::{build_v3_index, V3Document, V3Index, V3Source};

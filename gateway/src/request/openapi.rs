@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime};
 use bytes::Bytes;
 use pingora_http::RequestHeader;
 
-use crate::openapi::OpenApiDocs;
+use apiagg_openapi_merge::OpenApiDocs;
 
 use super::reply::{self, Reply};
 

@@ -6,8 +6,8 @@ mod status;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::openapi::OpenApiDocs;
 use apiagg_discovery::{AggregatedDocs, NegotiateOptions};
+use apiagg_openapi_merge::OpenApiDocs;
 use arc_swap::{ArcSwap, ArcSwapOption};
 use tokio::sync::watch;
 

@@ -7,12 +7,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use apiagg_openapi_merge::hash::sha512_upper_hex;
-use apiagg_openapi_merge::{PreparedV2, V3Source};
+use apiagg_openapi_merge::{PreparedV2, V3Served, V3Source};
 use bytes::Bytes;
 use serde_json::Value;
 
 use crate::backends::{Client, FetchError};
-use crate::openapi::V3Served;
 
 const JSON: &str = "application/json";
 

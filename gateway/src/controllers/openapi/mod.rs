@@ -19,10 +19,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant as StdInstant};
 
 use apiagg_config::Backend;
-use apiagg_openapi_merge::{LocalSpec, RemoteSpec};
-
-use crate::openapi::{
-    render_v2, render_v3, v3_key, without_remote_keys, OpenApiDocs, V2Inputs, V3Input,
+use apiagg_openapi_merge::{
+    render_v2, render_v3, v3_key, without_remote_keys, LocalSpec, OpenApiDocs, RemoteSpec,
+    V2Inputs, V3Input,
 };
 use arc_swap::ArcSwapOption;
 use async_trait::async_trait;

@@ -3,7 +3,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use apiagg_openapi_merge::PreparedV2;
+use apiagg_openapi_merge::{v3_key, PreparedV2, V2Inputs, V2Served};
 use serde_json::Value;
 use tokio::time::Instant;
 
@@ -11,7 +11,6 @@ use super::download::{prepare_local, prepare_remote, Download, Error, V2Answer, 
 use crate::backends::Upstream;
 use crate::controllers::backoff::Backoff;
 use crate::controllers::targets::{ApiRef, ServiceKey, Target};
-use crate::openapi::{v3_key, V2Inputs, V2Served};
 
 /// What is known about the delegate.
 #[derive(Default)]

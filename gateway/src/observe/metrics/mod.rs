@@ -77,29 +77,14 @@ const PROXY_BUCKETS: [f64; 16] = [
 ];
 
 /// Labels of `apiserver_request_total` (the duration histogram has all but `code`).
-const APISERVER_LABELS: [&str; 9] = [
-    "verb",
-    "dry_run",
-    "group",
-    "version",
-    "resource",
-    "subresource",
-    "scope",
-    "component",
-    "code",
-];
+#[rustfmt::skip]
+const APISERVER_LABELS: [&str; 9] =
+    ["verb", "dry_run", "group", "version", "resource", "subresource", "scope", "component", "code"];
 
 /// Labels of `apiserver_request_terminations_total`.
-const TERMINATION_LABELS: [&str; 8] = [
-    "verb",
-    "group",
-    "version",
-    "resource",
-    "subresource",
-    "scope",
-    "component",
-    "code",
-];
+#[rustfmt::skip]
+const TERMINATION_LABELS: [&str; 8] =
+    ["verb", "group", "version", "resource", "subresource", "scope", "component", "code"];
 
 /// Reasons an `aggregator_unavailable_apiservice_total` series can carry.
 const REASONS: [&str; 5] = [

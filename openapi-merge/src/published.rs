@@ -1,17 +1,63 @@
-//! Turning the current inputs into what is served: the merged v2 document (JSON and gzip) and the
-//! v3 index with its documents.
+//! What `/openapi/v2` and `/openapi/v3` serve, built once per change: the merged v2 document
+//! (JSON and gnostic protobuf, each gzip-compressed when large) and the v3 index with the winning
+//! document of every key.
 
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use std::sync::Arc;
 
-use apiagg_openapi_merge::{build_v3_index, merge_v2, LocalSpec, RemoteSpec, V3Source};
 use bytes::Bytes;
 use flate2::write::GzEncoder;
 use flate2::Compression;
 
-use super::proto_v2::encode_document;
-use super::{V2Served, V3Served, GZIP_THRESHOLD};
+use crate::protobuf::encode_document;
+use crate::{build_v3_index, merge_v2, LocalSpec, RemoteSpec, V3Document, V3Source};
+
+/// The merged `/openapi/v2` document, ready to send.
+pub struct V2Served {
+    /// JSON bytes.
+    pub json: Bytes,
+    /// The same bytes gzip-compressed; `None` below the gzip threshold.
+    pub gzip: Option<Bytes>,
+    /// The document as gnostic protobuf (what kubectl ≤ 1.27 reads).
+    pub proto: Bytes,
+    /// `proto` gzip-compressed; `None` below the gzip threshold.
+    pub proto_gzip: Option<Bytes>,
+    /// Quoted strong ETag (uppercase hex SHA-512 of `json`).
+    pub etag: String,
+}
+
+/// One `/openapi/v3/<key>` document, ready to send.
+pub struct V3Served {
+    /// Key, bytes and hash.
+    pub doc: V3Document,
+    /// Quoted ETag (the hash).
+    pub etag: String,
+}
+
+impl V3Served {
+    /// Hashes `json` once.
+    pub fn new(key: &str, json: Bytes) -> V3Served {
+        let doc = V3Document::new(key, json);
+        let etag = doc.etag();
+        V3Served { doc, etag }
+    }
+}
+
+/// Everything the OpenAPI endpoints serve, published whole.
+pub struct OpenApiDocs {
+    /// `/openapi/v2`; `None` until some source provided a usable document.
+    pub v2: Option<Arc<V2Served>>,
+    /// `/openapi/v3` index JSON.
+    pub v3_index: Bytes,
+    /// Quoted ETag of the index.
+    pub v3_index_etag: String,
+    /// Per-key documents (the index's winners only).
+    pub v3: HashMap<String, Arc<V3Served>>,
+}
+
+/// Bodies at least this large are sent gzip-compressed to clients that accept it (spec §7.4).
+pub const GZIP_THRESHOLD: usize = 1400;
 
 /// The inputs of one v2 merge. Two input sets are the same when they hold the same prepared
 /// documents (by identity) with the same names and priorities: then the merge is not redone.
