@@ -2,6 +2,7 @@
 //! ordering, the config file loader and the route registry. No networking.
 
 pub mod apiservice;
+pub mod content_hash;
 pub mod file;
 pub mod priorities;
 pub mod registry;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use crate::file::{GatewayConfig, ServiceEntry};
 use crate::priorities::builtin_priority;
-use crate::version::compare_kube_aware;
+use crate::version::compare_apiservices;
 
 /// Where an APIService came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -150,9 +150,10 @@ pub fn route_key(group: &str, version: &str) -> String {
 }
 
 fn legacy_order(a: &ApiServiceEntry, b: &ApiServiceEntry) -> Ordering {
-    b.group_priority_minimum
-        .cmp(&a.group_priority_minimum)
-        .then_with(|| a.name.cmp(&b.name))
+    compare_apiservices(
+        (a.group_priority_minimum, &a.name),
+        (b.group_priority_minimum, &b.name),
+    )
 }
 
 fn count_pem_certificates(pem: &[u8]) -> usize {
@@ -272,26 +273,6 @@ impl Registry {
     pub fn lookup(&self, key: &str) -> Option<&Arc<ApiServiceEntry>> {
         self.index_of(key).map(|i| &self.entries[i])
     }
-
-    /// Legacy discovery order (spec §2.2): groups by first appearance, versions inside a group by
-    /// versionPriority (desc) then kube-aware order. The core group is included with name "".
-    pub fn groups(&self) -> Vec<(String, Vec<Arc<ApiServiceEntry>>)> {
-        let mut groups: Vec<(String, Vec<Arc<ApiServiceEntry>>)> = Vec::new();
-        for e in &self.entries {
-            match groups.iter_mut().find(|(g, _)| *g == e.group) {
-                Some((_, versions)) => versions.push(e.clone()),
-                None => groups.push((e.group.clone(), vec![e.clone()])),
-            }
-        }
-        for (_, versions) in &mut groups {
-            versions.sort_by(|a, b| {
-                b.version_priority
-                    .cmp(&a.version_priority)
-                    .then_with(|| compare_kube_aware(&a.version, &b.version))
-            });
-        }
-        groups
-    }
 }
 
 #[cfg(test)]
@@ -323,11 +304,11 @@ mod tests {
             svc("v1beta1.zeta.io", 100, 10),
         );
         let reg = Registry::build(&config(&yaml), &[]).expect("builds");
-        let groups: Vec<String> = reg.groups().into_iter().map(|(g, _)| g).collect();
-        assert_eq!(groups, ["top.io", "zeta.io", "alpha.io"]);
-        let zeta = &reg.groups()[1].1;
-        assert_eq!(zeta[0].version, "v1");
-        assert_eq!(zeta[1].version, "v1beta1");
+        let names: Vec<&str> = reg.entries().iter().map(|e| e.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["v1.top.io", "v1.zeta.io", "v1beta1.zeta.io", "v2.alpha.io"]
+        );
     }
 
     #[test]

@@ -57,6 +57,18 @@ fn parse(version: &str) -> Option<KubeVersion> {
     })
 }
 
+/// Legacy discovery order of APIServices (spec §2.2): `groupPriorityMinimum` descending, then
+/// APIService name; arguments are `(groupPriorityMinimum, name)`.
+pub fn compare_apiservices(a: (i32, &str), b: (i32, &str)) -> Ordering {
+    b.0.cmp(&a.0).then_with(|| a.1.cmp(b.1))
+}
+
+/// Order of the versions of one group: `versionPriority` descending, then kube-aware version
+/// order; arguments are `(version, versionPriority)`.
+pub fn compare_versions(a: (&str, i32), b: (&str, i32)) -> Ordering {
+    b.1.cmp(&a.1).then_with(|| compare_kube_aware(a.0, b.0))
+}
+
 /// Compares two versions the way Kubernetes orders them for display: `Ordering::Less` means `a`
 /// comes first. `v10, v2, v1, v11beta2, v10beta3, v3beta1, v12alpha1, v11alpha2, foo1, foo10`.
 pub fn compare_kube_aware(a: &str, b: &str) -> Ordering {

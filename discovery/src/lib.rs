@@ -11,6 +11,7 @@
 //!    [`render::render_legacy`] once, publish the result;
 //! 4. per request, [`negotiate::negotiate`] and [`render::RenderedDoc::not_modified`].
 
+pub mod accept;
 pub mod convert;
 pub mod merge;
 pub mod negotiate;

@@ -5,6 +5,7 @@
 //! before wildcards, otherwise in header order. The gateway only renders JSON, so
 //! `application/json` (directly or through `application/*` / `*/*`) is the only servable type.
 
+use crate::accept::{media_ranges, Clause};
 use crate::types::APIDISCOVERY_GROUP;
 
 /// The only media type the gateway serves discovery in.
@@ -99,89 +100,30 @@ impl NotAcceptable {
     }
 }
 
-/// One parsed Accept clause.
-#[derive(Debug, Clone, PartialEq)]
-struct Clause<'a> {
-    kind: &'a str,
-    subtype: &'a str,
-    q: f64,
-    params: Vec<(&'a str, &'a str)>,
+/// How discovery reads a clause.
+trait DiscoveryClause {
+    /// Asks for a transformation (`g`, `v` or `as`).
+    fn has_transform(&self) -> bool;
+    /// A `stream` parameter other than `watch` makes a clause unacceptable.
+    fn stream_ok(&self) -> bool;
 }
 
-impl<'a> Clause<'a> {
-    fn param(&self, key: &str) -> Option<&'a str> {
-        // Go keeps the last value of a repeated parameter.
-        self.params
-            .iter()
-            .rev()
-            .find(|(k, _)| *k == key)
-            .map(|(_, v)| *v)
-    }
-
-    fn matches_json(&self) -> bool {
-        (self.kind == "application" && (self.subtype == "json" || self.subtype == "*"))
-            || (self.kind == "*" && self.subtype == "*")
-    }
-
+impl DiscoveryClause for Clause<'_> {
     fn has_transform(&self) -> bool {
         self.params
             .iter()
             .any(|(k, _)| matches!(*k, "g" | "v" | "as"))
     }
 
-    /// A `stream` parameter other than `watch` makes a clause unacceptable.
     fn stream_ok(&self) -> bool {
         self.param("stream")
             .is_none_or(|s| s.is_empty() || s == "watch")
     }
 }
 
-fn parse_accept(header: &str) -> Vec<Clause<'_>> {
-    let mut clauses: Vec<Clause<'_>> = header
-        .split(',')
-        .filter_map(|part| {
-            let mut pieces = part.trim().split(';');
-            let range = pieces.next()?;
-            let (kind, subtype) = match range.split_once('/') {
-                Some((t, s)) if !s.contains('/') => (t.trim(), s.trim()),
-                None if range.trim() == "*" => ("*", "*"),
-                _ => return None,
-            };
-            let mut clause = Clause {
-                kind,
-                subtype,
-                q: 1.0,
-                params: Vec::new(),
-            };
-            for param in pieces {
-                let Some((k, v)) = param.split_once('=') else {
-                    continue;
-                };
-                let (k, v) = (k.trim(), v.trim());
-                if k == "q" {
-                    clause.q = v
-                        .parse::<f64>()
-                        .ok()
-                        .filter(|q| q.is_finite())
-                        .unwrap_or(0.0);
-                } else {
-                    clause.params.push((k, v));
-                }
-            }
-            Some(clause)
-        })
-        .collect();
-    clauses.sort_by(|a, b| {
-        b.q.total_cmp(&a.q)
-            .then_with(|| (a.kind == "*").cmp(&(b.kind == "*")))
-            .then_with(|| (a.subtype == "*").cmp(&(b.subtype == "*")))
-    });
-    clauses
-}
-
 /// The aggregated version a clause asks for, if it is a servable aggregated clause.
 fn aggregated_request(clause: &Clause<'_>, opts: &NegotiateOptions) -> Option<AggregatedVersion> {
-    if !clause.matches_json() || !clause.stream_ok() {
+    if !clause.accepts_json() || !clause.stream_ok() {
         return None;
     }
     if clause.param("g")? != APIDISCOVERY_GROUP || clause.param("as")? != AGGREGATED_KIND {
@@ -210,7 +152,7 @@ pub fn negotiate(
     if header.is_empty() {
         return Ok(Negotiated::Legacy);
     }
-    let clauses = parse_accept(header);
+    let clauses = media_ranges(header);
     if endpoint == Endpoint::Root {
         for clause in &clauses {
             if let Some(version) = aggregated_request(clause, opts) {
@@ -221,7 +163,7 @@ pub fn negotiate(
     }
     if clauses
         .iter()
-        .any(|c| c.matches_json() && !c.has_transform() && c.stream_ok())
+        .any(|c| c.accepts_json() && !c.has_transform() && c.stream_ok())
     {
         Ok(Negotiated::Legacy)
     } else {

@@ -1,9 +1,8 @@
 //! Legacy `/apis` and `/apis/<group>` built from APIService records (spec §2.2, §5.1, §5.2).
 
-use std::cmp::Ordering;
 use std::collections::HashMap;
 
-use apiagg_config::version::compare_kube_aware;
+use apiagg_config::version::compare_apiservices;
 
 use crate::types::{APIGroup, APIGroupList, GroupVersionForDiscovery, LEGACY_API_VERSION};
 
@@ -25,10 +24,7 @@ pub struct ApiServiceRecord<'a> {
     pub version_priority: i32,
 }
 
-/// Orders two versions of one group: `versionPriority` descending, then kube-aware.
-pub fn compare_versions(a: (&str, i32), b: (&str, i32)) -> Ordering {
-    b.1.cmp(&a.1).then_with(|| compare_kube_aware(a.0, b.0))
-}
+pub use apiagg_config::version::compare_versions;
 
 /// Groups the records in legacy order: records sorted by `groupPriorityMinimum` descending then
 /// name ascending, a group placed where it first appears, versions by
@@ -41,9 +37,10 @@ pub fn legacy_group_order<'a>(
         .filter(|r| !r.group.is_empty() && r.group != APIREGISTRATION_GROUP)
         .collect();
     sorted.sort_by(|a, b| {
-        b.group_priority_minimum
-            .cmp(&a.group_priority_minimum)
-            .then_with(|| a.name.cmp(b.name))
+        compare_apiservices(
+            (a.group_priority_minimum, a.name),
+            (b.group_priority_minimum, b.name),
+        )
     });
 
     let mut slots: HashMap<&str, usize> = HashMap::new();

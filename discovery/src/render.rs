@@ -2,7 +2,6 @@
 
 use bytes::Bytes;
 use serde::Serialize;
-use sha2::{Digest, Sha512};
 
 use crate::merge::{merge_plan, GroupVersionEntry};
 use crate::negotiate::{
@@ -65,18 +64,7 @@ impl AggregatedDocs {
 }
 
 /// Quoted uppercase hex SHA-512 of `bytes` (the upstream aggregated-discovery ETag form).
-pub fn strong_etag(bytes: &[u8]) -> String {
-    const HEX: &[u8; 16] = b"0123456789ABCDEF";
-    let digest = Sha512::digest(bytes);
-    let mut out = String::with_capacity(digest.len() * 2 + 2);
-    out.push('"');
-    for b in digest.iter() {
-        out.push(char::from(HEX[usize::from(b >> 4)]));
-        out.push(char::from(HEX[usize::from(b & 0x0f)]));
-    }
-    out.push('"');
-    out
-}
+pub use apiagg_config::content_hash::strong_etag;
 
 /// Upstream If-None-Match rule: a byte-for-byte match of the whole header with the quoted
 /// ETag. Weak tags, lists and `*` never match.

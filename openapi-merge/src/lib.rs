@@ -41,5 +41,5 @@ pub use published::{
     render_v2, render_v3, v3_key, without_remote_keys, OpenApiDocs, V2Inputs, V2Served, V3Input,
     V3Output, V3Served, GZIP_THRESHOLD,
 };
-pub use v2::{merge_v2, LocalSpec, MergedV2, PreparedV2, RemoteSpec};
+pub use v2::{merge_order, merge_v2, LocalSpec, MergedV2, OrderKey, PreparedV2, RemoteSpec};
 pub use v3::{build_v3_index, V3Document, V3Index, V3Source};

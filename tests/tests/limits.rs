@@ -69,7 +69,7 @@ async fn stream_gib(socket: &mut tokio::net::TcpStream, most: &AtomicU64) -> std
         .await?;
     let opening = br#"{"swagger":"2.0","info":{"title":"huge","version":"v1"},"definitions":{"a":{"description":""#;
     let chunk = vec![b'x'; 1 << 20];
-    let mut frame = |data: &[u8]| {
+    let frame = |data: &[u8]| {
         let mut out = format!("{:x}\r\n", data.len()).into_bytes();
         out.extend_from_slice(data);
         out.extend_from_slice(b"\r\n");

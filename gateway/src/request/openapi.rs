@@ -7,6 +7,7 @@ use std::time::{Duration, SystemTime};
 use bytes::Bytes;
 use pingora_http::RequestHeader;
 
+use apiagg_discovery::accept::{accepts_coding, media_ranges};
 use apiagg_openapi_merge::OpenApiDocs;
 
 use super::reply::{self, Reply};
@@ -68,20 +69,6 @@ fn not_ready(message: &str) -> Reply {
     .header("Retry-After", "1")
 }
 
-/// Media type and quality of each clause of an `Accept` or `Accept-Encoding` header.
-fn clauses(value: &str) -> impl Iterator<Item = (&str, bool)> {
-    value.split(',').filter_map(|clause| {
-        let mut parts = clause.split(';').map(str::trim);
-        let media = parts.next().filter(|m| !m.is_empty())?;
-        let refused = parts.any(|p| {
-            p.strip_prefix("q=")
-                .and_then(|q| q.trim().parse::<f32>().ok())
-                .is_some_and(|q| q <= 0.0)
-        });
-        Some((media, !refused))
-    })
-}
-
 /// What a client gets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Format {
@@ -98,20 +85,20 @@ const PROTOBUF_TYPES: [&str; 2] = [
 /// `Content-Type` of protobuf answers.
 const PROTOBUF_CONTENT_TYPE: &str = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
 
-/// The first acceptable clause of `Accept` wins (empty = JSON); nothing acceptable → 406.
-/// Protobuf is offered only where `protobuf` is set (`/openapi/v2`).
+/// The most preferred acceptable clause of `Accept` wins (empty = JSON; `q=0` refuses, as
+/// kube-openapi does); nothing acceptable → 406. Protobuf is offered only where `protobuf` is
+/// set (`/openapi/v2`).
 fn negotiate(accept: Option<&str>, protobuf: bool) -> Result<Format, Reply> {
     let accept = accept.map(str::trim).unwrap_or("");
     if accept.is_empty() {
         return Ok(Format::Json);
     }
-    let chosen = clauses(accept).find_map(|(media, ok)| {
-        let is = |m: &&str| media.eq_ignore_ascii_case(m);
-        if !ok {
+    let chosen = media_ranges(accept).iter().find_map(|clause| {
+        if clause.refused() {
             None
-        } else if ["application/json", "application/*", "*/*"].iter().any(is) {
+        } else if clause.accepts_json() {
             Some(Format::Json)
-        } else if protobuf && PROTOBUF_TYPES.iter().any(is) {
+        } else if protobuf && PROTOBUF_TYPES.iter().any(|t| clause.is(t)) {
             Some(Format::Protobuf)
         } else {
             None
@@ -149,9 +136,7 @@ fn cached(req: &RequestHeader, code: u16, body: Bytes, etag: &str) -> Reply {
 }
 
 fn accepts_gzip(req: &RequestHeader) -> bool {
-    header(req, "accept-encoding").is_some_and(|value| {
-        clauses(value).any(|(coding, ok)| ok && coding.eq_ignore_ascii_case("gzip"))
-    })
+    header(req, "accept-encoding").is_some_and(|value| accepts_coding(value, "gzip"))
 }
 
 fn v2(req: &RequestHeader, docs: &OpenApiDocs, format: Format) -> Reply {

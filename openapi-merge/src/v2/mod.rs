@@ -12,6 +12,7 @@ mod refs;
 mod render;
 mod view;
 
+pub use order::{merge_order, OrderKey};
 pub use prepare::PreparedV2;
 
 use std::sync::Arc;

@@ -1,13 +1,28 @@
 //! Merge order of remote APIServices (spec §2.4, with DESIGN.md's same-group improvement).
 
-use std::cmp::Ordering;
 use std::collections::HashMap;
 
-use apiagg_config::version::compare_kube_aware;
+use apiagg_config::version::compare_versions;
 
 use super::RemoteSpec;
 
-/// Returns the indices of `remotes` in merge order (earlier wins path conflicts).
+/// What the merge order reads of a remote APIService.
+#[derive(Debug, Clone, Copy)]
+pub struct OrderKey<'a> {
+    /// APIService name.
+    pub apiservice: &'a str,
+    /// `spec.group`.
+    pub group: &'a str,
+    /// `spec.version`.
+    pub version: &'a str,
+    /// `spec.groupPriorityMinimum`.
+    pub group_priority_minimum: i32,
+    /// `spec.versionPriority`.
+    pub version_priority: i32,
+}
+
+/// Returns the indices of `keys` in merge order (earlier wins path conflicts); the `/openapi/v3`
+/// index uses the same order for its sources.
 ///
 /// * Groups by group priority descending: the maximum `groupPriorityMinimum` over the group's
 ///   remote APIServices, as upstream.
@@ -16,32 +31,50 @@ use super::RemoteSpec;
 ///   upstream's pairwise comparator does not guarantee), then by group name.
 /// * Inside a group: `versionPriority` descending, then kube-aware version order, then APIService
 ///   name. Upstream means to do this but compares an entry with itself, so it falls back to names.
-pub(crate) fn remote_order(remotes: &[RemoteSpec]) -> Vec<usize> {
+pub fn merge_order(keys: &[OrderKey<'_>]) -> Vec<usize> {
     let mut groups: HashMap<&str, (i32, &str)> = HashMap::new();
-    for remote in remotes {
+    for key in keys {
         let entry = groups
-            .entry(remote.group.as_str())
-            .or_insert((remote.group_priority_minimum, remote.apiservice.as_str()));
-        entry.0 = entry.0.max(remote.group_priority_minimum);
-        if remote.apiservice.as_str() < entry.1 {
-            entry.1 = remote.apiservice.as_str();
+            .entry(key.group)
+            .or_insert((key.group_priority_minimum, key.apiservice));
+        entry.0 = entry.0.max(key.group_priority_minimum);
+        if key.apiservice < entry.1 {
+            entry.1 = key.apiservice;
         }
     }
-    let group_key = |r: &RemoteSpec| groups.get(r.group.as_str()).copied().unwrap_or((0, ""));
-    let mut order: Vec<usize> = (0..remotes.len()).collect();
+    let group_key = |k: &OrderKey<'_>| groups.get(k.group).copied().unwrap_or((0, ""));
+    let mut order: Vec<usize> = (0..keys.len()).collect();
     order.sort_by(|&i, &j| {
-        let (a, b) = (&remotes[i], &remotes[j]);
+        let (a, b) = (&keys[i], &keys[j]);
         let ((a_prio, a_name), (b_prio, b_name)) = (group_key(a), group_key(b));
         b_prio
             .cmp(&a_prio)
             .then_with(|| a_name.cmp(b_name))
-            .then_with(|| a.group.cmp(&b.group))
-            .then_with(|| b.version_priority.cmp(&a.version_priority))
-            .then_with(|| compare_kube_aware(&a.version, &b.version))
-            .then_with(|| a.apiservice.cmp(&b.apiservice))
-            .then(Ordering::Equal)
+            .then_with(|| a.group.cmp(b.group))
+            .then_with(|| {
+                compare_versions(
+                    (a.version, a.version_priority),
+                    (b.version, b.version_priority),
+                )
+            })
+            .then_with(|| a.apiservice.cmp(b.apiservice))
     });
     order
+}
+
+/// [`merge_order`] of prepared remote documents.
+pub(crate) fn remote_order(remotes: &[RemoteSpec]) -> Vec<usize> {
+    let keys: Vec<OrderKey<'_>> = remotes
+        .iter()
+        .map(|r| OrderKey {
+            apiservice: &r.apiservice,
+            group: &r.group,
+            version: &r.version,
+            group_priority_minimum: r.group_priority_minimum,
+            version_priority: r.version_priority,
+        })
+        .collect();
+    merge_order(&keys)
 }
 
 #[cfg(test)]

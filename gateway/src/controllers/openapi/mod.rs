@@ -20,8 +20,8 @@ use std::time::{Duration, Instant as StdInstant};
 
 use apiagg_config::Backend;
 use apiagg_openapi_merge::{
-    render_v2, render_v3, v3_key, without_remote_keys, LocalSpec, OpenApiDocs, RemoteSpec,
-    V2Inputs, V3Input,
+    merge_order, render_v2, render_v3, v3_key, without_remote_keys, LocalSpec, OpenApiDocs,
+    OrderKey, RemoteSpec, V2Inputs, V3Input,
 };
 use arc_swap::ArcSwapOption;
 use async_trait::async_trait;
@@ -197,7 +197,7 @@ impl OpenApiController {
         }
         let mut remote_docs = Vec::new();
         let mut remote_keys = HashSet::new();
-        let mut remotes: Vec<_> = routes
+        let remotes: Vec<_> = routes
             .registry
             .entries()
             .iter()
@@ -206,16 +206,21 @@ impl OpenApiController {
                 Backend::Local => None,
             })
             .collect();
-        // v3 sources in v2 merge order: group priority, then version priority, then name.
-        remotes.sort_by(|(a, _), (b, _)| {
-            b.group_priority_minimum
-                .cmp(&a.group_priority_minimum)
-                .then(b.version_priority.cmp(&a.version_priority))
-                .then(a.name.cmp(&b.name))
-        });
-        for (entry, key) in remotes {
+        // v3 sources in the v2 merge order.
+        let keys: Vec<OrderKey<'_>> = remotes
+            .iter()
+            .map(|(e, _)| OrderKey {
+                apiservice: &e.name,
+                group: &e.group,
+                version: &e.version,
+                group_priority_minimum: e.group_priority_minimum,
+                version_priority: e.version_priority,
+            })
+            .collect();
+        let ordered = merge_order(&keys).into_iter().map(|i| &remotes[i]);
+        for (entry, key) in ordered {
             let v3 = v3_key(&entry.group, &entry.version);
-            let source = sources.services.get(&key);
+            let source = sources.services.get(key);
             if let Some(spec) = source.and_then(|s| s.specs.get(&entry.name)) {
                 inputs.remotes.push(RemoteSpec {
                     apiservice: entry.name.clone(),
