@@ -33,6 +33,34 @@ fn backend(group: &str, name: &str, port: u16) -> Sample {
     )
 }
 
+/// The port a Prometheus started with `--web.listen-address=127.0.0.1:0` picked, from its
+/// `msg="Listening on" address=…` log line (its log keeps being drained afterwards).
+fn prometheus_port(prometheus: &mut std::process::Child) -> u16 {
+    use std::io::BufRead;
+    let stderr = prometheus.stderr.take().expect("prometheus stderr");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let port = line
+                .contains("msg=\"Listening on\"")
+                .then(|| {
+                    line.rsplit(':')
+                        .next()
+                        .and_then(|p| p.trim().parse::<u16>().ok())
+                })
+                .flatten();
+            if let Some(port) = port {
+                let _ = tx.send(port);
+            }
+        }
+    });
+    rx.recv_timeout(Duration::from_secs(30))
+        .expect("Prometheus did not say where it listens within 30 s")
+}
+
 fn apiservice_v1(group: &str, service: &str) -> String {
     apiservice(group, "v1", service, "")
 }
@@ -94,9 +122,10 @@ where
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_backend_is_noticed_within_a_second_and_others_never_fail() {
-    let flapping_port = free_port();
+    let flapping_hold = hold_port();
+    let flapping_port = flapping_hold.port;
     let mut flapping = Some(backend("a.example.com", "a", flapping_port));
-    let steady = backend("b.example.com", "b", free_port());
+    let steady = backend("b.example.com", "b", 0);
     let config = format!(
         "services:\n{}{}apiServices:\n{}{}",
         service("a", &format!("http://127.0.0.1:{flapping_port}")),
@@ -195,7 +224,8 @@ async fn a_dead_backend_is_noticed_within_a_second_and_others_never_fail() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn load_moves_to_the_surviving_endpoint_and_back() {
-    let (x_port, y_port) = (free_port(), free_port());
+    let (x_hold, y_hold) = (hold_port(), hold_port());
+    let (x_port, y_port) = (x_hold.port, y_hold.port);
     let mut x = Some(backend("lb.example.com", "x", x_port));
     let _y = backend("lb.example.com", "y", y_port);
     let config = format!(
@@ -244,8 +274,26 @@ async fn load_moves_to_the_surviving_endpoint_and_back() {
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
     drop(x.take());
-    // The ejection window: passive detection plus one probe interval.
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    // Count only once apiagg shows x ejected (passive detection or the next probe).
+    let killed = Instant::now();
+    let status_url = gw.url("/debug/apiagg/status");
+    let x_url = format!("http://127.0.0.1:{x_port}");
+    let ejected = eventually(Duration::from_secs(20), || async {
+        let Ok(r) = client().get(&status_url).send().await else {
+            return false;
+        };
+        let doc: Value = r.json().await.unwrap_or_default();
+        doc["items"].as_array().into_iter().flatten().any(|item| {
+            item["endpoints"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|e| e["url"].as_str() == Some(x_url.as_str()) && e["healthy"] == false)
+        })
+    })
+    .await;
+    assert!(ejected, "the dead endpoint was never ejected");
+    println!("ejected {:?} after the kill", killed.elapsed());
     counting.store(true, Ordering::Relaxed);
     tokio::time::sleep(Duration::from_secs(2)).await;
     let after_kill: Vec<String> = std::mem::take(&mut *served.lock().expect("lock"));
@@ -285,7 +333,7 @@ async fn load_moves_to_the_surviving_endpoint_and_back() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn conditions_carry_the_upstream_reasons_and_messages() {
-    let good = backend("good.example.com", "good", free_port());
+    let good = backend("good.example.com", "good", 0);
     let failing = fixed_server(
         b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
     )
@@ -349,7 +397,11 @@ async fn conditions_carry_the_upstream_reasons_and_messages() {
     );
     // lastTransitionTime only moves when the status changes.
     let before = good_status["conditions"][0]["lastTransitionTime"].clone();
-    tokio::time::sleep(Duration::from_millis(1200)).await;
+    // Two more probes of the good backend prove two more availability rounds ran.
+    let probe_path = "/apis/good.example.com/v1";
+    let probes = good.requests(probe_path).await;
+    good.wait_requests(probe_path, probes + 2, Duration::from_secs(20))
+        .await;
     let after =
         status_of(gw, "v1.good.example.com").await["conditions"][0]["lastTransitionTime"].clone();
     assert_eq!(before, after);
@@ -414,7 +466,8 @@ async fn conditions_carry_the_upstream_reasons_and_messages() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn prometheus_scrapes_the_expected_series() {
-    let backend_port = free_port();
+    let backend_hold = hold_port();
+    let backend_port = backend_hold.port;
     let mut b = Some(backend("prom.example.com", "prom", backend_port));
     let config = format!(
         "services:\n{}apiServices:\n{}",
@@ -471,7 +524,6 @@ async fn prometheus_scrapes_the_expected_series() {
 
     // A real Prometheus scrapes apiagg.
     let dir = tempfile::tempdir().expect("tempdir");
-    let prom_port = free_port();
     std::fs::write(
         dir.path().join("prometheus.yml"),
         format!(
@@ -480,7 +532,7 @@ async fn prometheus_scrapes_the_expected_series() {
         ),
     )
     .expect("prometheus.yml");
-    let prometheus = Command::new("prometheus")
+    let mut prometheus = Command::new("prometheus")
         .arg(format!(
             "--config.file={}",
             dir.path().join("prometheus.yml").display()
@@ -489,11 +541,12 @@ async fn prometheus_scrapes_the_expected_series() {
             "--storage.tsdb.path={}",
             dir.path().join("data").display()
         ))
-        .arg(format!("--web.listen-address=127.0.0.1:{prom_port}"))
+        .arg("--web.listen-address=127.0.0.1:0")
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .expect("prometheus (apt-get install prometheus)");
+    let prom_port = prometheus_port(&mut prometheus);
     let _prometheus = Proc { child: prometheus };
     let query = |q: &'static str| {
         let url = format!("http://127.0.0.1:{prom_port}/api/v1/query");

@@ -22,6 +22,8 @@ struct World {
     _delegate: Sample,
     oauth: Option<Sample>,
     oauth_port: u16,
+    /// Keeps the oauth backend's port ours while it is down.
+    _oauth_hold: PortHold,
     _metrics: Sample,
 }
 
@@ -67,7 +69,8 @@ fn world(extra: &[&str], garbage: Option<u16>) -> World {
         ],
         false,
     );
-    let oauth_port = free_port();
+    let oauth_hold = hold_port();
+    let oauth_port = oauth_hold.port;
     let oauth = oauth_backend(oauth_port);
     let metrics = Sample::start(
         &[
@@ -139,6 +142,7 @@ fn world(extra: &[&str], garbage: Option<u16>) -> World {
         _delegate: delegate,
         oauth: Some(oauth),
         oauth_port,
+        _oauth_hold: oauth_hold,
         _metrics: metrics,
     }
 }

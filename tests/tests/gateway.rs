@@ -409,7 +409,8 @@ async fn websocket_and_spdy_upgrades_round_trip() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn delegate_fall_through_and_mux_complete_protection() {
-    let delegate_port = free_port();
+    let delegate_hold = hold_port();
+    let delegate_port = delegate_hold.port;
     let backend = sample(G, "remote", false);
     let config = format!(
         "delegate: {{url: \"http://127.0.0.1:{delegate_port}\"}}\nservices:\n{}apiServices:\n{}",
@@ -657,11 +658,26 @@ async fn sigterm_turns_readyz_red_and_lets_requests_finish() {
         let c = c.clone();
         async move { c.get(slow_url).send().await.map(|r| r.status().as_u16()) }
     });
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // The slow request has reached the backend before SIGTERM.
+    let slow_path = format!("/apis/{G}/{V}/slow");
+    backend
+        .wait_requests(&slow_path, 1, Duration::from_secs(10))
+        .await;
+    let term = Instant::now();
     gw.proc.signal("TERM");
-    tokio::time::sleep(Duration::from_millis(200)).await;
     // During the delay: readyz red, livez green, requests still served.
-    assert_eq!(status_code(&gw.url("/readyz")).await, 500);
+    let readyz_url = gw.url("/readyz");
+    let red = eventually(Duration::from_secs(5), || async {
+        status_code(&readyz_url).await == 500
+    })
+    .await;
+    assert!(red, "readyz never turned red after SIGTERM");
+    let red_after = term.elapsed();
+    println!("readyz red {red_after:?} after SIGTERM");
+    assert!(
+        red_after < Duration::from_secs(1),
+        "still in the 1 s shutdown delay"
+    );
     assert_eq!(
         c.get(gw.url("/readyz/shutdown"))
             .send()
@@ -680,13 +696,21 @@ async fn sigterm_turns_readyz_red_and_lets_requests_finish() {
         .expect("served");
     assert_eq!(served.status(), 200);
     // After the delay: new requests get 429 while the slow one drains.
-    tokio::time::sleep(Duration::from_millis(1000)).await;
-    let refused = reqwest::Client::new()
-        .get(gw.url(&format!("/apis/{G}/{V}/flunders")))
-        .send()
-        .await
-        .expect("refused");
-    assert_eq!(refused.status(), 429);
+    let flunders = gw.url(&format!("/apis/{G}/{V}/flunders"));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut refused = None;
+    while refused.is_none() && Instant::now() < deadline {
+        match reqwest::Client::new().get(&flunders).send().await {
+            Ok(r) if r.status() == 429 => refused = Some(r),
+            _ => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    }
+    println!("refusing new requests {:?} after SIGTERM", term.elapsed());
+    let refused = refused.expect("new requests were never refused");
+    assert!(
+        term.elapsed() >= Duration::from_secs(1),
+        "refused before the delay ended"
+    );
     assert_eq!(refused.headers()["retry-after"], "5");
     assert_eq!(slow.await.expect("join").expect("slow request"), 200);
     assert_eq!(gw.proc.wait_exit(Duration::from_secs(10)), Some(0));

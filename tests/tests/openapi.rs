@@ -33,6 +33,8 @@ struct World {
     _delegate: Sample,
     oauth: Option<Sample>,
     oauth_port: u16,
+    /// Keeps the oauth backend's port ours while it is down.
+    _oauth_hold: PortHold,
     /// The oauth backend's documents: `swagger.json` and `v3/*_openapi.json`.
     oauth_docs: tempfile::TempDir,
 }
@@ -113,7 +115,8 @@ fn world(garbage: Option<u16>) -> World {
         false,
     );
     let oauth_docs = copy_oauth_docs();
-    let oauth_port = free_port();
+    let oauth_hold = hold_port();
+    let oauth_port = oauth_hold.port;
     let oauth = oauth_backend(oauth_port, oauth_docs.path());
     let mut config = format!(
         "delegate: {{url: \"{}\"}}\nservices:\n{}",
@@ -153,6 +156,7 @@ fn world(garbage: Option<u16>) -> World {
         _delegate: delegate,
         oauth: Some(oauth),
         oauth_port,
+        _oauth_hold: oauth_hold,
         oauth_docs,
     }
 }
@@ -508,20 +512,21 @@ async fn a_dead_backend_keeps_its_last_good_documents() {
     let v2_etag = header(&before_v2, "etag");
 
     w.oauth = None; // killed
-    tokio::time::sleep(Duration::from_millis(2000)).await;
-    let metrics = String::from_utf8_lossy(
-        &get(&w.gw.url("/metrics"), &[])
+                    // The refresh that failed is recorded before anything is compared.
+    let metrics_url = w.gw.url("/metrics");
+    let failed = eventually(Duration::from_secs(20), || async {
+        let body = get(&metrics_url, &[])
             .await
-            .bytes()
+            .text()
             .await
-            .expect("body"),
-    )
-    .to_string();
+            .unwrap_or_default();
+        body.lines()
+            .any(|l| l.starts_with("apiagg_openapi_download_failures_total{source=\"test/oauth"))
+    })
+    .await;
     assert!(
-        metrics
-            .lines()
-            .any(|l| l.starts_with("apiagg_openapi_download_failures_total{source=\"test/oauth")),
-        "no failure recorded:\n{metrics}"
+        failed,
+        "no failed download of the dead backend was recorded"
     );
 
     assert_eq!(index(&w.gw).await, before_index);
@@ -533,7 +538,12 @@ async fn a_dead_backend_keeps_its_last_good_documents() {
 
     // Back with the same documents: nothing changes.
     w.oauth = Some(oauth_backend(w.oauth_port, w.oauth_docs.path()));
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // Two downloads from the restarted backend: the first was fully processed when the second
+    // round asked again.
+    let oauth = w.oauth.as_ref().expect("oauth");
+    oauth
+        .wait_requests("/openapi/v2", 2, Duration::from_secs(20))
+        .await;
     assert_eq!(index(&w.gw).await, before_index);
     let r = get(&w.gw.url("/openapi/v2"), &[]).await;
     assert_eq!(header(&r, "etag"), v2_etag);
@@ -558,9 +568,14 @@ async fn malformed_documents_never_crash_or_change_the_merge() {
         ),
         (&b"{\"paths\": {\"/apis/oauth.openshift.io/v1/x\": 7}}"[..], &b"{\"openapi\": "[..]),
     ] {
+        let oauth = w.oauth.as_ref().expect("oauth");
+        let asked = oauth.requests("/openapi/v2").await;
         std::fs::write(docs.join("swagger.json"), v2).expect("write");
         std::fs::write(&v3_doc, v3).expect("write");
-        tokio::time::sleep(Duration::from_millis(1200)).await;
+        // Two more downloads: the garbage was read and handled by at least one full round.
+        oauth
+            .wait_requests("/openapi/v2", asked + 2, Duration::from_secs(20))
+            .await;
         assert_eq!(get(&w.gw.url("/healthz"), &[]).await.status(), 200);
         let r = get(&w.gw.url("/openapi/v2"), &[]).await;
         assert_eq!(r.status(), 200);

@@ -4,7 +4,6 @@
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
@@ -50,12 +49,32 @@ pub fn binary(name: &str, package: &str) -> PathBuf {
     path
 }
 
-/// A port that was free a moment ago.
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
+/// A loopback port held for a server the test starts (or restarts) later: a socket bound with
+/// `SO_REUSEPORT` and never listening, so it takes no connection, nobody else can take the port,
+/// and a server that binds with `SO_REUSEPORT` (sample-apiserver does) joins it.
+pub struct PortHold {
+    _socket: socket2::Socket,
+    /// The port.
+    pub port: u16,
+}
+
+/// Holds a free loopback port until the returned value drops.
+pub fn hold_port() -> PortHold {
+    let socket =
+        socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).expect("socket");
+    socket.set_reuse_port(true).expect("SO_REUSEPORT");
+    let addr: std::net::SocketAddr = "127.0.0.1:0".parse().expect("addr");
+    socket.bind(&addr.into()).expect("bind a loopback port");
+    let port = socket
+        .local_addr()
+        .ok()
+        .and_then(|a| a.as_socket())
         .map(|a| a.port())
-        .expect("bind an ephemeral port")
+        .expect("bound port");
+    PortHold {
+        _socket: socket,
+        port,
+    }
 }
 
 /// A child process that is killed when dropped.
@@ -139,6 +158,33 @@ impl Sample {
         }
     }
 
+    /// How many requests for `path` this backend has served (its `/debug/requests` log).
+    pub async fn requests(&self, path: &str) -> u64 {
+        let client = reqwest::Client::builder()
+            .danger_accept_invalid_certs(true)
+            .build()
+            .expect("client");
+        let log: serde_json::Value = client
+            .get(format!("{}/debug/requests", self.url))
+            .send()
+            .await
+            .expect("GET /debug/requests")
+            .json()
+            .await
+            .expect("request log JSON");
+        log[path].as_u64().unwrap_or(0)
+    }
+
+    /// Waits until this backend has served `path` at least `count` times (at most `limit`).
+    pub async fn wait_requests(&self, path: &str, count: u64, limit: Duration) {
+        let reached = eventually(limit, || async { self.requests(path).await >= count }).await;
+        let seen = self.requests(path).await;
+        assert!(
+            reached,
+            "{path} was asked {seen} times, not {count}, within {limit:?}"
+        );
+    }
+
     /// `ca.crt` of a TLS sample, base64 for an APIService `caBundle`.
     pub fn ca_bundle(&self) -> String {
         let dir = self.cert_dir.as_ref().expect("a TLS sample");
@@ -167,29 +213,35 @@ pub struct Apiagg {
 }
 
 impl Apiagg {
-    /// Writes `config` and starts `apiagg serve` on a free port.
+    /// Writes `config` and starts `apiagg serve` on a port it picks itself (`--listen
+    /// 127.0.0.1:0`, unless `extra` has `--listen`), read from its first stdout line.
     pub fn start(config: &str, extra: &[&str]) -> Apiagg {
         let dir = tempfile::tempdir().expect("tempdir");
         std::fs::write(dir.path().join("apiagg.yaml"), config).expect("write config");
-        let port = free_port();
         let mut cmd = Command::new(binary("apiagg", "apiagg-gateway"));
         cmd.arg("serve")
             .arg("--config")
             .arg(dir.path().join("apiagg.yaml"))
-            .arg("--listen")
-            .arg(format!("127.0.0.1:{port}"))
             .args(["--reload-interval", "200ms", "--threads", "2"])
             .args(extra)
             .env("RUST_LOG", "info")
-            .stdout(Stdio::null())
+            .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
-        let child = cmd.spawn().expect("spawn apiagg");
-        let gw = Apiagg {
-            proc: Proc { child },
-            port,
-            dir,
+        if !extra.contains(&"--listen") {
+            cmd.args(["--listen", "127.0.0.1:0"]);
+        }
+        let mut child = cmd.spawn().expect("spawn apiagg");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut proc = Proc { child };
+        let (tls, port) = match listening_port(stdout) {
+            Some(found) => found,
+            None => {
+                let status = proc.wait_exit(Duration::from_secs(5));
+                panic!("apiagg did not say where it listens (exit status {status:?})");
+            }
         };
-        gw.wait_listening();
+        let mut gw = Apiagg { proc, port, dir };
+        gw.wait_listening(tls);
         gw
     }
 
@@ -205,15 +257,26 @@ impl Apiagg {
         std::fs::rename(&tmp, &path).expect("replace config");
     }
 
-    fn wait_listening(&self) {
+    /// Waits until our apiagg answers `/livez` on its port (over TLS: accepts connections): the
+    /// process must still run (a crashed one fails at once with its exit status), and the port
+    /// it chose is held by it alone.
+    fn wait_listening(&mut self, tls: bool) {
         let deadline = Instant::now() + Duration::from_secs(20);
         while Instant::now() < deadline {
-            if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+            if let Ok(Some(status)) = self.proc.child.try_wait() {
+                panic!("apiagg exited before listening: {status}");
+            }
+            let up = if tls {
+                std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok()
+            } else {
+                livez(self.port)
+            };
+            if up {
                 return;
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        panic!("apiagg did not listen on {}", self.port);
+        panic!("apiagg did not answer /livez on {} within 20 s", self.port);
     }
 
     /// Waits until `/readyz` answers 200.
@@ -230,6 +293,32 @@ impl Apiagg {
         }
         panic!("apiagg never became ready");
     }
+}
+
+/// Whether it serves TLS, and the port, from a `listening on http(s)://ADDR:PORT` first line;
+/// `None` if the process closed its stdout first.
+fn listening_port(stdout: std::process::ChildStdout) -> Option<(bool, u16)> {
+    let mut line = String::new();
+    BufReader::new(stdout).read_line(&mut line).ok()?;
+    let url = line.trim().strip_prefix("listening on ")?;
+    let port = url.rsplit(':').next()?.parse().ok()?;
+    Some((url.starts_with("https://"), port))
+}
+
+/// Whether something answers `GET /livez` with 200 on a loopback port (a blocking check).
+fn livez(port: u16) -> bool {
+    use std::io::{Read, Write};
+    let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+    let request = "GET /livez HTTP/1.1\r\nHost: apiagg\r\nConnection: close\r\n\r\n";
+    if stream.write_all(request.as_bytes()).is_err() {
+        return false;
+    }
+    let mut answer = String::new();
+    let _ = stream.read_to_string(&mut answer);
+    answer.starts_with("HTTP/1.1 200")
 }
 
 /// An HTTP client for the tests.

@@ -56,9 +56,7 @@ async fn main() -> Result<()> {
         _ => None,
     };
 
-    let listener = TcpListener::bind(args.listen)
-        .await
-        .with_context(|| format!("binding {}", args.listen))?;
+    let listener = bind(args.listen).with_context(|| format!("binding {}", args.listen))?;
     let scheme = if acceptor.is_some() { "https" } else { "http" };
     let addr = listener.local_addr()?;
     {
@@ -77,6 +75,20 @@ async fn main() -> Result<()> {
     }
 }
 
+/// Binds with `SO_REUSEPORT`, so a test can hold a port (bound, never listening) while this
+/// server is down and start it again on the same port without a race.
+fn bind(addr: std::net::SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.set_reuseport(true)?;
+    socket.bind(addr)?;
+    socket.listen(1024)
+}
+
 fn build_state(args: &Args) -> Result<State> {
     let fixtures = match &args.fixtures {
         Some(dir) => Fixtures::load(dir)?,
@@ -93,6 +105,7 @@ fn build_state(args: &Args) -> Result<State> {
         namespaced: args.namespaced,
         gv_path: format!("/apis/{api_version}"),
         store: Arc::new(Store::new(api_version, args.kind.clone())),
+        requests: Default::default(),
         info: ResourceInfo {
             group: args.group.clone(),
             version: args.version.clone(),

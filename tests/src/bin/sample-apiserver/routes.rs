@@ -36,6 +36,9 @@ pub struct State {
     /// `--openapi-v2` and `--openapi-v3-dir`, read per request; they win over the above.
     pub openapi_files: OpenApiFiles,
     pub store: Arc<Store>,
+    /// Requests served so far, by path (`GET /debug/requests` shows them): tests prove with it
+    /// that a refresh they wait for reached the backend.
+    pub requests: std::sync::Mutex<std::collections::BTreeMap<String, u64>>,
 }
 
 /// Entry point of every request: routes it and labels the answer with `X-Sample-Server`.
@@ -44,6 +47,10 @@ pub async fn handle(
     req: Request<Incoming>,
 ) -> Result<Response<Body>, Infallible> {
     let (method, path) = (req.method().clone(), req.uri().path().to_string());
+    if path != "/debug/requests" {
+        let mut log = state.requests.lock().unwrap_or_else(|e| e.into_inner());
+        *log.entry(path.clone()).or_default() += 1;
+    }
     let mut resp = route(&state, req).await;
     tracing::debug!(%method, %path, status = resp.status().as_u16(), "request");
     resp.headers_mut()
@@ -58,6 +65,10 @@ async fn route(state: &Arc<State>, req: Request<Incoming>) -> Response<Body> {
         Some(p) if !p.is_empty() => p.to_string(),
         _ => raw_path.to_string(),
     };
+    if path == "/debug/requests" {
+        let log = state.requests.lock().unwrap_or_else(|e| e.into_inner());
+        return json(StatusCode::OK, &json!(*log));
+    }
     if let Some(rest) = path.strip_prefix(&format!("{}/", state.gv_path)) {
         let rest = rest.to_string();
         return group_version(state, &rest, req).await;

@@ -9,6 +9,7 @@ use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
     Issuer, KeyPair, KeyUsagePurpose,
 };
+use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::ServerConfig;
 
@@ -92,17 +93,13 @@ fn write(path: &Path, pem: &str) -> Result<()> {
 }
 
 fn read_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>> {
-    let pem = fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-    let certs = rustls_pemfile::certs(&mut pem.as_slice())
-        .collect::<Result<Vec<_>, _>>()
-        .with_context(|| format!("parsing {}", path.display()))?;
+    let certs = CertificateDer::pem_file_iter(path)
+        .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+        .with_context(|| format!("reading {}", path.display()))?;
     anyhow::ensure!(!certs.is_empty(), "no certificate in {}", path.display());
     Ok(certs)
 }
 
 fn read_key(path: &Path) -> Result<PrivateKeyDer<'static>> {
-    let pem = fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-    rustls_pemfile::private_key(&mut pem.as_slice())
-        .with_context(|| format!("parsing {}", path.display()))?
-        .with_context(|| format!("no private key in {}", path.display()))
+    PrivateKeyDer::from_pem_file(path).with_context(|| format!("reading {}", path.display()))
 }
