@@ -331,6 +331,8 @@ async fn a_stopped_backend_turns_stale_and_comes_back() {
         "never Stale"
     );
     let took = started.elapsed();
+    println!("Stale {took:?} after the backend died");
+    // Probes mark it within a second; the bound leaves room for a loaded machine.
     assert!(took < Duration::from_secs(7), "took {took:?}");
     let doc = aggregated(gw).await;
     assert_eq!(
