@@ -3,7 +3,7 @@
 # server it registers (wardle.example.com/v1alpha1 on 127.0.0.1:9443). Ctrl-C stops both.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bin=target/release
+bin="${CARGO_TARGET_DIR:-target}/release"
 "$bin/sample-apiserver" --listen 127.0.0.1:9443 \
   --group wardle.example.com --version v1alpha1 --resource flunders --kind Flunder &
 backend=$!

@@ -51,24 +51,7 @@ fn oauth_backend(port: u16) -> Sample {
 }
 
 fn world(extra: &[&str], garbage: Option<u16>) -> World {
-    let kube = fixtures().join("kubernetes/discovery");
-    let delegate = Sample::start(
-        &[
-            "--fixtures",
-            kube.to_str().expect("utf8"),
-            "--group",
-            "apps",
-            "--version",
-            "v1",
-            "--resource",
-            "deployments",
-            "--kind",
-            "Deployment",
-            "--name",
-            "delegate",
-        ],
-        false,
-    );
+    let delegate = kube_delegate(false, &[]);
     let oauth_hold = hold_port();
     let oauth_port = oauth_hold.port;
     let oauth = oauth_backend(oauth_port);

@@ -444,26 +444,7 @@ async fn delegate_fall_through_and_mux_complete_protection() {
     assert_eq!(remote.status(), 200);
 
     // Start the delegate (a sample serving the Kubernetes discovery fixtures).
-    let discovery = fixtures().join("kubernetes/discovery");
-    let delegate = Sample::start(
-        &[
-            "--listen",
-            &format!("127.0.0.1:{delegate_port}"),
-            "--fixtures",
-            discovery.to_str().expect("utf8 path"),
-            "--group",
-            "apps",
-            "--version",
-            "v1",
-            "--resource",
-            "deployments",
-            "--kind",
-            "Deployment",
-            "--name",
-            "delegate",
-        ],
-        false,
-    );
+    let delegate = kube_delegate(false, &["--listen", &format!("127.0.0.1:{delegate_port}")]);
     gw.wait_ready().await;
 
     let api = c.get(gw.url("/api")).send().await.expect("/api");

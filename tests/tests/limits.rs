@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{binary, eventually, fixtures, Proc, Sample};
+use common::{binary, eventually, fixtures, kube_delegate, Proc, Sample};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const GIB: u64 = 1 << 30;
@@ -216,30 +216,7 @@ async fn an_endless_openapi_document_is_refused_for_its_source_only() {
 /// reports ready).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readyz_turns_green_only_with_the_delegates_openapi_published() {
-    let kube = fixtures().join("kubernetes");
-    let delegate = Sample::start(
-        &[
-            "--fixtures",
-            kube.join("discovery").to_str().expect("utf8"),
-            "--openapi-v2",
-            kube.join("openapi-v2/swagger-v1.32.json")
-                .to_str()
-                .expect("utf8"),
-            "--openapi-v3-dir",
-            kube.join("openapi-v3").to_str().expect("utf8"),
-            "--group",
-            "apps",
-            "--version",
-            "v1",
-            "--resource",
-            "deployments",
-            "--kind",
-            "Deployment",
-            "--name",
-            "delegate",
-        ],
-        false,
-    );
+    let delegate = kube_delegate(true, &[]);
     let config = format!("delegate: {{url: \"{}\"}}\n", delegate.url);
     let gw = common::Apiagg::start(&config, &[]);
     let client = common::client();

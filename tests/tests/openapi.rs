@@ -90,30 +90,7 @@ fn apiservice_line(name: &str, group: &str, gpm: u32, svc: &str) -> String {
 /// The delegate, the oauth backend and apiagg; `garbage` adds `v1.garbage.example.com` served
 /// by that port.
 fn world(garbage: Option<u16>) -> World {
-    let kube = fixtures().join("kubernetes");
-    let delegate = Sample::start(
-        &[
-            "--fixtures",
-            kube.join("discovery").to_str().expect("utf8"),
-            "--openapi-v2",
-            kube.join("openapi-v2/swagger-v1.32.json")
-                .to_str()
-                .expect("utf8"),
-            "--openapi-v3-dir",
-            kube.join("openapi-v3").to_str().expect("utf8"),
-            "--group",
-            "apps",
-            "--version",
-            "v1",
-            "--resource",
-            "deployments",
-            "--kind",
-            "Deployment",
-            "--name",
-            "delegate",
-        ],
-        false,
-    );
+    let delegate = kube_delegate(true, &[]);
     let oauth_docs = copy_oauth_docs();
     let oauth_hold = hold_port();
     let oauth_port = oauth_hold.port;

@@ -193,6 +193,40 @@ impl Sample {
     }
 }
 
+/// The delegate of most tests: a sample-apiserver named `delegate` serving the kube-apiserver
+/// discovery fixtures (`apps/v1` deployments as its own resource), with `openapi` the
+/// kube-apiserver 1.32 OpenAPI v2 and v3 documents too; `extra` adds arguments (`--listen`).
+pub fn kube_delegate(openapi: bool, extra: &[&str]) -> Sample {
+    let kube = fixtures().join("kubernetes");
+    let path = |p: &str| kube.join(p).to_str().expect("utf8 path").to_string();
+    let mut args: Vec<String> = vec!["--fixtures".into(), path("discovery")];
+    if openapi {
+        args.extend([
+            "--openapi-v2".into(),
+            path("openapi-v2/swagger-v1.32.json"),
+            "--openapi-v3-dir".into(),
+            path("openapi-v3"),
+        ]);
+    }
+    for arg in [
+        "--group",
+        "apps",
+        "--version",
+        "v1",
+        "--resource",
+        "deployments",
+        "--kind",
+        "Deployment",
+        "--name",
+        "delegate",
+    ] {
+        args.push(arg.into());
+    }
+    args.extend(extra.iter().map(|a| a.to_string()));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    Sample::start(&args, false)
+}
+
 /// One APIService manifest line for a config.
 pub fn apiservice(group: &str, version: &str, service: &str, tls: &str) -> String {
     format!(
