@@ -3,6 +3,7 @@
 
 use apiagg_discovery as discovery;
 use apiagg_discovery::{AggregatedDocs, NegotiateOptions};
+use arc_swap::ArcSwapOption;
 use bytes::Bytes;
 use pingora_http::RequestHeader;
 
@@ -72,7 +73,7 @@ fn not_acceptable(e: &discovery::NotAcceptable) -> Reply {
 pub fn apis(
     req: &RequestHeader,
     routes: &RouteTable,
-    aggregated: Option<&AggregatedDocs>,
+    aggregated: &ArcSwapOption<AggregatedDocs>,
     options: &NegotiateOptions,
     slash: bool,
 ) -> Reply {
@@ -87,7 +88,7 @@ pub fn apis(
     };
     let reply = match negotiated {
         discovery::Negotiated::Legacy => document(req, &routes.legacy.apis, false),
-        discovery::Negotiated::Aggregated { version, .. } => match aggregated {
+        discovery::Negotiated::Aggregated { version, .. } => match aggregated.load().as_deref() {
             Some(docs) => document(req, docs.get(version), true),
             None => reply::mux_incomplete_reply(),
         },

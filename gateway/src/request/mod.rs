@@ -138,9 +138,8 @@ impl ApiaggProxy {
                 if !slash {
                     ctx.subresource = "apis";
                 }
-                let aggregated = gateway.discovery.load();
                 let options = &gateway.options.negotiate;
-                local::apis(req, &routes, aggregated.as_deref(), options, slash)
+                local::apis(req, &routes, &gateway.discovery, options, slash)
             }
             Route::OpenApi(which) => {
                 // kube-apiserver instruments only the v3 paths.
