@@ -1,0 +1,123 @@
+//! The apiagg process under test.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::{binary, client, Proc};
+
+/// A running apiagg.
+pub struct Apiagg {
+    pub proc: Proc,
+    pub port: u16,
+    pub dir: tempfile::TempDir,
+}
+
+impl Apiagg {
+    /// Writes `config` and starts `apiagg serve` on a port it picks itself (`--listen
+    /// 127.0.0.1:0`, unless `extra` has `--listen`), read from its first stdout line.
+    pub fn start(config: &str, extra: &[&str]) -> Apiagg {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("apiagg.yaml"), config).expect("write config");
+        let mut cmd = Command::new(binary("apiagg", "apiagg-gateway"));
+        cmd.arg("serve")
+            .arg("--config")
+            .arg(dir.path().join("apiagg.yaml"))
+            .args(["--reload-interval", "200ms", "--threads", "2"])
+            .args(extra)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        if !extra.contains(&"--listen") {
+            cmd.args(["--listen", "127.0.0.1:0"]);
+        }
+        let mut child = cmd.spawn().expect("spawn apiagg");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut proc = Proc { child };
+        let (tls, port) = match listening_port(stdout) {
+            Some(found) => found,
+            None => {
+                let status = proc.wait_exit(Duration::from_secs(5));
+                panic!("apiagg did not say where it listens (exit status {status:?})");
+            }
+        };
+        let mut gw = Apiagg { proc, port, dir };
+        gw.wait_listening(tls);
+        gw
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    /// Rewrites the config file (hot reload).
+    pub fn write_config(&self, config: &str) {
+        let path = self.dir.path().join("apiagg.yaml");
+        let tmp = self.dir.path().join("apiagg.yaml.tmp");
+        std::fs::write(&tmp, config).expect("write config");
+        std::fs::rename(&tmp, &path).expect("replace config");
+    }
+
+    /// Waits until our apiagg answers `/livez` on its port (over TLS: accepts connections): the
+    /// process must still run (a crashed one fails at once with its exit status), and the port
+    /// it chose is held by it alone.
+    fn wait_listening(&mut self, tls: bool) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.proc.child.try_wait() {
+                panic!("apiagg exited before listening: {status}");
+            }
+            let up = if tls {
+                std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok()
+            } else {
+                livez(self.port)
+            };
+            if up {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("apiagg did not answer /livez on {} within 20 s", self.port);
+    }
+
+    /// Waits until `/readyz` answers 200.
+    pub async fn wait_ready(&self) {
+        let client = client();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if let Ok(r) = client.get(self.url("/readyz")).send().await {
+                if r.status() == 200 {
+                    return;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        panic!("apiagg never became ready");
+    }
+}
+
+/// Whether it serves TLS, and the port, from a `listening on http(s)://ADDR:PORT` first line;
+/// `None` if the process closed its stdout first.
+fn listening_port(stdout: std::process::ChildStdout) -> Option<(bool, u16)> {
+    let mut line = String::new();
+    BufReader::new(stdout).read_line(&mut line).ok()?;
+    let url = line.trim().strip_prefix("listening on ")?;
+    let port = url.rsplit(':').next()?.parse().ok()?;
+    Some((url.starts_with("https://"), port))
+}
+
+/// Whether something answers `GET /livez` with 200 on a loopback port (a blocking check).
+fn livez(port: u16) -> bool {
+    use std::io::{Read, Write};
+    let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+    let request = "GET /livez HTTP/1.1\r\nHost: apiagg\r\nConnection: close\r\n\r\n";
+    if stream.write_all(request.as_bytes()).is_err() {
+        return false;
+    }
+    let mut answer = String::new();
+    let _ = stream.read_to_string(&mut answer);
+    answer.starts_with("HTTP/1.1 200")
+}
