@@ -6,6 +6,7 @@
 
 mod backends;
 mod gateway;
+pub mod openapi;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
