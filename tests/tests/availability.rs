@@ -158,14 +158,7 @@ async fn a_dead_backend_is_noticed_within_a_second_and_others_never_fail() {
         "the healthy group saw errors"
     );
 
-    let metrics = client()
-        .get(gw.url("/metrics"))
-        .send()
-        .await
-        .expect("m")
-        .text()
-        .await
-        .expect("t");
+    let metrics = get_text(&gw.url("/metrics")).await;
     assert!(
         metrics.contains("aggregator_unavailable_apiservice_total{name=\"v1.a.example.com\",reason=\"FailedDiscoveryCheck\"} 10"),
         "{metrics}"

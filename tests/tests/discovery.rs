@@ -27,34 +27,11 @@ struct World {
     _metrics: Sample,
 }
 
-fn oauth_backend(port: u16) -> Sample {
-    let dir = fixtures().join("extension-apiservers/oauth-apiserver/discovery");
-    Sample::start(
-        &[
-            "--listen",
-            &format!("127.0.0.1:{port}"),
-            "--fixtures",
-            dir.to_str().expect("utf8"),
-            "--group",
-            "oauth.openshift.io",
-            "--version",
-            "v1",
-            "--resource",
-            "oauthclients",
-            "--kind",
-            "OAuthClient",
-            "--name",
-            "oauth",
-        ],
-        false,
-    )
-}
-
 fn world(extra: &[&str], garbage: Option<u16>) -> World {
     let delegate = kube_delegate(false, &[]);
     let oauth_hold = hold_port();
     let oauth_port = oauth_hold.port;
-    let oauth = oauth_backend(oauth_port);
+    let oauth = oauth_backend(oauth_port, None);
     let metrics = Sample::start(
         &[
             "--group",
@@ -349,7 +326,7 @@ async fn a_stopped_backend_turns_stale_and_comes_back() {
     assert!(!ok && err.contains("oauthclients"), "{err}");
 
     // Back again: Current.
-    w.oauth = Some(oauth_backend(w.oauth_port));
+    w.oauth = Some(oauth_backend(w.oauth_port, None));
     let gw = &w.gw;
     assert!(
         eventually(Duration::from_secs(10), || async {

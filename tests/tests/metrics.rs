@@ -64,14 +64,7 @@ async fn prometheus_scrapes_the_expected_series() {
         .expect("apis");
 
     // promtool lints the exposition.
-    let text = client()
-        .get(gw.url("/metrics"))
-        .send()
-        .await
-        .expect("m")
-        .text()
-        .await
-        .expect("t");
+    let text = get_text(&gw.url("/metrics")).await;
     let mut promtool = Command::new("promtool")
         .args(["check", "metrics"])
         .stdin(Stdio::piped())

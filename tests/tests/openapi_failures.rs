@@ -43,7 +43,7 @@ async fn a_dead_backend_keeps_its_last_good_documents() {
     assert_eq!(r.status(), 200, "the last good v3 document is still served");
 
     // Back with the same documents: nothing changes.
-    w.oauth = Some(oauth_backend(w.oauth_port, w.oauth_docs.path()));
+    w.oauth = Some(oauth_backend(w.oauth_port, Some(w.oauth_docs.path())));
     // Two downloads from the restarted backend: the first was fully processed when the second
     // round asked again.
     let oauth = w.oauth.as_ref().expect("oauth");
@@ -92,26 +92,6 @@ async fn malformed_documents_never_crash_or_change_the_merge() {
     }
 }
 
-/// A backend that answers every request with the same bytes.
-async fn garbage_server(response: &'static [u8]) -> u16 {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let port = listener.local_addr().expect("addr").port();
-    tokio::spawn(async move {
-        while let Ok((mut socket, _)) = listener.accept().await {
-            tokio::spawn(async move {
-                let mut buf = [0u8; 4096];
-                let _ = socket.read(&mut buf).await;
-                let _ = socket.write_all(response).await;
-                let _ = socket.shutdown().await;
-            });
-        }
-    });
-    port
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_garbage_backend_contributes_nothing_and_breaks_nothing() {
     for response in [
@@ -119,7 +99,7 @@ async fn a_garbage_backend_contributes_nothing_and_breaks_nothing() {
         &b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n{\"paths\": {\"apis/garbage.example.com/v1\": 17}"[..],
         &b"\x00\x01garbage\r\n\r\n"[..],
     ] {
-        let port = garbage_server(response).await;
+        let port = fixed_server(response).await;
         let w = world(Some(port));
         w.gw.wait_ready().await;
         wait_openapi(&w.gw).await;

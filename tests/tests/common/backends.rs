@@ -189,3 +189,40 @@ pub fn backend(group: &str, name: &str, port: u16) -> Sample {
 pub fn apiservice_v1(group: &str, service: &str) -> String {
     apiservice(group, "v1", service, "")
 }
+
+/// The oauth-apiserver backend on `port`, serving its discovery fixtures; with `openapi_docs`
+/// also the `swagger.json` and `v3/` documents of that folder (read on every request).
+pub fn oauth_backend(port: u16, openapi_docs: Option<&std::path::Path>) -> Sample {
+    let discovery = fixtures().join("extension-apiservers/oauth-apiserver/discovery");
+    let path = |p: std::path::PathBuf| p.to_str().expect("utf8 path").to_string();
+    let mut args = vec![
+        "--listen".to_string(),
+        format!("127.0.0.1:{port}"),
+        "--fixtures".into(),
+        path(discovery),
+    ];
+    if let Some(docs) = openapi_docs {
+        args.extend([
+            "--openapi-v2".into(),
+            path(docs.join("swagger.json")),
+            "--openapi-v3-dir".into(),
+            path(docs.join("v3")),
+        ]);
+    }
+    for arg in [
+        "--group",
+        "oauth.openshift.io",
+        "--version",
+        "v1",
+        "--resource",
+        "oauthclients",
+        "--kind",
+        "OAuthClient",
+        "--name",
+        "oauth",
+    ] {
+        args.push(arg.into());
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    Sample::start(&args, false)
+}

@@ -151,6 +151,13 @@ pub async fn status_code(url: &str) -> u16 {
         .unwrap_or(0)
 }
 
+/// The body of a GET as text (the test fails when the request does).
+pub async fn get_text(url: &str) -> String {
+    let response = client().get(url).send().await;
+    let response = response.unwrap_or_else(|e| panic!("GET {url}: {e}"));
+    response.text().await.expect("body")
+}
+
 /// A backend that answers every connection with the same bytes, whatever it is asked.
 pub async fn fixed_server(response: &'static [u8]) -> u16 {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};

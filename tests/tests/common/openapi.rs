@@ -54,33 +54,6 @@ pub fn copy_oauth_docs() -> tempfile::TempDir {
     dir
 }
 
-pub fn oauth_backend(port: u16, docs: &Path) -> Sample {
-    let discovery = fixtures().join("extension-apiservers/oauth-apiserver/discovery");
-    Sample::start(
-        &[
-            "--listen",
-            &format!("127.0.0.1:{port}"),
-            "--fixtures",
-            discovery.to_str().expect("utf8"),
-            "--openapi-v2",
-            docs.join("swagger.json").to_str().expect("utf8"),
-            "--openapi-v3-dir",
-            docs.join("v3").to_str().expect("utf8"),
-            "--group",
-            "oauth.openshift.io",
-            "--version",
-            "v1",
-            "--resource",
-            "oauthclients",
-            "--kind",
-            "OAuthClient",
-            "--name",
-            "oauth",
-        ],
-        false,
-    )
-}
-
 pub fn apiservice_line(name: &str, group: &str, gpm: u32, svc: &str) -> String {
     format!("  - {{apiVersion: apiregistration.k8s.io/v1, kind: APIService, metadata: {{name: {name}}}, spec: {{group: {group}, version: v1, groupPriorityMinimum: {gpm}, versionPriority: 15, service: {{namespace: test, name: {svc}}}}}}}\n")
 }
@@ -92,7 +65,7 @@ pub fn world(garbage: Option<u16>) -> World {
     let oauth_docs = copy_oauth_docs();
     let oauth_hold = hold_port();
     let oauth_port = oauth_hold.port;
-    let oauth = oauth_backend(oauth_port, oauth_docs.path());
+    let oauth = oauth_backend(oauth_port, Some(oauth_docs.path()));
     let mut config = format!(
         "delegate: {{url: \"{}\"}}\nservices:\n{}",
         delegate.url,
