@@ -3,13 +3,14 @@
 
 pub mod apiservice;
 pub mod content_hash;
+pub mod endpoint;
 pub mod file;
 pub mod priorities;
 pub mod registry;
 pub mod version;
 
+pub use endpoint::{Endpoint, EndpointError};
 pub use file::{ConfigError, DelegateConfig, GatewayConfig, ServiceEntry, ServingTls, Sources};
 pub use registry::{
-    ApiServiceEntry, Backend, Endpoint, LocalGroupVersion, Origin, Registry, RegistryError,
-    RemoteBackend,
+    ApiServiceEntry, Backend, LocalGroupVersion, Origin, Registry, RegistryError, RemoteBackend,
 };

@@ -9,6 +9,9 @@ use crate::file::{GatewayConfig, ServiceEntry};
 use crate::priorities::builtin_priority;
 use crate::version::compare_apiservices;
 
+/// Endpoints are parsed when the registry is built; callers also find the parser here.
+pub use crate::endpoint::{parse_endpoint, Endpoint, EndpointError};
+
 /// Where an APIService came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Origin {
@@ -16,50 +19,6 @@ pub enum Origin {
     Config(String),
     /// Registered automatically for a group-version the delegate serves.
     Delegate,
-}
-
-/// One backend endpoint, parsed from its URL.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Endpoint {
-    /// The URL as configured.
-    pub url: String,
-    /// `https` endpoint.
-    pub tls: bool,
-    /// Host name or IP literal (without brackets).
-    pub host: String,
-    /// Port (scheme default when omitted).
-    pub port: u16,
-}
-
-/// Parses an endpoint URL (`http(s)://host[:port]`, no path).
-pub fn parse_endpoint(text: &str) -> Result<Endpoint, String> {
-    let url = url::Url::parse(text).map_err(|e| format!("endpoint {text:?}: {e}"))?;
-    let tls = match url.scheme() {
-        "https" => true,
-        "http" => false,
-        other => {
-            return Err(format!(
-                "endpoint {text:?}: scheme {other:?} is not supported, use http or https"
-            ))
-        }
-    };
-    let host = match url.host() {
-        Some(url::Host::Ipv6(ip)) => ip.to_string(),
-        Some(h) => h.to_string(),
-        None => return Err(format!("endpoint {text:?}: host is missing")),
-    };
-    if !matches!(url.path(), "" | "/") || url.query().is_some() {
-        return Err(format!("endpoint {text:?}: must not have a path or query"));
-    }
-    let port = url
-        .port_or_known_default()
-        .ok_or_else(|| format!("endpoint {text:?}: port is missing"))?;
-    Ok(Endpoint {
-        url: text.to_string(),
-        tls,
-        host,
-        port,
-    })
 }
 
 /// How to reach a remote APIService.
@@ -211,7 +170,7 @@ impl Registry {
                                 .collect::<Result<Vec<_>, _>>()
                         })
                         .transpose()
-                        .map_err(fail)?;
+                        .map_err(|e| fail(e.to_string()))?;
                     Backend::Remote(RemoteBackend {
                         server_name: format!("{service}.{namespace}.svc"),
                         namespace,

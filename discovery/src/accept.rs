@@ -135,6 +135,45 @@ mod tests {
     }
 
     #[test]
+    fn zero_quality_in_every_spelling() {
+        for header in [
+            "text/plain;q=0",
+            "text/plain;q=0.0",
+            "text/plain;q=0.000",
+            "text/plain;Q=0",
+        ] {
+            let clauses = media_ranges(header);
+            assert_eq!(clauses[0].q, 0.0, "{header}");
+            assert!(clauses[0].refused(), "{header}");
+        }
+        // A refused clause sorts after every acceptable one, whatever its place in the header.
+        let clauses = media_ranges("application/json;q=0, text/plain;q=0.1");
+        assert!(clauses[0].is("text/plain") && !clauses[0].refused());
+        assert!(clauses[1].is("application/json") && clauses[1].refused());
+    }
+
+    #[test]
+    fn whitespace_and_case() {
+        let clauses =
+            media_ranges("  Application/JSON ;  q = 0.5 ; g = apidiscovery.k8s.io ,TEXT/* ;Q=1");
+        assert_eq!(clauses.len(), 2);
+        // Type and subtype keep their spelling; comparisons ignore case.
+        assert_eq!((clauses[0].kind, clauses[0].subtype), ("TEXT", "*"));
+        assert_eq!(clauses[0].q, 1.0);
+        let json = &clauses[1];
+        assert_eq!(
+            (json.kind, json.subtype, json.q),
+            ("Application", "JSON", 0.5)
+        );
+        assert!(json.is("application/json") && json.accepts_json());
+        assert_eq!(json.param("g"), Some("apidiscovery.k8s.io"));
+        assert!(media_ranges("").is_empty());
+        assert!(media_ranges(" , ;q=1,").is_empty());
+        assert!(accepts_coding(" GZip ; q = 0.5 ", "gzip"));
+        assert!(!accepts_coding("gzip; Q=0.0", "gzip"));
+    }
+
+    #[test]
     fn preference_order_then_sent_order() {
         let clauses =
             media_ranges("*/*;q=0.8, text/html;q=0.8, application/json , Application/YAML");

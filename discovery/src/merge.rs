@@ -3,7 +3,9 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::order::{compare_versions, APIREGISTRATION_GROUP};
+use apiagg_config::version::compare_versions;
+
+use crate::order::APIREGISTRATION_GROUP;
 use crate::types::{
     APIGroupDiscovery, APIGroupDiscoveryList, APIVersionDiscovery, Freshness, GroupMeta,
 };

@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use apiagg_config::version::compare_apiservices;
+use apiagg_config::version::{compare_apiservices, compare_versions};
 
 use crate::types::{APIGroup, APIGroupList, GroupVersionForDiscovery, LEGACY_API_VERSION};
 
@@ -23,8 +23,6 @@ pub struct ApiServiceRecord<'a> {
     /// `spec.versionPriority`.
     pub version_priority: i32,
 }
-
-pub use apiagg_config::version::compare_versions;
 
 /// Groups the records in legacy order: records sorted by `groupPriorityMinimum` descending then
 /// name ascending, a group placed where it first appears, versions by
@@ -59,14 +57,19 @@ pub fn legacy_group_order<'a>(
         }
     }
     for (_, members) in &mut groups {
-        members.sort_by(|a, b| {
-            compare_versions(
-                (a.version, a.version_priority),
-                (b.version, b.version_priority),
-            )
-        });
+        sort_versions(members);
     }
     groups
+}
+
+/// Sorts one group's records by `versionPriority` descending, then kube-aware version.
+fn sort_versions(members: &mut [ApiServiceRecord<'_>]) {
+    members.sort_by(|a, b| {
+        compare_versions(
+            (a.version, a.version_priority),
+            (b.version, b.version_priority),
+        )
+    });
 }
 
 /// The fixed `apiregistration.k8s.io` entry (`v1` only).
@@ -108,12 +111,7 @@ pub fn legacy_group(records: &[ApiServiceRecord<'_>], group: &str) -> Option<API
         if members.is_empty() {
             return None;
         }
-        members.sort_by(|a, b| {
-            compare_versions(
-                (a.version, a.version_priority),
-                (b.version, b.version_priority),
-            )
-        });
+        sort_versions(&mut members);
         let versions: Vec<&str> = members.iter().map(|r| r.version).collect();
         group_entry(group, &versions)
     };

@@ -1,12 +1,11 @@
 //! Rendering documents to bytes with a strong ETag, and If-None-Match matching (spec §6.7).
 
+use apiagg_config::content_hash::strong_etag;
 use bytes::Bytes;
 use serde::Serialize;
 
 use crate::merge::{merge_plan, GroupVersionEntry};
-use crate::negotiate::{
-    AggregatedVersion, Negotiated, CONTENT_TYPE_V2, CONTENT_TYPE_V2BETA1, JSON,
-};
+use crate::negotiate::{AggregatedVersion, CONTENT_TYPE_V2, CONTENT_TYPE_V2BETA1, JSON};
 use crate::types::{
     APIGroupDiscoveryList, APIResourceDiscovery, Extra, Freshness, APIDISCOVERY_V2,
     APIDISCOVERY_V2BETA1,
@@ -53,18 +52,7 @@ impl AggregatedDocs {
             AggregatedVersion::V2Beta1 => &self.v2beta1,
         }
     }
-
-    /// The rendering for a negotiation outcome; `None` for [`Negotiated::Legacy`].
-    pub fn for_negotiated(&self, negotiated: Negotiated) -> Option<&RenderedDoc> {
-        match negotiated {
-            Negotiated::Aggregated { version, .. } => Some(self.get(version)),
-            Negotiated::Legacy => None,
-        }
-    }
 }
-
-/// Quoted uppercase hex SHA-512 of `bytes` (the upstream aggregated-discovery ETag form).
-pub use apiagg_config::content_hash::strong_etag;
 
 /// Upstream If-None-Match rule: a byte-for-byte match of the whole header with the quoted
 /// ETag. Weak tags, lists and `*` never match.

@@ -14,7 +14,7 @@
 #[path = "support/inputs.rs"]
 mod inputs;
 
-use apiagg_openapi_merge::merge_v2;
+use apiagg_openapi_merge::{merge_v2, LocalSpec, PreparedV2, RemoteSpec};
 use criterion::{criterion_group, criterion_main, Criterion};
 use inputs::{fixtures, kube_openapi_inputs, realistic_inputs, reprepare};
 

@@ -11,7 +11,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::time::Instant;
 
-use apiagg_openapi_merge::{merge_v2, LocalSpec, RemoteSpec};
+use apiagg_openapi_merge::{merge_v2, LocalSpec, PreparedV2, RemoteSpec};
 
 struct Counting;
 static LIVE: AtomicUsize = AtomicUsize::new(0);

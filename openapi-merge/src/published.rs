@@ -191,6 +191,7 @@ pub fn without_remote_keys(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::PreparedV2;
 
     fn doc(key: &str, body: &str) -> Arc<V3Served> {
         Arc::new(V3Served::new(key, Bytes::from(body.to_string())))
@@ -230,13 +231,34 @@ mod tests {
     }
 
     #[test]
-    fn gzip_only_above_the_threshold() {
-        let small = render_v2(&V2Inputs::default());
-        assert!(small.is_none());
-        let round = gzip(&[b'a'; 4000]).expect("gzip");
-        let mut out = Vec::new();
-        std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&round[..]), &mut out)
-            .expect("gunzip");
-        assert_eq!(out, vec![b'a'; 4000]);
+    fn large_documents_are_also_sent_gzipped() {
+        let inputs = |title: &str| {
+            let doc = serde_json::json!({"swagger": "2.0", "info": {"title": title}, "paths": {}});
+            let spec = PreparedV2::local(Arc::new(doc)).expect("usable");
+            V2Inputs {
+                locals: vec![LocalSpec {
+                    name: "delegate".into(),
+                    spec: Arc::new(spec),
+                }],
+                remotes: Vec::new(),
+            }
+        };
+        let gunzip = |bytes: &Option<Bytes>| {
+            let mut out = Vec::new();
+            let gz = bytes.as_deref().expect("gzipped");
+            std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(gz), &mut out)
+                .expect("gunzip");
+            out
+        };
+
+        assert!(render_v2(&V2Inputs::default()).is_none());
+        let small = render_v2(&inputs("t")).expect("a document");
+        assert!(small.gzip.is_none() && small.proto_gzip.is_none());
+        let parsed: serde_json::Value = serde_json::from_slice(&small.json).expect("JSON");
+        assert_eq!(small.proto, encode_document(&parsed));
+
+        let large = render_v2(&inputs(&"x".repeat(GZIP_THRESHOLD))).expect("a document");
+        assert_eq!(gunzip(&large.gzip), large.json);
+        assert_eq!(gunzip(&large.proto_gzip), large.proto);
     }
 }

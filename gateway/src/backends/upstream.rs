@@ -38,7 +38,7 @@ pub enum BuildError {
     },
     /// The delegate URL is unusable (the input must change).
     #[error("delegate: {0}")]
-    DelegateUrl(String),
+    DelegateUrl(#[source] apiagg_config::EndpointError),
 }
 
 /// One reachable endpoint of an upstream.

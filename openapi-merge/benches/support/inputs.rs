@@ -1,10 +1,13 @@
-//! Input loading shared by the benchmark and the `merge_v2_memory` example.
+//! The merge inputs shared by the benchmark, the `merge_v2_memory` example and the crate's merge
+//! tests, included by each with `#[path]`. The including module brings `LocalSpec`, `PreparedV2`
+//! and `RemoteSpec` into scope.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use apiagg_openapi_merge::{LocalSpec, PreparedV2, RemoteSpec};
 use serde_json::Value;
+
+use super::{LocalSpec, PreparedV2, RemoteSpec};
 
 pub fn load(path: &Path) -> Option<Arc<Value>> {
     let bytes = std::fs::read(path).ok()?;
@@ -134,15 +137,21 @@ pub fn realistic_inputs(dir: &Path) -> Result<(Vec<LocalSpec>, Vec<RemoteSpec>),
     Ok((locals, remotes))
 }
 
-/// kube-openapi's aggregator testdata (`openapi-0/1/2.json`) as three locals, or the directory.
-pub fn kube_openapi_inputs() -> Result<Vec<LocalSpec>, PathBuf> {
-    let dir = std::env::var_os("KUBE_OPENAPI_TESTDATA")
+/// kube-openapi's aggregator testdata: `$KUBE_OPENAPI_TESTDATA`, else where Debian's
+/// `golang-k8s-kube-openapi-dev` puts it.
+pub fn kube_openapi_dir() -> PathBuf {
+    std::env::var_os("KUBE_OPENAPI_TESTDATA")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
             PathBuf::from(
                 "/usr/share/gocode/src/k8s.io/kube-openapi/test/integration/testdata/aggregator",
             )
-        });
+        })
+}
+
+/// kube-openapi's aggregator testdata (`openapi-0/1/2.json`) as three locals, or the directory.
+pub fn kube_openapi_inputs() -> Result<Vec<LocalSpec>, PathBuf> {
+    let dir = kube_openapi_dir();
     (0..3)
         .map(|i| {
             load(&dir.join(format!("openapi-{i}.json")))

@@ -69,10 +69,10 @@ fn vendor_extension(number: u32, name: &str, value: &Value, out: &mut Vec<u8>) {
 
 fn message_body(map: &Map<String, Value>, desc: &Desc, out: &mut Vec<u8>) {
     for (key, value) in map {
-        if let Some((_, number, kind)) = desc.fields.iter().find(|(name, _, _)| name == key) {
-            field(*number, kind, value, out);
-        } else if let (Some(number), true) = (desc.vendor, key.starts_with("x-")) {
-            vendor_extension(number, key, value, out);
+        if let Some((number, kind)) = desc.field(key) {
+            field(number, kind, value, out);
+        } else if key.starts_with("x-") {
+            vendor_extension(desc.vendor, key, value, out);
         }
     }
 }
@@ -134,7 +134,6 @@ fn named_entries(map: &Map<String, Value>, kind: &Kind, number: u32, out: &mut V
     }
 }
 
-/// `AdditionalPropertiesItem`: a schema (1) or a boolean (2).
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -169,6 +168,53 @@ mod tests {
         let definitions = [&[0x0a, named.len() as u8][..], &named].concat();
         let expected = [&[0x4a, definitions.len() as u8][..], &definitions].concat();
         assert_eq!(bytes, expected);
+    }
+
+    #[test]
+    fn parameters_and_headers_renumber_the_primitive_fields() {
+        // Parameter { non_body_parameter (2) { <sub-schema> { in (2), name (4), type, maxLength } } }
+        let encoded = |param: Value| {
+            let mut out = Vec::new();
+            shapes::parameter(&param, &mut out);
+            out
+        };
+        let non_body = |sub: u8, type_tag: u8, max_length_tag: u8, location: &[u8]| {
+            let inner = [
+                &[0x12, location.len() as u8][..],
+                location,
+                &[0x22, 1, b'n', type_tag, 1, b's', max_length_tag, 3],
+            ]
+            .concat();
+            let sub = [&[(sub << 3) | 2, inner.len() as u8][..], &inner].concat();
+            [&[0x12, sub.len() as u8][..], &sub].concat()
+        };
+        let param =
+            |location: &str| json!({"in": location, "name": "n", "type": "s", "maxLength": 3});
+        // header (1) and path (4): type = 5, maxLength = 14.
+        assert_eq!(encoded(param("header")), non_body(1, 0x2a, 0x70, b"header"));
+        assert_eq!(encoded(param("path")), non_body(4, 0x2a, 0x70, b"path"));
+        // formData (2) and query (3): type = 6, maxLength = 15.
+        assert_eq!(
+            encoded(param("formData")),
+            non_body(2, 0x32, 0x78, b"formData")
+        );
+        assert_eq!(encoded(param("query")), non_body(3, 0x32, 0x78, b"query"));
+
+        // Response headers: Header { type = 1, description = 18 }, extensions at 19.
+        let doc = json!({"responses": {"R": {"headers": {"H": {"type": "s", "description": "d", "x-e": 1}}}}});
+        let header = [
+            &[0x0a, 1, b's', 0x92, 0x01, 1, b'd', 0x9a, 0x01, 10, 0x0a, 3][..],
+            b"x-e",
+            &[0x12, 3, 0x12, 1, b'1'],
+        ]
+        .concat();
+        let named_header = [&[0x0a, 1, b'H', 0x12, header.len() as u8][..], &header].concat();
+        let headers = [&[0x0a, named_header.len() as u8][..], &named_header].concat();
+        let response = [&[0x1a, headers.len() as u8][..], &headers].concat();
+        let named_response = [&[0x0a, 1, b'R', 0x12, response.len() as u8][..], &response].concat();
+        let responses = [&[0x0a, named_response.len() as u8][..], &named_response].concat();
+        let expected = [&[0x5a, responses.len() as u8][..], &responses].concat();
+        assert_eq!(encode_document(&doc), expected);
     }
 
     #[test]

@@ -4,6 +4,7 @@
 use serde_json::Value;
 
 use super::shapes::*;
+use Kind::*;
 
 /// How a JSON value maps to a protobuf field.
 pub(super) enum Kind {
@@ -27,18 +28,46 @@ pub(super) enum Kind {
     Repeated(fn(u32, &Value, &mut Vec<u8>)),
 }
 
-/// A message: its fields and the number of its `vendor_extension` field, if any.
+/// `(JSON key, field number, kind)` of each field of a message.
+pub(super) type Fields = &'static [(&'static str, u32, Kind)];
+
+/// A message: its own fields, whether it repeats the primitive fields, and the number of its
+/// `vendor_extension` field.
 pub(super) struct Desc {
-    pub(super) fields: &'static [(&'static str, u32, Kind)],
-    pub(super) vendor: Option<u32>,
+    fields: Fields,
+    /// `Some(offset)` when the message also has the fields of [`PRIMITIVE_FIELDS`], numbered
+    /// `offset` higher (gnostic's `PrimitivesItems`, `Header` and non-body parameters).
+    primitives: Option<u32>,
+    pub(super) vendor: u32,
 }
 
-use Kind::*;
+impl Desc {
+    /// The field number and kind of a JSON key, if the message has such a field.
+    pub(super) fn field(&self, key: &str) -> Option<(u32, &'static Kind)> {
+        let find = |fields: Fields| fields.iter().find(|(name, _, _)| *name == key);
+        if let Some((_, number, kind)) = find(self.fields) {
+            return Some((*number, kind));
+        }
+        let offset = self.primitives?;
+        find(&PRIMITIVE_FIELDS).map(|(_, number, kind)| (number + offset, kind))
+    }
+}
 
-pub(super) const fn desc(fields: &'static [(&'static str, u32, Kind)], vendor: u32) -> Desc {
+/// A message with only its own fields.
+pub(super) const fn desc(fields: Fields, vendor: u32) -> Desc {
     Desc {
         fields,
-        vendor: Some(vendor),
+        primitives: None,
+        vendor,
+    }
+}
+
+/// A message with its own fields and [`PRIMITIVE_FIELDS`] numbered `offset` higher.
+const fn with_primitives(fields: Fields, offset: u32, vendor: u32) -> Desc {
+    Desc {
+        fields,
+        primitives: Some(offset),
+        vendor,
     }
 }
 
@@ -116,53 +145,30 @@ pub(super) static FILE_SCHEMA: Desc = desc(
     ],
     10,
 );
-/// `PrimitivesItems` and `Header` share this layout up to `multipleOf`.
-pub(super) static PRIMITIVES_ITEMS: Desc = desc(
-    &[
-        ("type", 1, Str),
-        ("format", 2, Str),
-        ("items", 3, Msg(&PRIMITIVES_ITEMS)),
-        ("collectionFormat", 4, Str),
-        ("default", 5, Any),
-        ("maximum", 6, Double),
-        ("exclusiveMaximum", 7, Bool),
-        ("minimum", 8, Double),
-        ("exclusiveMinimum", 9, Bool),
-        ("maxLength", 10, Int64),
-        ("minLength", 11, Int64),
-        ("pattern", 12, Str),
-        ("maxItems", 13, Int64),
-        ("minItems", 14, Int64),
-        ("uniqueItems", 15, Bool),
-        ("enum", 16, Anys),
-        ("multipleOf", 17, Double),
-    ],
-    18,
-);
+/// The fields of `PrimitivesItems`, numbered from 1; `Header` and the non-body parameter
+/// messages repeat them at an offset.
+static PRIMITIVE_FIELDS: [(&str, u32, Kind); 17] = [
+    ("type", 1, Str),
+    ("format", 2, Str),
+    ("items", 3, Msg(&PRIMITIVES_ITEMS)),
+    ("collectionFormat", 4, Str),
+    ("default", 5, Any),
+    ("maximum", 6, Double),
+    ("exclusiveMaximum", 7, Bool),
+    ("minimum", 8, Double),
+    ("exclusiveMinimum", 9, Bool),
+    ("maxLength", 10, Int64),
+    ("minLength", 11, Int64),
+    ("pattern", 12, Str),
+    ("maxItems", 13, Int64),
+    ("minItems", 14, Int64),
+    ("uniqueItems", 15, Bool),
+    ("enum", 16, Anys),
+    ("multipleOf", 17, Double),
+];
+pub(super) static PRIMITIVES_ITEMS: Desc = with_primitives(&[], 0, 18);
 pub(super) static HEADER_KIND: Kind = Msg(&HEADER);
-pub(super) static HEADER: Desc = desc(
-    &[
-        ("type", 1, Str),
-        ("format", 2, Str),
-        ("items", 3, Msg(&PRIMITIVES_ITEMS)),
-        ("collectionFormat", 4, Str),
-        ("default", 5, Any),
-        ("maximum", 6, Double),
-        ("exclusiveMaximum", 7, Bool),
-        ("minimum", 8, Double),
-        ("exclusiveMinimum", 9, Bool),
-        ("maxLength", 10, Int64),
-        ("minLength", 11, Int64),
-        ("pattern", 12, Str),
-        ("maxItems", 13, Int64),
-        ("minItems", 14, Int64),
-        ("uniqueItems", 15, Bool),
-        ("enum", 16, Anys),
-        ("multipleOf", 17, Double),
-        ("description", 18, Str),
-    ],
-    19,
-);
+pub(super) static HEADER: Desc = with_primitives(&[("description", 18, Str)], 0, 19);
 pub(super) static BODY_PARAMETER: Desc = desc(
     &[
         ("description", 1, Str),
@@ -173,59 +179,29 @@ pub(super) static BODY_PARAMETER: Desc = desc(
     ],
     6,
 );
-/// Header and path parameters (same numbering).
-pub(super) static HEADER_OR_PATH_PARAMETER: Desc = desc(
+/// Header and path parameters: `required`, `in`, `description`, `name`, then the primitive
+/// fields from 5.
+pub(super) static HEADER_OR_PATH_PARAMETER: Desc = with_primitives(
     &[
         ("required", 1, Bool),
         ("in", 2, Str),
         ("description", 3, Str),
         ("name", 4, Str),
-        ("type", 5, Str),
-        ("format", 6, Str),
-        ("items", 7, Msg(&PRIMITIVES_ITEMS)),
-        ("collectionFormat", 8, Str),
-        ("default", 9, Any),
-        ("maximum", 10, Double),
-        ("exclusiveMaximum", 11, Bool),
-        ("minimum", 12, Double),
-        ("exclusiveMinimum", 13, Bool),
-        ("maxLength", 14, Int64),
-        ("minLength", 15, Int64),
-        ("pattern", 16, Str),
-        ("maxItems", 17, Int64),
-        ("minItems", 18, Int64),
-        ("uniqueItems", 19, Bool),
-        ("enum", 20, Anys),
-        ("multipleOf", 21, Double),
     ],
+    4,
     22,
 );
-/// Query and formData parameters (same numbering, with `allowEmptyValue`).
-pub(super) static QUERY_OR_FORM_PARAMETER: Desc = desc(
+/// Query and formData parameters: as header and path ones with `allowEmptyValue` at 5, then the
+/// primitive fields from 6.
+pub(super) static QUERY_OR_FORM_PARAMETER: Desc = with_primitives(
     &[
         ("required", 1, Bool),
         ("in", 2, Str),
         ("description", 3, Str),
         ("name", 4, Str),
         ("allowEmptyValue", 5, Bool),
-        ("type", 6, Str),
-        ("format", 7, Str),
-        ("items", 8, Msg(&PRIMITIVES_ITEMS)),
-        ("collectionFormat", 9, Str),
-        ("default", 10, Any),
-        ("maximum", 11, Double),
-        ("exclusiveMaximum", 12, Bool),
-        ("minimum", 13, Double),
-        ("exclusiveMinimum", 14, Bool),
-        ("maxLength", 15, Int64),
-        ("minLength", 16, Int64),
-        ("pattern", 17, Str),
-        ("maxItems", 18, Int64),
-        ("minItems", 19, Int64),
-        ("uniqueItems", 20, Bool),
-        ("enum", 21, Anys),
-        ("multipleOf", 22, Double),
     ],
+    5,
     23,
 );
 pub(super) static RESPONSE_KIND: Kind = Custom(response_message);

@@ -9,6 +9,7 @@ use super::{
     bytes_field, field, message_body, named_entries, nested, string_field, tag, vendor_extension,
 };
 
+/// `AdditionalPropertiesItem`: a schema (1) or a boolean (2).
 pub(super) fn additional_properties(value: &Value, out: &mut Vec<u8>) {
     match value {
         Value::Bool(b) => {

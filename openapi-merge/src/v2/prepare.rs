@@ -48,11 +48,6 @@ impl PreparedV2 {
         &self.doc
     }
 
-    /// Number of paths this document contributes when nothing conflicts.
-    pub fn path_count(&self) -> usize {
-        self.paths.len()
-    }
-
     fn new(doc: Arc<Value>, prefix: Option<&str>) -> Result<Self, SpecError> {
         let view = DocView::new(&doc)?;
         let mut out = Self {

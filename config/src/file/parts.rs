@@ -1,0 +1,195 @@
+//! Checks of the parts of a config file: `apiServiceFiles` patterns, the delegate, the services
+//! table and APIService manifests. Each failure is an [`Invalid`], reported as a [`Problem`].
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use super::{DelegateConfig, Problem, RawDelegate, ServiceEntry};
+use crate::apiservice::APIService;
+use crate::endpoint::{parse_endpoint, EndpointError};
+
+/// What is wrong with one part of a config: the message of a [`Problem`]. None is retryable:
+/// the files must change.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum Invalid {
+    /// An `apiServiceFiles` entry is not a valid glob pattern.
+    #[error("bad pattern {pattern:?}: {source}")]
+    Pattern {
+        /// The entry as written.
+        pattern: String,
+        /// Why glob refused it.
+        source: glob::PatternError,
+    },
+    /// An `apiServiceFiles` entry without wildcards names no file.
+    #[error("file {0:?} does not exist")]
+    Missing(PathBuf),
+    /// The delegate `url` does not parse.
+    #[error("url {url:?}: {source}")]
+    DelegateUrl {
+        /// The URL as written.
+        url: String,
+        /// Why it does not parse.
+        source: url::ParseError,
+    },
+    /// The delegate `url` is not `http(s)://host[:port]`.
+    #[error("url {0:?}: must be http(s)://host[:port]")]
+    DelegateScheme(String),
+    /// The delegate has both `caFile` and `insecureSkipTLSVerify`.
+    #[error("caFile and insecureSkipTLSVerify may not both be set")]
+    DelegateTrust,
+    /// The delegate's `caFile` cannot be read.
+    #[error("caFile {path:?}: {source}")]
+    CaFile {
+        /// The file, resolved against the config's folder.
+        path: PathBuf,
+        /// The read error.
+        source: std::io::Error,
+    },
+    /// A service entry without namespace or name.
+    #[error("namespace and name are required")]
+    ServiceName,
+    /// A service port outside 1–65535.
+    #[error("port {0}: must be between 1 and 65535, inclusive")]
+    ServicePort(i32),
+    /// A service endpoint that is not `http(s)://host[:port]`.
+    #[error(transparent)]
+    Endpoint(#[from] EndpointError),
+    /// The same `namespace/name:port` twice in `services`.
+    #[error("duplicate service, first declared at services[{0}]")]
+    DuplicateService(usize),
+    /// An APIService file is not UTF-8.
+    #[error(transparent)]
+    NotUtf8(#[from] std::str::Utf8Error),
+    /// A document of an APIService file is not YAML.
+    #[error("document {index}: {source}")]
+    Yaml {
+        /// 1-based position in the file.
+        index: usize,
+        /// The YAML error.
+        source: serde_yaml_ng::Error,
+    },
+    /// An inline `apiServices` entry of another kind.
+    #[error("expected an object of kind APIService")]
+    NotAnApiServiceKind,
+    /// An APIService of another API version.
+    #[error("apiVersion {0:?} is not supported: use apiregistration.k8s.io/v1")]
+    ApiVersion(String),
+    /// An APIService that does not decode.
+    #[error("not a valid APIService: {0}")]
+    NotAnApiService(serde_json::Error),
+    /// An APIService name declared before.
+    #[error("duplicate APIService {name:?}, first declared at {first}")]
+    DuplicateApiService {
+        /// The APIService name.
+        name: String,
+        /// Where it was first declared.
+        first: String,
+    },
+}
+
+/// The files an `apiServiceFiles` entry names, sorted; a plain path must exist, a glob may
+/// match nothing.
+pub(super) fn expand_pattern(base: &Path, pattern: &str) -> Result<Vec<PathBuf>, Invalid> {
+    let full = base.join(pattern);
+    let full_text = full.to_string_lossy();
+    let has_glob = pattern.contains(['*', '?', '[']);
+    let mut matched: Vec<PathBuf> = glob::glob(&full_text)
+        .map_err(|source| Invalid::Pattern {
+            pattern: pattern.to_string(),
+            source,
+        })?
+        .filter_map(Result::ok)
+        .filter(|p| p.is_file())
+        .collect();
+    matched.sort();
+    if matched.is_empty() && !has_glob {
+        return Err(Invalid::Missing(full));
+    }
+    Ok(matched)
+}
+
+pub(super) fn parse_delegate(base: &Path, raw: RawDelegate) -> Result<DelegateConfig, Invalid> {
+    let url = url::Url::parse(&raw.url).map_err(|source| Invalid::DelegateUrl {
+        url: raw.url.clone(),
+        source,
+    })?;
+    if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
+        return Err(Invalid::DelegateScheme(raw.url));
+    }
+    if raw.ca_file.is_some() && raw.insecure_skip_tls_verify {
+        return Err(Invalid::DelegateTrust);
+    }
+    let ca_pem = match raw.ca_file {
+        Some(file) => {
+            let path = base.join(file);
+            Some(std::fs::read(&path).map_err(|source| Invalid::CaFile { path, source })?)
+        }
+        None => None,
+    };
+    Ok(DelegateConfig {
+        url,
+        ca_pem,
+        insecure_skip_tls_verify: raw.insecure_skip_tls_verify,
+    })
+}
+
+pub(super) fn check_services(shown: &str, services: &[ServiceEntry], problems: &mut Vec<Problem>) {
+    let mut seen = HashMap::new();
+    for (i, s) in services.iter().enumerate() {
+        let location = format!(
+            "{shown}: services[{i}] ({}/{}:{})",
+            s.namespace, s.name, s.port
+        );
+        if s.namespace.is_empty() || s.name.is_empty() {
+            problems.push(Problem::new(location.clone(), Invalid::ServiceName));
+        }
+        if !(1..=65535).contains(&s.port) {
+            problems.push(Problem::new(location.clone(), Invalid::ServicePort(s.port)));
+        }
+        for e in &s.endpoints {
+            if let Err(e) = parse_endpoint(e) {
+                problems.push(Problem::new(location.clone(), Invalid::Endpoint(e)));
+            }
+        }
+        if let Some(first) = seen.insert((&s.namespace, &s.name, s.port), i) {
+            problems.push(Problem::new(location, Invalid::DuplicateService(first)));
+        }
+    }
+}
+
+/// Splits a multi-document YAML text into JSON values (empty documents skipped).
+pub(super) fn documents(bytes: &[u8]) -> Result<Vec<serde_json::Value>, Invalid> {
+    let text = std::str::from_utf8(bytes)?;
+    let mut out = Vec::new();
+    for (i, doc) in serde_yaml_ng::Deserializer::from_str(text).enumerate() {
+        let value = serde_json::Value::deserialize(doc).map_err(|source| Invalid::Yaml {
+            index: i + 1,
+            source,
+        })?;
+        if !value.is_null() {
+            out.push(value);
+        }
+    }
+    Ok(out)
+}
+
+/// Turns one manifest into an APIService; `Ok(None)` for objects of other kinds. `List` objects
+/// are not expanded here: APIService files hold plain documents.
+pub(super) fn object_from_value(value: serde_json::Value) -> Result<Option<APIService>, Invalid> {
+    let kind = value.get("kind").and_then(|k| k.as_str()).unwrap_or("");
+    if kind != "APIService" {
+        return Ok(None);
+    }
+    let api_version = value
+        .get("apiVersion")
+        .and_then(|k| k.as_str())
+        .unwrap_or("");
+    if api_version != "apiregistration.k8s.io/v1" {
+        return Err(Invalid::ApiVersion(api_version.to_string()));
+    }
+    serde_json::from_value(value)
+        .map(Some)
+        .map_err(Invalid::NotAnApiService)
+}
