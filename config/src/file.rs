@@ -1,7 +1,9 @@
 //! The gateway config file: schema, multi-document APIService files, and loading with errors that
 //! say what is wrong and where.
 
+mod delegate;
 mod parts;
+mod trust;
 
 use std::collections::HashMap;
 use std::fmt::Display;
@@ -9,8 +11,15 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use self::parts::{
-    check_services, documents, expand_pattern, object_from_value, parse_delegate, Invalid,
+pub use self::delegate::{
+    from_kubeconfig, in_cluster, CertSource, DelegateConfig, DelegateError, TokenSource,
+    SERVICE_ACCOUNT_DIR,
+};
+use self::delegate::{parse_delegate, RawDelegate};
+use self::parts::{check_services, documents, expand_pattern, object_from_value, Invalid};
+use self::trust::{parse_authentication, RawAuthentication};
+pub use self::trust::{
+    Authentication, ProxyClient, RequestHeader, ServingTls, SniCertificate, TokenReview, TrustError,
 };
 use crate::apiservice::{self, APIService};
 
@@ -24,42 +33,14 @@ struct RawConfig {
     listen: Option<String>,
     tls: Option<ServingTls>,
     delegate: Option<RawDelegate>,
+    authentication: Option<RawAuthentication>,
+    proxy_client: Option<ProxyClient>,
     #[serde(default)]
     services: Vec<ServiceEntry>,
     #[serde(default)]
     api_services: Vec<serde_json::Value>,
     #[serde(default)]
     api_service_files: Vec<String>,
-}
-
-/// Serving certificate of the gateway's own listener.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ServingTls {
-    /// PEM certificate chain.
-    pub cert_file: PathBuf,
-    /// PEM private key.
-    pub key_file: PathBuf,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct RawDelegate {
-    url: String,
-    ca_file: Option<PathBuf>,
-    #[serde(default)]
-    insecure_skip_tls_verify: bool,
-}
-
-/// The API server that serves the built-in groups.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DelegateConfig {
-    /// Base URL (`https://host:port`).
-    pub url: url::Url,
-    /// PEM CA bundle (file contents) used to verify the delegate.
-    pub ca_pem: Option<Vec<u8>>,
-    /// Skip verification of the delegate's certificate.
-    pub insecure_skip_tls_verify: bool,
 }
 
 /// Maps `spec.service` of APIServices to endpoint URLs.
@@ -100,6 +81,10 @@ pub struct GatewayConfig {
     pub tls: Option<ServingTls>,
     /// Delegate API server.
     pub delegate: Option<DelegateConfig>,
+    /// How callers are authenticated.
+    pub authentication: Authentication,
+    /// The certificate presented to remote backends.
+    pub proxy_client: Option<ProxyClient>,
     /// Service endpoint table.
     pub services: Vec<ServiceEntry>,
     /// Every APIService, inline ones first, then files in pattern and name order.
@@ -221,16 +206,30 @@ impl Sources {
         let mut problems = Vec::new();
 
         let listen = raw.listen.unwrap_or_else(|| DEFAULT_LISTEN.to_string());
-        let tls = raw.tls.map(|t| ServingTls {
-            cert_file: base.join(t.cert_file),
-            key_file: base.join(t.key_file),
-        });
+        let tls = raw.tls.map(|t| t.resolve(&base));
         let delegate = raw.delegate.and_then(|d| match parse_delegate(&base, d) {
             Ok(d) => Some(d),
             Err(invalid) => {
                 problems.push(Problem::new(format!("{shown}: delegate"), invalid));
                 None
             }
+        });
+        let authentication = match raw.authentication {
+            Some(a) => parse_authentication(&base, a, tls.is_some()).unwrap_or_else(|e| {
+                problems.push(Problem::new(format!("{shown}: authentication"), e));
+                Authentication::default()
+            }),
+            None => Authentication::default(),
+        };
+        if authentication.token_review.is_some() && delegate.is_none() {
+            problems.push(Problem::new(
+                format!("{shown}: authentication.tokenReview"),
+                "needs a delegate: TokenReviews are sent to it",
+            ));
+        }
+        let proxy_client = raw.proxy_client.map(|p| ProxyClient {
+            cert_file: base.join(p.cert_file),
+            key_file: base.join(p.key_file),
         });
         check_services(&shown, &raw.services, &mut problems);
 
@@ -289,6 +288,8 @@ impl Sources {
             listen,
             tls,
             delegate,
+            authentication,
+            proxy_client,
             services: raw.services,
             api_services: validated,
         })

@@ -10,7 +10,11 @@ pub mod registry;
 pub mod version;
 
 pub use endpoint::{Endpoint, EndpointError};
-pub use file::{ConfigError, DelegateConfig, GatewayConfig, ServiceEntry, ServingTls, Sources};
+pub use file::{
+    Authentication, CertSource, ConfigError, DelegateConfig, DelegateError, GatewayConfig,
+    ProxyClient, RequestHeader, ServiceEntry, ServingTls, SniCertificate, Sources, TokenReview,
+    TokenSource, TrustError,
+};
 pub use registry::{
     ApiServiceEntry, Backend, LocalGroupVersion, Origin, Registry, RegistryError, RemoteBackend,
 };

@@ -8,7 +8,7 @@
 //! |---|---|---|
 //! | L4 | `app` (composition, listener, shutdown) | everything below |
 //! | L3 | `request` (the pingora request path), `controllers` (background loops) | L2, L1, L0 |
-//! | L2 | `state` (published snapshots, options) | L1, L0 |
+//! | L2 | `state` (published snapshots, options), `auth` (who the caller is) | L1, L0 |
 //! | L1 | `backends` (route table, upstreams, health, TLS, the controllers' HTTP clients) | L0 |
 //! | L0 | `observe` (metrics, lifecycle, health checks) | nothing |
 //!
@@ -16,6 +16,7 @@
 //! this table.
 
 pub mod app;
+mod auth;
 mod backends;
 mod controllers;
 mod observe;
@@ -29,14 +30,22 @@ mod tests {
     use std::path::{Path, PathBuf};
 
     /// Every room with the rooms it may import (the table above).
-    const ROOMS: [(&str, &[&str]); 6] = [
+    const ROOMS: [(&str, &[&str]); 7] = [
         (
             "app",
-            &["request", "controllers", "state", "backends", "observe"],
+            &[
+                "request",
+                "controllers",
+                "state",
+                "auth",
+                "backends",
+                "observe",
+            ],
         ),
-        ("request", &["state", "backends", "observe"]),
-        ("controllers", &["state", "backends", "observe"]),
+        ("request", &["state", "auth", "backends", "observe"]),
+        ("controllers", &["state", "auth", "backends", "observe"]),
         ("state", &["backends", "observe"]),
+        ("auth", &["backends", "observe"]),
         ("backends", &["observe"]),
         ("observe", &[]),
     ];

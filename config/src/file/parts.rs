@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use super::{DelegateConfig, Problem, RawDelegate, ServiceEntry};
+use super::{Problem, ServiceEntry};
 use crate::apiservice::APIService;
 use crate::endpoint::{parse_endpoint, EndpointError};
 
@@ -25,28 +25,6 @@ pub(super) enum Invalid {
     /// An `apiServiceFiles` entry without wildcards names no file.
     #[error("file {0:?} does not exist")]
     Missing(PathBuf),
-    /// The delegate `url` does not parse.
-    #[error("url {url:?}: {source}")]
-    DelegateUrl {
-        /// The URL as written.
-        url: String,
-        /// Why it does not parse.
-        source: url::ParseError,
-    },
-    /// The delegate `url` is not `http(s)://host[:port]`.
-    #[error("url {0:?}: must be http(s)://host[:port]")]
-    DelegateScheme(String),
-    /// The delegate has both `caFile` and `insecureSkipTLSVerify`.
-    #[error("caFile and insecureSkipTLSVerify may not both be set")]
-    DelegateTrust,
-    /// The delegate's `caFile` cannot be read.
-    #[error("caFile {path:?}: {source}")]
-    CaFile {
-        /// The file, resolved against the config's folder.
-        path: PathBuf,
-        /// The read error.
-        source: std::io::Error,
-    },
     /// A service entry without namespace or name.
     #[error("namespace and name are required")]
     ServiceName,
@@ -108,31 +86,6 @@ pub(super) fn expand_pattern(base: &Path, pattern: &str) -> Result<Vec<PathBuf>,
         return Err(Invalid::Missing(full));
     }
     Ok(matched)
-}
-
-pub(super) fn parse_delegate(base: &Path, raw: RawDelegate) -> Result<DelegateConfig, Invalid> {
-    let url = url::Url::parse(&raw.url).map_err(|source| Invalid::DelegateUrl {
-        url: raw.url.clone(),
-        source,
-    })?;
-    if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
-        return Err(Invalid::DelegateScheme(raw.url));
-    }
-    if raw.ca_file.is_some() && raw.insecure_skip_tls_verify {
-        return Err(Invalid::DelegateTrust);
-    }
-    let ca_pem = match raw.ca_file {
-        Some(file) => {
-            let path = base.join(file);
-            Some(std::fs::read(&path).map_err(|source| Invalid::CaFile { path, source })?)
-        }
-        None => None,
-    };
-    Ok(DelegateConfig {
-        url,
-        ca_pem,
-        insecure_skip_tls_verify: raw.insecure_skip_tls_verify,
-    })
 }
 
 pub(super) fn check_services(shown: &str, services: &[ServiceEntry], problems: &mut Vec<Problem>) {

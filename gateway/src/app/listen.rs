@@ -1,11 +1,15 @@
 //! The listening address: port 0 picks a free port, kept ours for the life of the process.
 
 use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::Arc;
 
 use anyhow::Context;
 use apiagg_config::ServingTls;
 use pingora_core::listeners::tls::TlsSettings;
 use pingora_core::listeners::{L4BufferSettings, ListenerConfig, TcpSocketOptions};
+
+use super::serving::ServingCertificates;
+use crate::auth::{ClientCertificates, IdentifyConnections, RequestClientCertificates};
 
 /// Where apiagg listens.
 pub struct Listener {
@@ -57,8 +61,13 @@ impl Listener {
 
     /// pingora's listener: a write buffer large enough for a response head plus a typical
     /// document, so both leave in one write (pingora flushes wherever streaming needs it); TLS
-    /// with HTTP/2 when configured.
-    pub fn config(&self) -> anyhow::Result<ListenerConfig> {
+    /// with HTTP/2 when configured, from `certificates` (SNI, reloaded), asking for client
+    /// certificates when `clients` has CAs to check them against.
+    pub fn config(
+        &self,
+        certificates: Option<Arc<ServingCertificates>>,
+        clients: Option<Arc<ClientCertificates>>,
+    ) -> anyhow::Result<ListenerConfig> {
         let buffers = L4BufferSettings::default().write(64 * 1024);
         let mut config = ListenerConfig::tcp(self.address.to_string()).l4_buffer(buffers);
         if self.reservation.is_some() {
@@ -66,11 +75,28 @@ impl Listener {
             options.so_reuseport = Some(true);
             config = config.tcp_socket_options(options);
         }
-        if let Some(tls) = &self.tls {
+        if let (Some(tls), Some(certificates)) = (&self.tls, certificates) {
             let cert = tls.cert_file.to_string_lossy();
             let key = tls.key_file.to_string_lossy();
-            let mut settings = TlsSettings::intermediate(&cert, &key)
-                .map_err(|e| anyhow::anyhow!("serving certificate {cert} / {key}: {e}"))?;
+            let mut settings = match clients {
+                Some(clients) => {
+                    let cas: Vec<_> = clients
+                        .client_ca
+                        .iter()
+                        .chain(clients.front_proxy.iter().map(|(ca, _)| ca))
+                        .cloned()
+                        .collect();
+                    let refs: Vec<_> = cas.iter().map(|c| &**c).collect();
+                    let verifier = Arc::new(RequestClientCertificates::new(&refs));
+                    let mut s = TlsSettings::with_callbacks(Box::new(IdentifyConnections(clients)))
+                        .map_err(|e| anyhow::anyhow!("TLS settings: {e}"))?;
+                    s.set_client_cert_verifier(verifier);
+                    s
+                }
+                None => TlsSettings::intermediate(&cert, &key)
+                    .map_err(|e| anyhow::anyhow!("serving certificate {cert} / {key}: {e}"))?,
+            };
+            settings.set_cert_resolver(certificates);
             settings.enable_h2();
             config = config.tls(settings);
         }

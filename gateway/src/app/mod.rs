@@ -3,6 +3,7 @@
 
 mod commands;
 mod listen;
+mod serving;
 mod shutdown;
 
 use std::path::PathBuf;
@@ -14,8 +15,10 @@ use pingora_core::server::configuration::ServerConf;
 use pingora_core::server::{RunArgs, Server};
 use pingora_core::services::background::background_service;
 
+use crate::auth::Authenticator;
+use crate::backends::Reload;
 use crate::controllers::{
-    AvailabilityController, DiscoveryController, OpenApiController, RegistryController,
+    AvailabilityController, DiscoveryController, FileWatcher, OpenApiController, RegistryController,
 };
 use crate::request::ApiaggProxy;
 use crate::state::{Gateway, Options};
@@ -49,6 +52,21 @@ pub fn serve(launch: Launch) -> anyhow::Result<()> {
     let mut options = launch.options;
     options.serving_tls = config.tls.is_some();
     let gateway = Arc::new(Gateway::new(options).context("creating metrics")?);
+    let auth = Arc::new(
+        Authenticator::new(&config.authentication)
+            .with_context(|| format!("invalid config {}", path.display()))?,
+    );
+    let certificates = config
+        .tls
+        .as_ref()
+        .map(serving::ServingCertificates::load)
+        .transpose()
+        .map_err(|e| anyhow::anyhow!("tls: {e}"))?
+        .map(Arc::new);
+    let mut watched: Vec<Arc<dyn Reload>> = auth.reloadable();
+    if let Some(c) = &certificates {
+        watched.push(c.clone());
+    }
 
     let conf = ServerConf {
         threads: launch.threads.max(1),
@@ -61,11 +79,11 @@ pub fn serve(launch: Launch) -> anyhow::Result<()> {
 
     let mut proxy = pingora_proxy::http_proxy_service_with_name(
         &server.configuration,
-        ApiaggProxy::new(gateway.clone()),
+        ApiaggProxy::new(gateway.clone(), auth.clone()),
         "apiagg",
     );
     let listener = listen::Listener::new(&listen, config.tls.as_ref())?;
-    proxy.add_listener(listener.config()?);
+    proxy.add_listener(listener.config(certificates, auth.certificates())?);
 
     let registry = RegistryController::new(&gateway, path.clone(), sources, config)
         .with_context(|| format!("config {}", path.display()))?;
@@ -81,6 +99,10 @@ pub fn serve(launch: Launch) -> anyhow::Result<()> {
     server.add_service(background_service(
         "openapi controller",
         OpenApiController::new(&gateway),
+    ));
+    server.add_service(background_service(
+        "file watcher",
+        FileWatcher::new(watched, gateway.options.reload_interval),
     ));
     server.add_service(proxy);
     tracing::info!(listen = %listener.address, "apiagg starting");

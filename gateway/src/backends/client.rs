@@ -11,7 +11,14 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use dashmap::DashMap;
 
+use super::credentials::BearerToken;
 use super::upstream::Upstream;
+
+/// The identity of the controllers' requests to remote backends (spec §6.3, §9.3), presented
+/// with the proxy client certificate.
+pub const AGGREGATOR_USER: &str = "system:kube-aggregator";
+/// The group of [`AGGREGATOR_USER`].
+pub const AGGREGATOR_GROUP: &str = "system:masters";
 
 /// Upper bound of connecting (TCP and TLS) to a backend.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -101,7 +108,7 @@ impl Clients {
             .endpoints
             .get(index)
             .ok_or_else(|| FetchError::NoEndpoint(upstream.label.clone()))?;
-        let key = endpoint.peer.group_key;
+        let key = endpoint.own_peer.group_key;
         if let Some(client) = self.by_endpoint.get(&key) {
             return Ok(client.clone());
         }
@@ -124,12 +131,22 @@ impl Clients {
     }
 }
 
+/// Who the controllers' requests are from.
+#[derive(Clone)]
+enum Caller {
+    /// `system:kube-aggregator` in `system:masters`, as `X-Remote-*` (remote backends).
+    Aggregator,
+    /// apiagg's own credentials (the delegate): its bearer token, if any.
+    Delegate(Option<Arc<BearerToken>>),
+}
+
 /// A client bound to one endpoint: cheap to clone, connections shared between clones.
 #[derive(Clone)]
 pub struct Client {
     http: reqwest::Client,
     base: Arc<str>,
     body_limit: u64,
+    caller: Caller,
 }
 
 impl Client {
@@ -144,7 +161,7 @@ impl Client {
             .redirect(reqwest::redirect::Policy::none())
             .pool_idle_timeout(Duration::from_secs(90));
         let base = if endpoint.tls {
-            builder = builder.use_preconfigured_tls((*upstream.tls_config).clone());
+            builder = builder.use_preconfigured_tls((*upstream.own_tls_config).clone());
             let name = upstream.server_name.as_str();
             if name.parse::<IpAddr>().is_ok() {
                 format!("https://{}", endpoint.authority)
@@ -159,11 +176,31 @@ impl Client {
             label: upstream.label.clone(),
             message: error_chain(&e),
         })?;
+        let caller = if upstream.remote {
+            Caller::Aggregator
+        } else {
+            Caller::Delegate(upstream.token.clone())
+        };
         Ok(Client {
             http,
             base: base.into(),
             body_limit,
+            caller,
         })
+    }
+
+    /// `request` with the controllers' identity.
+    fn identified(&self, request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        match &self.caller {
+            Caller::Aggregator => request
+                .header("X-Remote-User", AGGREGATOR_USER)
+                .header("X-Remote-Group", AGGREGATOR_GROUP),
+            Caller::Delegate(Some(token)) => match token.header() {
+                Some(value) => request.header(http::header::AUTHORIZATION, (*value).clone()),
+                None => request,
+            },
+            Caller::Delegate(None) => request,
+        }
     }
 
     /// `GET path` with `Accept`, an optional `If-None-Match`, bounded by `timeout`; the body is
@@ -184,11 +221,40 @@ impl Client {
         if let Some(etag) = if_none_match {
             request = request.header("If-None-Match", etag);
         }
+        self.send(url, request).await
+    }
+
+    /// `POST path` with a JSON body, bounded by `timeout`; the answer is read up to the limit.
+    pub async fn post_json(
+        &self,
+        path: &str,
+        body: &serde_json::Value,
+        timeout: Duration,
+    ) -> Result<Fetched, FetchError> {
+        let url = format!("{}{path}", self.base);
+        let request = self
+            .http
+            .post(&url)
+            .header("Accept", "application/json")
+            .json(body)
+            .timeout(timeout);
+        self.send(url, request).await
+    }
+
+    async fn send(
+        &self,
+        url: String,
+        request: reqwest::RequestBuilder,
+    ) -> Result<Fetched, FetchError> {
         let failed = |url: &str, e: reqwest::Error| FetchError::Request {
             url: url.to_string(),
             message: error_chain(&e),
         };
-        let mut response = request.send().await.map_err(|e| failed(&url, e))?;
+        let mut response = self
+            .identified(request)
+            .send()
+            .await
+            .map_err(|e| failed(&url, e))?;
         let header = |name: &str| {
             response
                 .headers()
@@ -228,12 +294,9 @@ impl Client {
     /// The caller bounds it.
     pub async fn probe(&self, path: &str) -> Result<u16, FetchError> {
         let url = format!("{}{path}", self.base);
+        let request = self.http.get(&url).header("Accept", "application/json");
         let response = self
-            .http
-            .get(&url)
-            .header("Accept", "application/json")
-            .header("X-Remote-User", "system:kube-aggregator")
-            .header("X-Remote-Group", "system:masters")
+            .identified(request)
             .send()
             .await
             .map_err(|e| FetchError::Request {

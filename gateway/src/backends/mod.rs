@@ -2,12 +2,14 @@
 //! endpoint health, TLS trust, and the one HTTP client stack the controllers share.
 
 mod client;
+mod credentials;
 mod health;
 mod table;
 mod tls;
 mod upstream;
 
 pub use client::{Client, Clients, FetchError, Fetched};
+pub use credentials::{ClientIdentity, CredentialError, Reload};
 pub use health::HealthBook;
 pub use table::{build as build_table, RouteTable, TableError};
-pub use upstream::{build_delegate, BuildError, Upstream};
+pub use upstream::{build_delegate, delegate_credentials, BuildError, Upstream};

@@ -11,8 +11,9 @@ use apiagg_discovery::{
     RenderedDoc,
 };
 
+use super::credentials::ClientIdentity;
 use super::health::HealthBook;
-use super::upstream::{build_upstream, trust_anchors, BuildError, TlsSettings, Upstream};
+use super::upstream::{build_upstream, trust_anchors, BuildError, Own, TlsSettings, Upstream};
 use crate::observe::Metrics;
 
 /// Why a route table cannot be built (the previous one keeps serving).
@@ -97,11 +98,13 @@ impl RouteTable {
     }
 }
 
-/// Builds the route table for a registry. Fails with the APIService and the reason when an
-/// endpoint cannot be resolved or a CA bundle is unusable.
+/// Builds the route table for a registry; remote backends get `proxy_identity` as client
+/// certificate. Fails with the APIService and the reason when an endpoint cannot be resolved or
+/// a CA bundle is unusable.
 pub fn build(
     registry: Arc<Registry>,
     delegate: Option<Arc<Upstream>>,
+    proxy_identity: Option<&ClientIdentity>,
     book: &HealthBook,
     metrics: &Metrics,
 ) -> Result<RouteTable, TableError> {
@@ -124,8 +127,9 @@ pub fn build(
                             ca: ca.as_deref(),
                             insecure: remote.insecure_skip_tls_verify,
                             server_name: &remote.server_name,
+                            identity: proxy_identity,
                         },
-                        true,
+                        Own::Shared,
                         book,
                     )
                     .map_err(|source| TableError::Upstream {
@@ -156,7 +160,8 @@ impl RouteTable {
             .iter()
             .flatten()
             .chain(&self.delegate)
-            .flat_map(|u| u.endpoints.iter().map(|e| e.peer.group_key))
+            .flat_map(|u| u.endpoints.iter())
+            .flat_map(|e| [e.peer.group_key, e.own_peer.group_key])
             .collect()
     }
 }

@@ -8,6 +8,8 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
 
+use super::credentials::ClientIdentity;
+
 /// Why TLS settings are unusable. None of these is retryable: the input must change.
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
@@ -49,19 +51,19 @@ fn system_roots() -> RootCertStore {
 }
 
 /// A rustls client config: trust `ca` (system roots when `None`), or nothing at all when
-/// `insecure`; advertise `alpn`.
+/// `insecure`; advertise `alpn`; present `identity` when asked for a client certificate.
 pub fn client_config(
     ca: Option<&[CertificateDer<'static>]>,
     insecure: bool,
     alpn: &[&[u8]],
+    identity: Option<&ClientIdentity>,
 ) -> Result<Arc<ClientConfig>, TlsError> {
     let builder =
         ClientConfig::builder_with_provider(provider()).with_safe_default_protocol_versions()?;
-    let mut config = if insecure {
+    let builder = if insecure {
         builder
             .dangerous()
             .with_custom_certificate_verifier(Arc::new(AcceptAnyCert(provider())))
-            .with_no_client_auth()
     } else {
         let roots = match ca {
             Some(certs) => {
@@ -73,7 +75,13 @@ pub fn client_config(
             }
             None => system_roots(),
         };
-        builder.with_root_certificates(roots).with_no_client_auth()
+        builder.with_root_certificates(roots)
+    };
+    let mut config = match identity {
+        Some(identity) => {
+            builder.with_client_auth_cert(identity.chain.clone(), identity.key.clone_key())?
+        }
+        None => builder.with_no_client_auth(),
     };
     config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
     Ok(Arc::new(config))

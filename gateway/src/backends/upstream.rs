@@ -14,6 +14,7 @@ use pingora_core::upstreams::peer::HttpPeer;
 use pingora_core::utils::tls::{parse_x509, WrappedX509};
 use rustls::pki_types::CertificateDer;
 
+use super::credentials::{BearerToken, ClientIdentity, CredentialError, DelegateCredentials};
 use super::health::{EndpointHealth, HealthBook};
 use super::tls::{self, TlsError};
 use crate::observe::GroupVersionMetrics;
@@ -39,12 +40,22 @@ pub enum BuildError {
     /// The delegate URL is unusable (the input must change).
     #[error("delegate: {0}")]
     DelegateUrl(#[source] apiagg_config::EndpointError),
+    /// A credential file is missing or invalid (retryable once the file is fixed).
+    #[error("{what}: {source}")]
+    Credentials {
+        what: &'static str,
+        source: CredentialError,
+    },
 }
 
 /// One reachable endpoint of an upstream.
 pub struct UpstreamEndpoint {
-    /// Pingora peer template (cloned per request).
+    /// Pingora peer template (cloned per request) for requests that carry the caller's identity:
+    /// with the proxy client certificate to remote backends, with no certificate to the delegate.
     pub peer: HttpPeer,
+    /// Peer for requests apiagg makes in its own name (to the delegate: its client certificate,
+    /// in a connection pool of its own); the same as `peer` for remote backends.
+    pub own_peer: HttpPeer,
     /// Resolved address.
     pub addr: SocketAddr,
     /// Endpoint speaks TLS.
@@ -65,10 +76,14 @@ pub struct Upstream {
     pub server_name: String,
     /// Endpoints, in configured order.
     pub endpoints: Vec<UpstreamEndpoint>,
-    /// Client-sent credentials and identity headers are removed (remote backends).
-    pub strip_credentials: bool,
-    /// rustls config for connections apiagg opens itself (HTTP/1.1 only).
+    /// A remote backend (identity as `X-Remote-*`), not the delegate.
+    pub remote: bool,
+    /// rustls config for upgrade tunnels that carry the caller's identity (HTTP/1.1 only).
     pub tls_config: Arc<rustls::ClientConfig>,
+    /// rustls config for connections in apiagg's own name (controllers, impersonation).
+    pub own_tls_config: Arc<rustls::ClientConfig>,
+    /// apiagg's bearer token for the delegate.
+    pub token: Option<Arc<BearerToken>>,
     /// Actively probed, so failed endpoints can be ejected (remote APIServices; the delegate is
     /// never ejected).
     pub health_checked: bool,
@@ -102,6 +117,8 @@ pub struct TlsSettings<'a> {
     pub insecure: bool,
     /// Name verified in the certificate (and sent as SNI).
     pub server_name: &'a str,
+    /// Client certificate presented on every connection.
+    pub identity: Option<&'a ClientIdentity>,
 }
 
 fn resolve(host: &str, port: u16) -> Result<SocketAddr, BuildError> {
@@ -123,9 +140,19 @@ fn authority(host: &str, port: u16) -> String {
     }
 }
 
-fn build_endpoint(
+/// How apiagg's own requests differ from the callers' ones.
+#[derive(Clone, Copy)]
+pub enum Own<'a> {
+    /// The same connections and certificate (remote backends: identity travels as headers).
+    Shared,
+    /// Separate connections, with this certificate if any (the delegate).
+    Separate(Option<&'a ClientIdentity>),
+}
+
+fn build_endpoint<'a>(
     ep: &Endpoint,
-    settings: &TlsSettings<'_>,
+    settings: &TlsSettings<'a>,
+    own: Own<'a>,
     book: &HealthBook,
 ) -> Result<UpstreamEndpoint, BuildError> {
     let addr = resolve(&ep.host, ep.port)?;
@@ -171,10 +198,30 @@ fn build_endpoint(
             }
         }
     }
-    peer.group_key = hasher.finish();
+    let base = hasher.finish();
+    let keyed = |identity: Option<&ClientIdentity>, own: bool| -> u64 {
+        if identity.is_none() && !own {
+            return base;
+        }
+        let mut hasher = DefaultHasher::new();
+        (base, identity.map(|i| i.fingerprint), own).hash(&mut hasher);
+        hasher.finish()
+    };
+    let tls_only = |identity: Option<&'a ClientIdentity>| identity.filter(|_| ep.tls);
+    let caller_identity = tls_only(settings.identity);
+    peer.client_cert_key = caller_identity.map(|i| i.cert_key.clone());
+    peer.group_key = keyed(caller_identity, false);
+    let mut own_peer = peer.clone();
+    if let Own::Separate(identity) = own {
+        // A connection apiagg opened in its own name never carries a caller's request.
+        let identity = tls_only(identity);
+        own_peer.client_cert_key = identity.map(|i| i.cert_key.clone());
+        own_peer.group_key = keyed(identity, true);
+    }
     Ok(UpstreamEndpoint {
         health: book.endpoint(peer.group_key),
         peer,
+        own_peer,
         addr,
         tls: ep.tls,
         authority: authority(&ep.host, ep.port),
@@ -182,32 +229,40 @@ fn build_endpoint(
     })
 }
 
-/// Builds an upstream; `remote` is true for remote APIServices (credentials stripped, endpoints
-/// health-checked) and false for the delegate.
+/// Builds an upstream: a remote APIService's (`Own::Shared`: identity as `X-Remote-*` over the
+/// proxy client certificate, endpoints health-checked) or the delegate's (`Own::Separate`).
 pub fn build_upstream(
     label: String,
     endpoints: &[Endpoint],
     settings: TlsSettings<'_>,
-    remote: bool,
+    own: Own<'_>,
     book: &HealthBook,
 ) -> Result<Upstream, BuildError> {
     let built = endpoints
         .iter()
-        .map(|e| build_endpoint(e, &settings, book))
+        .map(|e| build_endpoint(e, &settings, own, book))
         .collect::<Result<Vec<_>, _>>()?;
-    let tls_config =
-        tls::client_config(settings.ca, settings.insecure, &[b"http/1.1"]).map_err(|source| {
-            BuildError::Trust {
+    let config = |identity: Option<&ClientIdentity>| {
+        tls::client_config(settings.ca, settings.insecure, &[b"http/1.1"], identity).map_err(
+            |source| BuildError::Trust {
                 what: "TLS client settings",
                 source,
-            }
-        })?;
+            },
+        )
+    };
+    let tls_config = config(settings.identity)?;
+    let (remote, own_tls_config) = match own {
+        Own::Shared => (true, tls_config.clone()),
+        Own::Separate(identity) => (false, config(identity)?),
+    };
     Ok(Upstream {
         label,
         server_name: settings.server_name.to_string(),
         endpoints: built,
-        strip_credentials: remote,
+        remote,
         tls_config,
+        own_tls_config,
+        token: None,
         health_checked: remote,
         metrics: None,
         next: AtomicUsize::new(0),
@@ -224,22 +279,55 @@ pub fn trust_anchors(
         .map_err(|source| BuildError::Trust { what, source })
 }
 
-/// Builds the delegate upstream from its config.
-pub fn build_delegate(config: &DelegateConfig, book: &HealthBook) -> Result<Upstream, BuildError> {
+/// apiagg's credentials for the delegate, read from the files its config names.
+pub fn delegate_credentials(config: &DelegateConfig) -> Result<DelegateCredentials, BuildError> {
+    let token = config
+        .token
+        .clone()
+        .map(BearerToken::load)
+        .transpose()
+        .map_err(|source| BuildError::Credentials {
+            what: "delegate token",
+            source,
+        })?;
+    let identity = config
+        .client_cert
+        .as_ref()
+        .map(ClientIdentity::load)
+        .transpose()
+        .map_err(|source| BuildError::Credentials {
+            what: "delegate client certificate",
+            source,
+        })?;
+    Ok(DelegateCredentials {
+        token: token.map(Arc::new),
+        identity: identity.map(Arc::new),
+    })
+}
+
+/// Builds the delegate upstream from its config and apiagg's credentials for it.
+pub fn build_delegate(
+    config: &DelegateConfig,
+    credentials: &DelegateCredentials,
+    book: &HealthBook,
+) -> Result<Upstream, BuildError> {
     let ca = trust_anchors(config.ca_pem.as_deref(), "delegate caFile")?;
     let endpoint =
         apiagg_config::registry::parse_endpoint(config.url.origin().ascii_serialization().as_str())
             .map_err(BuildError::DelegateUrl)?;
     let server_name = endpoint.host.clone();
-    build_upstream(
+    let mut upstream = build_upstream(
         "delegate".into(),
         &[endpoint],
         TlsSettings {
             ca: ca.as_deref(),
             insecure: config.insecure_skip_tls_verify,
             server_name: &server_name,
+            identity: None,
         },
-        false,
+        Own::Separate(credentials.identity.as_deref()),
         book,
-    )
+    )?;
+    upstream.token = credentials.token.clone();
+    Ok(upstream)
 }

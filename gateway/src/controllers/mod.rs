@@ -6,11 +6,13 @@ mod autoregister;
 mod availability;
 mod backoff;
 mod discovery;
+mod files;
 mod openapi;
 mod registry;
 mod targets;
 
 pub use availability::AvailabilityController;
 pub use discovery::DiscoveryController;
+pub use files::FileWatcher;
 pub use openapi::OpenApiController;
 pub use registry::RegistryController;

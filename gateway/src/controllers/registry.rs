@@ -15,7 +15,8 @@ use tokio::signal::unix::{signal, SignalKind};
 
 use super::autoregister::DelegateGroups;
 use crate::backends::{
-    build_delegate, build_table, BuildError, Clients, HealthBook, TableError, Upstream,
+    build_delegate, build_table, delegate_credentials, BuildError, ClientIdentity, Clients,
+    CredentialError, HealthBook, TableError, Upstream,
 };
 use crate::observe::{Lifecycle, Metrics, Milestone};
 use crate::state::{Gateway, Options, Routes};
@@ -36,14 +37,70 @@ pub enum Error {
     /// The route table cannot be built.
     #[error(transparent)]
     Table(#[from] TableError),
+    /// The proxy client certificate cannot be loaded.
+    #[error("proxyClient: {0}")]
+    ProxyClient(#[source] CredentialError),
 }
 
 /// What the controller keeps between rounds.
 struct Serving {
     sources: Sources,
     config: GatewayConfig,
-    delegate: Option<Arc<Upstream>>,
+    backends: Backends,
     delegate_groups: DelegateGroups,
+    /// The last credential problem logged (each is logged once, when it changes).
+    credential_problem: Option<String>,
+}
+
+/// The delegate and the certificate presented to remote backends, as loaded from their files.
+struct Backends {
+    delegate: Option<Arc<Upstream>>,
+    proxy_identity: Option<Arc<ClientIdentity>>,
+    /// Fingerprints of the client certificates (delegate, proxy), to notice rotations.
+    fingerprints: (Option<u64>, Option<u64>),
+}
+
+impl Backends {
+    fn load(config: &GatewayConfig, health: &HealthBook) -> Result<Backends, Error> {
+        let proxy_identity = proxy_identity(config)?;
+        Ok(Backends {
+            delegate: delegate_of(config, health)?,
+            fingerprints: fingerprints(config, proxy_identity.as_deref())?,
+            proxy_identity,
+        })
+    }
+}
+
+/// The fingerprints of the client certificate files the config names (delegate, proxy).
+fn fingerprints(
+    config: &GatewayConfig,
+    proxy: Option<&ClientIdentity>,
+) -> Result<(Option<u64>, Option<u64>), Error> {
+    let delegate = config
+        .delegate
+        .as_ref()
+        .and_then(|d| d.client_cert.as_ref())
+        .map(|source| ClientIdentity::load(source).map(|i| i.fingerprint))
+        .transpose()
+        .map_err(|source| {
+            Error::Delegate(BuildError::Credentials {
+                what: "delegate client certificate",
+                source,
+            })
+        })?;
+    Ok((delegate, proxy.map(|p| p.fingerprint)))
+}
+
+fn proxy_identity(config: &GatewayConfig) -> Result<Option<Arc<ClientIdentity>>, Error> {
+    let Some(proxy) = &config.proxy_client else {
+        return Ok(None);
+    };
+    let source = apiagg_config::CertSource::Files {
+        cert: proxy.cert_file.clone(),
+        key: proxy.key_file.clone(),
+    };
+    let identity = ClientIdentity::load(&source).map_err(Error::ProxyClient)?;
+    Ok(Some(Arc::new(identity)))
 }
 
 /// Watches the config and keeps the route table current.
@@ -62,11 +119,15 @@ fn delegate_of(
     config: &GatewayConfig,
     health: &HealthBook,
 ) -> Result<Option<Arc<Upstream>>, Error> {
-    let delegate = config.delegate.as_ref();
-    Ok(delegate
-        .map(|d| build_delegate(d, health))
-        .transpose()?
-        .map(Arc::new))
+    let Some(delegate) = config.delegate.as_ref() else {
+        return Ok(None);
+    };
+    let credentials = delegate_credentials(delegate)?;
+    Ok(Some(Arc::new(build_delegate(
+        delegate,
+        &credentials,
+        health,
+    )?)))
 }
 
 impl RegistryController {
@@ -88,16 +149,17 @@ impl RegistryController {
             path,
             initial: Mutex::new(None),
         };
-        let first = delegate_of(&config, &controller.health).and_then(|delegate| {
-            controller.install(&config, delegate.as_ref(), &[])?;
-            Ok(delegate)
+        let first = Backends::load(&config, &controller.health).and_then(|backends| {
+            controller.install(&config, &backends, &[])?;
+            Ok(backends)
         });
         controller.record(&first);
         let serving = Serving {
             sources,
             config,
-            delegate: first?,
+            backends: first?,
             delegate_groups: DelegateGroups::default(),
+            credential_problem: None,
         };
         controller.lifecycle.reach(Milestone::ConfigLoaded);
         controller.publish_lifecycle(&serving);
@@ -109,14 +171,15 @@ impl RegistryController {
     fn install(
         &self,
         config: &GatewayConfig,
-        delegate: Option<&Arc<Upstream>>,
+        backends: &Backends,
         delegate_groups: &[LocalGroupVersion],
     ) -> Result<(), Error> {
         let registry = Registry::build(config, delegate_groups)?;
         let count = registry.entries().len();
         let table = build_table(
             Arc::new(registry),
-            delegate.cloned(),
+            backends.delegate.clone(),
+            backends.proxy_identity.as_deref(),
             &self.health,
             &self.metrics,
         )?;
@@ -154,33 +217,84 @@ impl RegistryController {
         if config.listen != serving.config.listen || config.tls != serving.config.tls {
             tracing::warn!("listen and tls changes take effect only after a restart");
         }
+        if config.authentication != serving.config.authentication {
+            tracing::warn!("authentication changes take effect only after a restart");
+        }
+        let backends = Backends::load(&config, &self.health)?;
         if config.delegate == serving.config.delegate {
             let groups = serving.delegate_groups.groups.as_deref().unwrap_or(&[]);
-            self.install(&config, serving.delegate.as_ref(), groups)?;
+            self.install(&config, &backends, groups)?;
             serving.sources = sources;
             serving.config = config;
+            serving.backends = backends;
             return Ok(());
         }
-        let delegate = delegate_of(&config, &self.health)?;
-        self.install(&config, delegate.as_ref(), &[])?;
+        self.install(&config, &backends, &[])?;
         *serving = Serving {
             sources,
             config,
-            delegate,
+            backends,
             delegate_groups: DelegateGroups::default(),
+            credential_problem: None,
         };
         Ok(())
     }
 
+    /// Re-reads the credential files: a rotated token is used from the next request, a rotated
+    /// certificate reinstalls the routes. A broken file keeps the last good credentials.
+    fn poll_credentials(&self, serving: &mut Serving) {
+        let token = serving
+            .backends
+            .delegate
+            .as_ref()
+            .and_then(|d| d.token.clone());
+        let mut problem = token
+            .and_then(|t| t.refresh().err())
+            .map(|e| format!("delegate token: {e}"));
+        let now = proxy_identity(&serving.config)
+            .and_then(|proxy| fingerprints(&serving.config, proxy.as_deref()));
+        let rotated = match now {
+            Ok(now) if now != serving.backends.fingerprints => {
+                Backends::load(&serving.config, &self.health).map(Some)
+            }
+            Ok(_) => Ok(None),
+            Err(e) => Err(e),
+        };
+        match rotated {
+            Ok(Some(backends)) => {
+                let groups = serving.delegate_groups.groups.clone().unwrap_or_default();
+                match self.install(&serving.config, &backends, &groups) {
+                    Ok(()) => {
+                        tracing::info!("client certificates changed: routes rebuilt");
+                        serving.backends = backends;
+                    }
+                    Err(e) => problem = Some(e.to_string()),
+                }
+            }
+            Ok(None) => {}
+            Err(e) => problem = Some(e.to_string()),
+        }
+        if problem != serving.credential_problem {
+            match &problem {
+                Some(p) => tracing::warn!("credentials not reloaded, the previous ones serve: {p}"),
+                None if serving.credential_problem.is_some() => {
+                    tracing::info!("credentials readable again")
+                }
+                None => {}
+            }
+            serving.credential_problem = problem;
+        }
+    }
+
     /// Reads the delegate's group-versions and reinstalls the routes when they changed.
     async fn register_delegate(&self, serving: &mut Serving) {
-        let Some(delegate) = serving.delegate.clone() else {
+        let Some(delegate) = serving.backends.delegate.clone() else {
             return;
         };
         let refresh = self.options.delegate_refresh;
         let groups = &mut serving.delegate_groups;
         if let Some(groups) = groups.refresh(&delegate, &self.clients, refresh).await {
-            match self.install(&serving.config, Some(&delegate), &groups) {
+            match self.install(&serving.config, &serving.backends, &groups) {
                 Ok(()) => tracing::info!(
                     count = groups.len(),
                     "registered the delegate's group-versions"
@@ -191,7 +305,7 @@ impl RegistryController {
     }
 
     fn publish_lifecycle(&self, serving: &Serving) {
-        if serving.delegate.is_none() || serving.delegate_groups.groups.is_some() {
+        if serving.backends.delegate.is_none() || serving.delegate_groups.groups.is_some() {
             self.lifecycle.reach(Milestone::DelegateRegistered);
         }
     }
@@ -246,7 +360,7 @@ impl BackgroundService for RegistryController {
         };
         let mut poll = tokio::time::interval(self.options.reload_interval);
         loop {
-            let has_delegate = serving.delegate.is_some();
+            let has_delegate = serving.backends.delegate.is_some();
             if has_delegate && tokio::time::Instant::now() >= serving.delegate_groups.next() {
                 self.register_delegate(&mut serving).await;
             }
@@ -264,6 +378,7 @@ impl BackgroundService for RegistryController {
                 _ = shutdown.changed() => return,
             };
             self.poll_config(&mut serving, forced);
+            self.poll_credentials(&mut serving);
         }
     }
 }

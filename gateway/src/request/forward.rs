@@ -1,33 +1,77 @@
 //! THE header policy of every forwarded request, used by the proxy and the upgrade tunnel alike:
-//! the client's identity claims (`X-Remote-*`) never pass; its credentials (`Authorization`,
-//! `Proxy-Authorization`, `Impersonate-*`) do not reach remote backends; `Host` names the
-//! endpoint; `X-Forwarded-For/Proto/Host/Uri` say where the request came from.
+//! the client's identity claims (`X-Remote-*` and the configured front-proxy headers) never pass;
+//! remote backends get the caller as `X-Remote-*` instead of its credentials; the delegate gets
+//! the caller's own credentials when it can verify them, else apiagg's token and `Impersonate-*`;
+//! `Host` names the endpoint; `X-Forwarded-For/Proto/Host/Uri` say where the request came from.
 
 use std::net::IpAddr;
+use std::sync::Arc;
 
-use http::HeaderName;
+use http::{HeaderName, HeaderValue};
 use pingora_error::Result;
 use pingora_http::RequestHeader;
 
+use crate::auth::{Authenticator, User};
+
+/// Who the forwarded request is from, and how that is said.
+#[derive(Debug, Clone)]
+pub enum Identity<'a> {
+    /// A remote backend: the caller as `X-Remote-*`, over the proxy client certificate.
+    Remote(&'a User),
+    /// The delegate authenticates the caller itself: its credentials pass unchanged.
+    CallerCredentials,
+    /// The delegate cannot see how apiagg authenticated the caller: apiagg's own credentials
+    /// (`token`, and its client certificate on the connection) with `Impersonate-*`.
+    Impersonate {
+        /// The caller.
+        user: &'a User,
+        /// apiagg's `Authorization` value for the delegate.
+        token: Option<Arc<HeaderValue>>,
+    },
+}
+
+impl Identity<'_> {
+    /// Whether the request travels on apiagg's own connections (its client certificate).
+    pub fn own_connection(&self) -> bool {
+        matches!(self, Identity::Impersonate { .. })
+    }
+}
+
 /// What a forwarded request carries besides the client's own headers and the endpoint.
-#[derive(Debug, Clone, Copy)]
-pub struct Forwarding {
+#[derive(Clone)]
+pub struct Forwarding<'a> {
     /// The client's address, appended to `X-Forwarded-For`.
     pub client_ip: Option<IpAddr>,
     /// `https` when apiagg's listener serves TLS, else `http`.
     pub proto: &'static str,
-    /// Remove the client's credentials (remote backends; the delegate gets them).
-    pub strip_credentials: bool,
+    /// Who the request is from.
+    pub identity: Identity<'a>,
+    /// The authenticators (for the configured front-proxy header names).
+    pub auth: &'a Authenticator,
+}
+
+/// Whether the client sent impersonation headers.
+pub fn asks_impersonation(request: &RequestHeader) -> bool {
+    request
+        .headers
+        .keys()
+        .any(|name| name.as_str().starts_with("impersonate-"))
 }
 
 /// Whether a client header must not be forwarded.
-pub fn is_hidden(name: &HeaderName, strip_credentials: bool) -> bool {
-    let name = name.as_str();
-    name.starts_with("x-remote-")
-        || (strip_credentials
-            && (name == "authorization"
-                || name == "proxy-authorization"
-                || name.starts_with("impersonate-")))
+fn is_hidden(name: &HeaderName, forwarding: &Forwarding<'_>) -> bool {
+    let text = name.as_str();
+    if text.starts_with("x-remote-") || forwarding.auth.is_identity_header(name) {
+        return true;
+    }
+    match &forwarding.identity {
+        Identity::CallerCredentials => false,
+        Identity::Remote(_) | Identity::Impersonate { .. } => {
+            text == "authorization"
+                || text == "proxy-authorization"
+                || text.starts_with("impersonate-")
+        }
+    }
 }
 
 /// Applies the policy to the request head pingora sends to the endpoint at `authority`
@@ -36,11 +80,24 @@ pub fn apply(request: &mut RequestHeader, forwarding: &Forwarding, authority: &s
     let hidden: Vec<HeaderName> = request
         .headers
         .keys()
-        .filter(|name| is_hidden(name, forwarding.strip_credentials))
+        .filter(|name| is_hidden(name, forwarding))
         .cloned()
         .collect();
     for name in hidden {
         request.remove_header(&name);
+    }
+    let stamped = match &forwarding.identity {
+        Identity::Remote(user) => Some(user.remote_headers()),
+        Identity::Impersonate { user, token } => {
+            if let Some(token) = token {
+                request.insert_header(http::header::AUTHORIZATION, (**token).clone())?;
+            }
+            Some(user.impersonation_headers())
+        }
+        Identity::CallerCredentials => None,
+    };
+    for (name, value) in stamped.into_iter().flatten() {
+        request.append_header(name.clone(), value.clone())?;
     }
     request.insert_header("Host", authority)?;
     if let Some(ip) = forwarding.client_ip {
@@ -92,6 +149,7 @@ pub fn upgrade_head(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use apiagg_config::Authentication;
 
     fn request() -> RequestHeader {
         let mut req =
@@ -113,62 +171,126 @@ mod tests {
 
     const ENDPOINT: &str = "10.0.0.1:443";
 
-    fn forwarding(strip_credentials: bool) -> Forwarding {
+    fn auth() -> Authenticator {
+        Authenticator::new(&Authentication::default()).expect("authenticator")
+    }
+
+    fn user() -> User {
+        User::new(
+            "alice".into(),
+            "uid-7".into(),
+            vec!["dev".into()],
+            vec![("example.org/scopes".into(), vec!["read".into()])],
+        )
+    }
+
+    fn forwarding<'a>(identity: Identity<'a>, auth: &'a Authenticator) -> Forwarding<'a> {
         Forwarding {
             client_ip: Some(IpAddr::from([127, 0, 0, 1])),
             proto: "https",
-            strip_credentials,
+            identity,
+            auth,
         }
     }
 
-    #[test]
-    fn remote_backends_get_no_identity_and_no_credentials() {
-        let mut req = request();
-        apply(&mut req, &forwarding(true), ENDPOINT).expect("apply");
-        let get = |name: &str| req.headers.get(name).and_then(|v| v.to_str().ok());
-        for hidden in [
-            "authorization",
-            "impersonate-user",
-            "x-remote-user",
-            "x-remote-group",
-        ] {
-            assert_eq!(get(hidden), None, "{hidden}");
-        }
-        assert_eq!(get("host"), Some("10.0.0.1:443"));
-        assert_eq!(get("x-forwarded-for"), Some("10.9.9.9, 127.0.0.1"));
-        assert_eq!(get("x-forwarded-proto"), Some("https"));
-        assert_eq!(get("x-forwarded-host"), Some("10.0.0.1:443"));
-        assert_eq!(get("x-forwarded-uri"), Some("/apis/a.io/v1/x/exec"));
-        assert_eq!(get("upgrade"), Some("websocket"));
+    fn values(req: &RequestHeader, name: &str) -> Vec<String> {
+        req.headers
+            .get_all(name)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .map(str::to_string)
+            .collect()
     }
 
     #[test]
-    fn the_delegate_keeps_credentials_but_never_identity_claims() {
+    fn remote_backends_get_the_caller_as_x_remote_and_no_credentials() {
+        let (auth, user) = (auth(), user());
         let mut req = request();
-        apply(&mut req, &forwarding(false), ENDPOINT).expect("apply");
-        assert!(req.headers.contains_key("authorization"));
-        assert!(req.headers.contains_key("impersonate-user"));
-        assert!(!req.headers.contains_key("x-remote-user"));
+        apply(
+            &mut req,
+            &forwarding(Identity::Remote(&user), &auth),
+            ENDPOINT,
+        )
+        .expect("apply");
+        assert!(values(&req, "authorization").is_empty());
+        assert!(values(&req, "impersonate-user").is_empty());
+        assert_eq!(values(&req, "x-remote-user"), ["alice"]);
+        assert_eq!(values(&req, "x-remote-uid"), ["uid-7"]);
+        assert_eq!(
+            values(&req, "x-remote-group"),
+            ["dev", "system:authenticated"]
+        );
+        assert_eq!(
+            values(&req, "x-remote-extra-example.org%2fscopes"),
+            ["read"]
+        );
+        assert_eq!(values(&req, "host"), ["10.0.0.1:443"]);
+        assert_eq!(values(&req, "x-forwarded-for"), ["10.9.9.9, 127.0.0.1"]);
+        assert_eq!(values(&req, "x-forwarded-proto"), ["https"]);
+        assert_eq!(values(&req, "x-forwarded-host"), ["10.0.0.1:443"]);
+        assert_eq!(values(&req, "x-forwarded-uri"), ["/apis/a.io/v1/x/exec"]);
+        assert_eq!(values(&req, "upgrade"), ["websocket"]);
+    }
+
+    #[test]
+    fn the_delegate_keeps_credentials_it_can_verify_but_never_identity_claims() {
+        let auth = auth();
+        let mut req = request();
+        apply(
+            &mut req,
+            &forwarding(Identity::CallerCredentials, &auth),
+            ENDPOINT,
+        )
+        .expect("apply");
+        assert_eq!(values(&req, "authorization"), ["Bearer t"]);
+        assert_eq!(values(&req, "impersonate-user"), ["root"]);
+        assert!(values(&req, "x-remote-user").is_empty());
+    }
+
+    #[test]
+    fn callers_only_apiagg_knows_are_impersonated_on_its_own_token() {
+        let (auth, user) = (auth(), user());
+        let token = Arc::new(HeaderValue::from_static("Bearer apiagg"));
+        let identity = Identity::Impersonate {
+            user: &user,
+            token: Some(token),
+        };
+        let mut req = request();
+        apply(&mut req, &forwarding(identity, &auth), ENDPOINT).expect("apply");
+        assert_eq!(values(&req, "authorization"), ["Bearer apiagg"]);
+        assert_eq!(values(&req, "impersonate-user"), ["alice"]);
+        assert_eq!(values(&req, "impersonate-uid"), ["uid-7"]);
+        assert_eq!(values(&req, "impersonate-group"), ["dev"]);
+        assert_eq!(
+            values(&req, "impersonate-extra-example.org%2fscopes"),
+            ["read"]
+        );
+        assert!(values(&req, "x-remote-user").is_empty());
     }
 
     #[test]
     fn the_upgrade_head_follows_the_same_policy() {
-        let head =
-            String::from_utf8(upgrade_head(&request(), &forwarding(true), ENDPOINT).expect("head"))
-                .expect("utf8");
+        let (auth, user) = (auth(), user());
+        let head = upgrade_head(
+            &request(),
+            &forwarding(Identity::Remote(&user), &auth),
+            ENDPOINT,
+        )
+        .expect("head");
+        let head = String::from_utf8(head).expect("utf8");
         assert!(head
             .starts_with("GET /apis/a.io/v1/x/exec?command=ls HTTP/1.1\r\nHost: 10.0.0.1:443\r\n"));
         let lower = head.to_ascii_lowercase();
         for hidden in [
             "authorization",
             "impersonate-",
-            "x-remote-",
+            "x-remote-user: admin",
             "host: gateway",
         ] {
             assert!(!lower.contains(hidden), "{hidden} in {head}");
         }
+        assert!(lower.contains("x-remote-user: alice\r\n"));
         assert!(lower.contains("x-forwarded-for: 10.9.9.9, 127.0.0.1\r\n"));
-        assert!(lower.contains("x-forwarded-proto: https\r\n"));
         assert_eq!(lower.matches("\r\nhost: ").count(), 1, "{head}");
         assert!(head.ends_with("\r\n\r\n"));
     }

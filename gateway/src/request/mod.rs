@@ -20,12 +20,17 @@ use pingora_http::RequestHeader;
 use pingora_proxy::Session;
 
 use self::classify::Route;
-use self::forward::Forwarding;
+use self::forward::{Forwarding, Identity};
 use self::openapi::OpenApiPath;
 use self::reply::Reply;
+use crate::auth::{Authenticated, Authenticator, User};
 use crate::backends::Upstream;
 use crate::observe::{InFlight, RouteKind};
 use crate::state::Gateway;
+
+/// Used only if a request reaches an upstream without having been authenticated (a bug).
+static ANONYMOUS_FALLBACK: std::sync::LazyLock<Arc<User>> =
+    std::sync::LazyLock::new(User::anonymous);
 
 /// Per-request state.
 pub struct RequestCtx {
@@ -42,18 +47,23 @@ pub struct RequestCtx {
     replacing: bool,
     /// `subresource` label of `apiserver_request_total` for documents apiagg serves itself.
     subresource: &'static str,
+    /// The caller, once authenticated.
+    caller: Option<Authenticated>,
+    /// The request goes on apiagg's own connections (impersonation at the delegate).
+    own_connection: bool,
     _in_flight: Option<InFlight>,
 }
 
 /// The proxy service.
 pub struct ApiaggProxy {
     gateway: Arc<Gateway>,
+    auth: Arc<Authenticator>,
 }
 
 impl ApiaggProxy {
-    /// A proxy reading `gateway`'s snapshots.
-    pub fn new(gateway: Arc<Gateway>) -> ApiaggProxy {
-        ApiaggProxy { gateway }
+    /// A proxy reading `gateway`'s snapshots and authenticating callers with `auth`.
+    pub fn new(gateway: Arc<Gateway>, auth: Arc<Authenticator>) -> ApiaggProxy {
+        ApiaggProxy { gateway, auth }
     }
 
     /// Writes a reply apiagg answers itself and ends the request.
@@ -71,7 +81,24 @@ impl ApiaggProxy {
     }
 
     /// The header policy of this request.
-    fn forwarding(&self, session: &Session, strip_credentials: bool) -> Forwarding {
+    fn forwarding<'a>(
+        &'a self,
+        session: &Session,
+        ctx: &'a RequestCtx,
+        upstream: &'a Upstream,
+    ) -> Forwarding<'a> {
+        let caller = ctx.caller.as_ref();
+        let user = caller.map_or_else(|| &**ANONYMOUS_FALLBACK, |c| &*c.user);
+        let identity = if upstream.remote {
+            Identity::Remote(user)
+        } else if !ctx.own_connection {
+            Identity::CallerCredentials
+        } else {
+            Identity::Impersonate {
+                user,
+                token: upstream.token.as_ref().and_then(|t| t.header()),
+            }
+        };
         Forwarding {
             client_ip: session
                 .client_addr()
@@ -82,7 +109,8 @@ impl ApiaggProxy {
             } else {
                 "http"
             },
-            strip_credentials,
+            identity,
+            auth: &self.auth,
         }
     }
 
@@ -95,10 +123,29 @@ impl ApiaggProxy {
         kind: RouteKind,
         upstream: Arc<Upstream>,
     ) -> Result<bool> {
+        let delegate_authenticates = ctx
+            .caller
+            .as_ref()
+            .is_none_or(Authenticated::delegate_authenticates);
+        ctx.own_connection = !upstream.remote && !delegate_authenticates;
+        if (upstream.remote || ctx.own_connection)
+            && forward::asks_impersonation(session.req_header())
+        {
+            let reply = reply::failure_reply(
+                403,
+                "Forbidden",
+                "impersonation through apiagg is supported only at the delegate, for callers it \
+                 authenticates itself (bearer tokens); send the request without Impersonate-* headers",
+            );
+            return self.answer(session, ctx, RouteKind::Refused, reply).await;
+        }
         if upgrade::is_upgrade(session.req_header()) {
             ctx.kind = RouteKind::Upgrade;
-            let forwarding = self.forwarding(session, upstream.strip_credentials);
-            ctx.code = upgrade::tunnel(session, &upstream, &forwarding).await;
+            let code = {
+                let forwarding = self.forwarding(session, ctx, &upstream);
+                upgrade::tunnel(session, &upstream, &forwarding).await
+            };
+            ctx.code = code;
             return Ok(true);
         }
         ctx.kind = kind;

@@ -12,6 +12,7 @@ use pingora_proxy::{FailToProxy, ProxyHttp, Session};
 use super::classify::{classify, exempt_from_shutdown, Route};
 use super::reply::{self, Reply};
 use super::{errors, forward, ApiaggProxy, RequestCtx};
+use crate::auth::ConnectionIdentity;
 use crate::observe::{Milestone, RouteKind};
 
 #[async_trait]
@@ -31,6 +32,8 @@ impl ProxyHttp for ApiaggProxy {
             replacement: None,
             replacing: false,
             subresource: "",
+            caller: None,
+            own_connection: false,
             _in_flight: Some(self.gateway.lifecycle.track()),
         }
     }
@@ -60,13 +63,43 @@ impl ProxyHttp for ApiaggProxy {
             }
         }
 
-        // 2. What apiagg answers itself.
+        // 2. Health answers need no credentials (probes of kubelets and load balancers).
+        if let Route::Health(..) = route {
+            if let Some((kind, reply)) = self.local(session.req_header(), ctx, route) {
+                return self.answer(session, ctx, kind, reply).await;
+            }
+        }
+
+        // 3. Who the caller is: 401 Status when the credentials do not hold.
+        let routes = self.gateway.routes.load();
+        let connection = session
+            .digest()
+            .and_then(|d| d.ssl_digest.as_ref())
+            .and_then(|tls| tls.extension.get::<ConnectionIdentity>());
+        let authenticated = self
+            .auth
+            .authenticate(
+                &session.req_header().headers,
+                connection,
+                routes.delegate.as_deref(),
+                &self.gateway.clients,
+            )
+            .await;
+        match authenticated {
+            Ok(caller) => ctx.caller = Some(caller),
+            Err(why) => {
+                tracing::debug!(path = uri.path(), "unauthorized: {why}");
+                let reply = reply::failure_reply(401, "Unauthorized", "Unauthorized");
+                return self.answer(session, ctx, RouteKind::Refused, reply).await;
+            }
+        }
+
+        // 4. What apiagg answers itself.
         if let Some((kind, reply)) = self.local(session.req_header(), ctx, route) {
             return self.answer(session, ctx, kind, reply).await;
         }
 
-        // 3. A remote APIService: its backend, or 503 while it is unavailable.
-        let routes = self.gateway.routes.load();
+        // 5. A remote APIService: its backend, or 503 while it is unavailable.
         if let Route::GroupVersion(key) = route {
             let remote = routes
                 .registry
@@ -90,7 +123,7 @@ impl ProxyHttp for ApiaggProxy {
             }
         }
 
-        // 4. Everything else is the delegate's; without one, 404 (503 before mux completion).
+        // 6. Everything else is the delegate's; without one, 404 (503 before mux completion).
         match routes.delegate.clone() {
             Some(delegate) => {
                 self.to_upstream(session, ctx, RouteKind::Delegate, delegate)
@@ -120,7 +153,13 @@ impl ProxyHttp for ApiaggProxy {
             return Error::e_explain(ErrorType::ConnectNoRoute, "upstream has no endpoints");
         };
         ctx.endpoint = index;
-        Ok(Box::new(upstream.endpoints[index].peer.clone()))
+        let endpoint = &upstream.endpoints[index];
+        let peer = if ctx.own_connection {
+            &endpoint.own_peer
+        } else {
+            &endpoint.peer
+        };
+        Ok(Box::new(peer.clone()))
     }
 
     /// Connecting failed: eject the endpoint; retry on another healthy one (the request never
@@ -173,7 +212,7 @@ impl ProxyHttp for ApiaggProxy {
         let Some(upstream) = &ctx.upstream else {
             return Ok(());
         };
-        let forwarding = self.forwarding(session, upstream.strip_credentials);
+        let forwarding = self.forwarding(session, ctx, upstream);
         let authority = &upstream.endpoints[ctx.endpoint].authority;
         forward::apply(request, &forwarding, authority)
     }

@@ -35,7 +35,8 @@ pub fn is_upgrade(req: &RequestHeader) -> bool {
     }) && req.headers.contains_key("upgrade")
 }
 
-async fn dial(upstream: &Upstream, index: usize) -> io::Result<Box<dyn Io>> {
+/// Connects to endpoint `index`, with apiagg's own TLS identity when `own` (impersonation).
+async fn dial(upstream: &Upstream, index: usize, own: bool) -> io::Result<Box<dyn Io>> {
     let endpoint = &upstream.endpoints[index];
     let tcp = tokio::time::timeout(DIAL_TIMEOUT, TcpStream::connect(endpoint.addr))
         .await
@@ -46,7 +47,12 @@ async fn dial(upstream: &Upstream, index: usize) -> io::Result<Box<dyn Io>> {
     }
     let name = ServerName::try_from(upstream.server_name.clone())
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-    let connector = tokio_rustls::TlsConnector::from(upstream.tls_config.clone());
+    let config = if own {
+        &upstream.own_tls_config
+    } else {
+        &upstream.tls_config
+    };
+    let connector = tokio_rustls::TlsConnector::from(config.clone());
     let tls = tokio::time::timeout(DIAL_TIMEOUT, connector.connect(name, tcp))
         .await
         .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "TLS handshake timed out"))??;
@@ -150,7 +156,7 @@ struct Answer {
 async fn ask(
     request: &RequestHeader,
     upstream: &Upstream,
-    forwarding: &Forwarding,
+    forwarding: &Forwarding<'_>,
 ) -> Result<Answer, (u16, String)> {
     let label = &upstream.label;
     let index = upstream.pick().ok_or_else(|| {
@@ -160,7 +166,8 @@ async fn ask(
     let authority = &upstream.endpoints[index].authority;
     let head = forward::upgrade_head(request, forwarding, authority)
         .map_err(|e| (500, format!("cannot build the upgrade request: {e}")))?;
-    let mut backend = dial(upstream, index).await.map_err(|e| {
+    let own = forwarding.identity.own_connection();
+    let mut backend = dial(upstream, index, own).await.map_err(|e| {
         let message = format!("error dialing backend {label} at {authority}: {e}");
         (503, message)
     })?;
@@ -188,7 +195,11 @@ async fn ask(
 
 /// Tunnels an upgrade request to `upstream` with the header policy `forwarding`; returns the
 /// status code relayed to the client.
-pub async fn tunnel(session: &mut Session, upstream: &Upstream, forwarding: &Forwarding) -> u16 {
+pub async fn tunnel(
+    session: &mut Session,
+    upstream: &Upstream,
+    forwarding: &Forwarding<'_>,
+) -> u16 {
     if session.is_http2() {
         return fail(session, 503, "upgrades need HTTP/1.1".into()).await;
     }

@@ -7,6 +7,7 @@
 mod backends;
 mod gateway;
 pub mod openapi;
+pub mod pki;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};

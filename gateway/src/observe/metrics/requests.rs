@@ -28,6 +28,8 @@ pub enum RouteKind {
     NotFound,
     /// Refused during shutdown.
     Shutdown,
+    /// Refused by authentication (401) or the request policy (403).
+    Refused,
 }
 
 impl RouteKind {
@@ -42,6 +44,7 @@ impl RouteKind {
             RouteKind::Local => "local",
             RouteKind::NotFound => "notfound",
             RouteKind::Shutdown => "shutdown",
+            RouteKind::Refused => "refused",
         }
     }
 }

@@ -67,6 +67,24 @@ pub struct Args {
     /// Offer `h2` in TLS ALPN (plain HTTP always accepts h2c prior knowledge).
     #[arg(long)]
     pub h2: bool,
+
+    /// CA of front proxies (kube-apiserver's flag of the same name): a connection whose client
+    /// certificate chains to it (and whose CN is allowed) may name the caller in `X-Remote-User`,
+    /// `X-Remote-Uid`, `X-Remote-Group` and `X-Remote-Extra-<key>`. Every other request must
+    /// then authenticate, but for `/healthz`, `/livez`, `/readyz` and `/debug/*`.
+    #[arg(long, requires = "tls")]
+    pub requestheader_client_ca_file: Option<PathBuf>,
+
+    /// Common names a front proxy's client certificate may have (repeatable, comma separated);
+    /// none means any certificate of `--requestheader-client-ca-file`.
+    #[arg(long, value_delimiter = ',', requires = "requestheader_client_ca_file")]
+    pub requestheader_allowed_names: Vec<String>,
+
+    /// Static token file (`token,user,uid,"group1,group2"[,key=value…]`), read on every
+    /// request: callers must send `Authorization: Bearer <token>` of a listed token (or come
+    /// through a trusted front proxy). Enables `POST /apis/authentication.k8s.io/v1/tokenreviews`.
+    #[arg(long, value_name = "FILE")]
+    pub require_token: Option<PathBuf>,
 }
 
 impl Args {

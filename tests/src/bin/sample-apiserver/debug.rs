@@ -1,4 +1,4 @@
-//! Debug endpoints under the group-version: `echo`, `slow` and `redirect`.
+//! Debug endpoints under the group-version: `echo`, `whoami`, `slow` and `redirect`.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -8,7 +8,8 @@ use hyper::header::{HeaderValue, LOCATION};
 use hyper::{Request, Response, StatusCode};
 use serde_json::json;
 
-use crate::response::{bad_request, json, Body};
+use crate::auth::Caller;
+use crate::response::{bad_request, json, unauthorized, Body};
 
 /// Longest accepted `slow?ms=`: ten minutes.
 const MAX_SLEEP_MS: u64 = 600_000;
@@ -33,6 +34,15 @@ pub fn echo(req: &Request<Incoming>, server: &str) -> Response<Body> {
             "protocol": format!("{:?}", req.version()),
         }),
     )
+}
+
+/// `whoami`: the authenticated caller of the request (see [`Caller::to_json`]).
+pub fn whoami<B>(req: &Request<B>) -> Response<Body> {
+    match req.extensions().get::<Caller>() {
+        Some(caller) => json(StatusCode::OK, &caller.to_json()),
+        // `routes::handle` authenticates every path that leads here.
+        None => unauthorized(),
+    }
 }
 
 /// Sleeps `ms` milliseconds, then answers.

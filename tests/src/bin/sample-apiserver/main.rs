@@ -3,6 +3,8 @@
 //! Prints `listening on http(s)://ADDR` on stdout once bound; logs go to stderr.
 
 mod args;
+mod auth;
+mod client_cert;
 mod debug;
 mod discovery;
 mod fixtures;
@@ -13,6 +15,7 @@ mod response;
 mod routes;
 mod store;
 mod tls;
+mod tokens;
 mod upgrade;
 mod watch;
 
@@ -30,6 +33,7 @@ use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
 use crate::args::Args;
+use crate::auth::{Auth, Connection};
 use crate::discovery::Discovery;
 use crate::fixtures::Fixtures;
 use crate::resource::ResourceInfo;
@@ -47,11 +51,17 @@ async fn main() -> Result<()> {
         .init();
     let args = Args::parse();
     let state = Arc::new(build_state(&args)?);
+    let client_verifier = state
+        .auth
+        .front_proxy
+        .as_ref()
+        .map(|proxy| proxy.handshake_verifier());
     let acceptor = match (&args.tls, &args.cert_dir) {
         (true, Some(dir)) => Some(TlsAcceptor::from(tls::server_config(
             dir,
             &args.hostnames,
             args.h2,
+            client_verifier,
         )?)),
         _ => None,
     };
@@ -100,6 +110,7 @@ fn build_state(args: &Args) -> Result<State> {
         .with_context(|| format!("--name {server_name:?} is not a valid header value"))?;
     let api_version = format!("{}/{}", args.group, args.version);
     Ok(State {
+        auth: Auth::from_args(args)?,
         server_header,
         server_name,
         namespaced: args.namespaced,
@@ -140,21 +151,28 @@ async fn accept_loop(
         tokio::spawn(async move {
             match acceptor {
                 Some(acceptor) => match acceptor.accept(stream).await {
-                    Ok(tls) => serve(tls, state).await,
+                    Ok(tls) => {
+                        let conn = Connection {
+                            front_proxy: state.auth.front_proxy.as_ref().is_some_and(|proxy| {
+                                proxy.trusts(tls.get_ref().1.peer_certificates())
+                            }),
+                        };
+                        serve(tls, state, conn).await
+                    }
                     Err(e) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
                 },
-                None => serve(stream, state).await,
+                None => serve(stream, state, Connection::default()).await,
             }
         });
     }
 }
 
 /// Serves one connection: HTTP/1.1 (with upgrades) or HTTP/2.
-async fn serve<S>(stream: S, state: Arc<State>)
+async fn serve<S>(stream: S, state: Arc<State>, conn: Connection)
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let service = service_fn(move |req| routes::handle(state.clone(), req));
+    let service = service_fn(move |req| routes::handle(state.clone(), conn, req));
     let builder = auto::Builder::new(TokioExecutor::new());
     if let Err(e) = builder
         .serve_connection_with_upgrades(TokioIo::new(stream), service)

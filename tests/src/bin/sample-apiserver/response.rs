@@ -55,6 +55,22 @@ pub fn status(code: StatusCode, reason: &str, message: &str, details: Value) -> 
     )
 }
 
+/// The `401` of kube-apiserver for a request it could not authenticate.
+pub fn unauthorized() -> Response<Body> {
+    json(
+        StatusCode::UNAUTHORIZED,
+        &json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": "Unauthorized",
+            "reason": "Unauthorized",
+            "code": 401,
+        }),
+    )
+}
+
 /// The generic 404 of kube-apiserver.
 pub fn not_found() -> Response<Body> {
     status(

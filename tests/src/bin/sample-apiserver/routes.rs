@@ -9,6 +9,7 @@ use hyper::header::{HeaderName, HeaderValue, ACCEPT, VARY};
 use hyper::{Method, Request, Response, StatusCode};
 use serde_json::json;
 
+use crate::auth::{self, Auth, Connection};
 use crate::debug;
 use crate::discovery::{negotiate, Discovery};
 use crate::fixtures::Fixtures;
@@ -17,12 +18,14 @@ use crate::openapi_files::OpenApiFiles;
 use crate::resource::{self, ResourceInfo};
 use crate::response::{bytes, json, method_not_allowed, not_found, status, text, Body, JSON};
 use crate::store::Store;
-use crate::upgrade;
+use crate::{tokens, upgrade};
 
 pub const SERVER_HEADER: HeaderName = HeaderName::from_static("x-sample-server");
 
 /// Everything a request handler reads.
 pub struct State {
+    /// Authentication of callers (off when no flag asks for it).
+    pub auth: Auth,
     pub server_name: String,
     pub server_header: HeaderValue,
     pub namespaced: bool,
@@ -41,17 +44,30 @@ pub struct State {
     pub requests: std::sync::Mutex<std::collections::BTreeMap<String, u64>>,
 }
 
-/// Entry point of every request: routes it and labels the answer with `X-Sample-Server`.
+/// Entry point of every request: counts it, authenticates the caller (open paths skip that),
+/// routes it and labels the answer with `X-Sample-Server`.
 pub async fn handle(
     state: Arc<State>,
-    req: Request<Incoming>,
+    conn: Connection,
+    mut req: Request<Incoming>,
 ) -> Result<Response<Body>, Infallible> {
     let (method, path) = (req.method().clone(), req.uri().path().to_string());
     if path != "/debug/requests" {
         let mut log = state.requests.lock().unwrap_or_else(|e| e.into_inner());
         *log.entry(path.clone()).or_default() += 1;
     }
-    let mut resp = route(&state, req).await;
+    let mut resp = if state.auth.enabled() && auth::is_open(&path) {
+        route(&state, req).await
+    } else {
+        // Upgrade requests too: they are authenticated here, before `upgrade::respond`.
+        match state.auth.authenticate(conn, req.headers()) {
+            Ok(caller) => {
+                req.extensions_mut().insert(caller);
+                route(&state, req).await
+            }
+            Err(refusal) => refusal.response(),
+        }
+    };
     tracing::debug!(%method, %path, status = resp.status().as_u16(), "request");
     resp.headers_mut()
         .insert(SERVER_HEADER, state.server_header.clone());
@@ -68,6 +84,18 @@ async fn route(state: &Arc<State>, req: Request<Incoming>) -> Response<Body> {
     if path == "/debug/requests" {
         let log = state.requests.lock().unwrap_or_else(|e| e.into_inner());
         return json(StatusCode::OK, &json!(*log));
+    }
+    if path == "/debug/whoami" {
+        return match *req.method() {
+            Method::GET | Method::HEAD => debug::whoami(&req),
+            _ => method_not_allowed(req.method()),
+        };
+    }
+    if let (tokens::TOKEN_REVIEW_PATH, Some(tokens)) = (path.as_str(), &state.auth.tokens) {
+        return match *req.method() {
+            Method::POST => tokens::review(tokens, req).await,
+            _ => method_not_allowed(req.method()),
+        };
     }
     if let Some(rest) = path.strip_prefix(&format!("{}/", state.gv_path)) {
         let rest = rest.to_string();
@@ -92,9 +120,10 @@ async fn group_version(state: &Arc<State>, rest: &str, req: Request<Incoming>) -
     let is_get = matches!(*req.method(), Method::GET | Method::HEAD);
     match segments.as_slice() {
         ["echo", ..] => debug::echo(&req, &state.server_name),
+        ["whoami"] if is_get => debug::whoami(&req),
         ["slow"] if is_get => debug::slow(req.uri().query()).await,
         ["redirect"] if is_get => debug::redirect(&state.gv_path),
-        ["slow" | "redirect"] => method_not_allowed(req.method()),
+        ["slow" | "redirect" | "whoami"] => method_not_allowed(req.method()),
         [r] if *r == info.resource => {
             let namespace = if state.namespaced { None } else { Some("") };
             resource::collection(info, &state.store, namespace, req).await

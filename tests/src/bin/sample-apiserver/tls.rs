@@ -11,6 +11,7 @@ use rcgen::{
 };
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::danger::ClientCertVerifier;
 use rustls::ServerConfig;
 
 pub const CA_FILE: &str = "ca.crt";
@@ -18,8 +19,14 @@ pub const CERT_FILE: &str = "tls.crt";
 pub const KEY_FILE: &str = "tls.key";
 
 /// Builds the rustls server config, generating `ca.crt`, `tls.crt` and `tls.key`
-/// in `dir` unless `tls.crt` and `tls.key` are already there.
-pub fn server_config(dir: &Path, hostnames: &[String], h2: bool) -> Result<Arc<ServerConfig>> {
+/// in `dir` unless `tls.crt` and `tls.key` are already there. With `client_verifier` the server
+/// asks clients for a certificate.
+pub fn server_config(
+    dir: &Path,
+    hostnames: &[String],
+    h2: bool,
+    client_verifier: Option<Arc<dyn ClientCertVerifier>>,
+) -> Result<Arc<ServerConfig>> {
     fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let (cert_path, key_path) = (dir.join(CERT_FILE), dir.join(KEY_FILE));
     if cert_path.exists() && key_path.exists() {
@@ -32,9 +39,13 @@ pub fn server_config(dir: &Path, hostnames: &[String], h2: bool) -> Result<Arc<S
     let key = read_key(&key_path)?;
 
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()?
-        .with_no_client_auth()
+    let builder =
+        ServerConfig::builder_with_provider(provider).with_safe_default_protocol_versions()?;
+    let builder = match client_verifier {
+        Some(verifier) => builder.with_client_cert_verifier(verifier),
+        None => builder.with_no_client_auth(),
+    };
+    let mut config = builder
         .with_single_cert(certs, key)
         .context("building TLS config")?;
     config.alpn_protocols = if h2 {

@@ -1,4 +1,7 @@
 //! Connection upgrades: a WebSocket echo and a raw SPDY/3.1 byte echo.
+//!
+//! Upgrade requests authenticate like any other (`routes::handle` refuses them with `401`
+//! before [`respond`] runs), so only an authenticated caller gets `101 Switching Protocols`.
 
 use futures_util::{SinkExt, StreamExt};
 use hyper::body::Incoming;

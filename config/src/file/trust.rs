@@ -1,0 +1,262 @@
+//! Trust settings: the serving certificates (`tls:`), who callers are (`authentication:`) and the
+//! certificate apiagg presents to remote backends (`proxyClient:`). Paths are resolved against the
+//! config's folder; the files are read by the gateway, which re-reads them when they change.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// Serving certificates of the gateway's own listener.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ServingTls {
+    /// PEM certificate chain (the default certificate).
+    pub cert_file: PathBuf,
+    /// PEM private key.
+    pub key_file: PathBuf,
+    /// Further certificates, chosen by the name the client asks for (SNI).
+    #[serde(default)]
+    pub sni_certificates: Vec<SniCertificate>,
+}
+
+/// A certificate served to clients that ask for one of its names.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SniCertificate {
+    /// PEM certificate chain.
+    pub cert_file: PathBuf,
+    /// PEM private key.
+    pub key_file: PathBuf,
+    /// Names (`api.example.com`, `*.example.com`); the certificate's DNS names when empty.
+    #[serde(default)]
+    pub names: Vec<String>,
+}
+
+impl ServingTls {
+    pub(super) fn resolve(self, base: &Path) -> ServingTls {
+        ServingTls {
+            cert_file: base.join(self.cert_file),
+            key_file: base.join(self.key_file),
+            sni_certificates: self
+                .sni_certificates
+                .into_iter()
+                .map(|s| SniCertificate {
+                    cert_file: base.join(s.cert_file),
+                    key_file: base.join(s.key_file),
+                    names: s.names,
+                })
+                .collect(),
+        }
+    }
+}
+
+/// The certificate apiagg presents to remote backends (kube-apiserver's
+/// `--proxy-client-cert-file`/`--proxy-client-key-file`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ProxyClient {
+    /// PEM certificate chain.
+    pub cert_file: PathBuf,
+    /// PEM private key.
+    pub key_file: PathBuf,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(super) struct RawAuthentication {
+    anonymous: Option<bool>,
+    #[serde(rename = "clientCAFile", alias = "clientCaFile")]
+    client_ca_file: Option<PathBuf>,
+    request_header: Option<RawRequestHeader>,
+    token_file: Option<PathBuf>,
+    #[serde(default)]
+    token_review: bool,
+    #[serde(rename = "tokenReviewCacheTTL", alias = "tokenReviewCacheTtl")]
+    token_review_cache_ttl: Option<String>,
+    #[serde(
+        rename = "tokenReviewFailureCacheTTL",
+        alias = "tokenReviewFailureCacheTtl"
+    )]
+    token_review_failure_cache_ttl: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RawRequestHeader {
+    #[serde(rename = "clientCAFile", alias = "clientCaFile")]
+    client_ca_file: PathBuf,
+    #[serde(default)]
+    allowed_names: Vec<String>,
+    username_headers: Option<Vec<String>>,
+    uid_headers: Option<Vec<String>>,
+    group_headers: Option<Vec<String>>,
+    extra_header_prefixes: Option<Vec<String>>,
+}
+
+/// How callers are authenticated: the union of what is set, in kube-apiserver's order
+/// (front proxy, client certificate, token file, TokenReview), then anonymous.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Authentication {
+    /// Callers without credentials are `system:anonymous` (else 401).
+    pub anonymous: bool,
+    /// CA of caller client certificates (user = CN, groups = O).
+    pub client_ca_file: Option<PathBuf>,
+    /// A trusted front proxy's identity headers.
+    pub request_header: Option<RequestHeader>,
+    /// kube-apiserver's static token file (CSV).
+    pub token_file: Option<PathBuf>,
+    /// Bearer tokens reviewed by the delegate (TokenReview), with the cache lifetimes.
+    pub token_review: Option<TokenReview>,
+}
+
+impl Default for Authentication {
+    fn default() -> Self {
+        Authentication {
+            anonymous: true,
+            client_ca_file: None,
+            request_header: None,
+            token_file: None,
+            token_review: None,
+        }
+    }
+}
+
+impl Authentication {
+    /// Whether some authenticator needs the caller's client certificate.
+    pub fn wants_client_certificates(&self) -> bool {
+        self.client_ca_file.is_some() || self.request_header.is_some()
+    }
+}
+
+/// Request-header authentication (kube-apiserver's `--requestheader-*` flags).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestHeader {
+    /// CA the front proxy's client certificate must chain to.
+    pub client_ca_file: PathBuf,
+    /// Common names the front proxy may have; any when empty.
+    pub allowed_names: Vec<String>,
+    /// Headers naming the user (first present wins).
+    pub username_headers: Vec<String>,
+    /// Headers naming the user's UID.
+    pub uid_headers: Vec<String>,
+    /// Headers naming groups (every value of every header).
+    pub group_headers: Vec<String>,
+    /// Prefixes of headers carrying extra attributes.
+    pub extra_header_prefixes: Vec<String>,
+}
+
+/// TokenReview cache lifetimes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TokenReview {
+    /// How long an accepted token is remembered.
+    pub cache_ttl: Duration,
+    /// How long a refused token is remembered.
+    pub failure_cache_ttl: Duration,
+}
+
+/// What is wrong with the trust settings. None is retryable: the files must change.
+#[derive(Debug, thiserror::Error)]
+pub enum TrustError {
+    /// A duration does not parse.
+    #[error("{field} {value:?}: {source}")]
+    Duration {
+        /// The setting.
+        field: &'static str,
+        /// As written.
+        value: String,
+        /// Why it does not parse.
+        source: humantime::DurationError,
+    },
+    /// TTLs without `tokenReview: true`.
+    #[error("tokenReviewCacheTTL and tokenReviewFailureCacheTTL need tokenReview: true")]
+    TtlWithoutReview,
+    /// Client certificates are asked for only over TLS.
+    #[error("clientCAFile and requestHeader need tls: client certificates come with TLS")]
+    NeedsTls,
+    /// An empty header list or name.
+    #[error("requestHeader.{0} must name at least one non-empty header")]
+    EmptyHeaders(&'static str),
+}
+
+fn duration(
+    field: &'static str,
+    value: Option<String>,
+    default: Duration,
+) -> Result<Duration, TrustError> {
+    match value {
+        None => Ok(default),
+        Some(value) => humantime::parse_duration(&value).map_err(|source| TrustError::Duration {
+            field,
+            value,
+            source,
+        }),
+    }
+}
+
+fn headers(
+    field: &'static str,
+    given: Option<Vec<String>>,
+    default: &str,
+) -> Result<Vec<String>, TrustError> {
+    let list = given.unwrap_or_else(|| vec![default.to_string()]);
+    if list.is_empty() || list.iter().any(|h| h.trim().is_empty()) {
+        return Err(TrustError::EmptyHeaders(field));
+    }
+    Ok(list)
+}
+
+/// Resolves `authentication:` against the config's folder; `tls` says whether apiagg serves TLS.
+pub(super) fn parse_authentication(
+    base: &Path,
+    raw: RawAuthentication,
+    tls: bool,
+) -> Result<Authentication, TrustError> {
+    if !raw.token_review
+        && (raw.token_review_cache_ttl.is_some() || raw.token_review_failure_cache_ttl.is_some())
+    {
+        return Err(TrustError::TtlWithoutReview);
+    }
+    let token_review = if raw.token_review {
+        Some(TokenReview {
+            cache_ttl: duration(
+                "tokenReviewCacheTTL",
+                raw.token_review_cache_ttl,
+                Duration::from_secs(120),
+            )?,
+            failure_cache_ttl: duration(
+                "tokenReviewFailureCacheTTL",
+                raw.token_review_failure_cache_ttl,
+                Duration::from_secs(10),
+            )?,
+        })
+    } else {
+        None
+    };
+    let request_header = match raw.request_header {
+        Some(r) => Some(RequestHeader {
+            client_ca_file: base.join(r.client_ca_file),
+            allowed_names: r.allowed_names,
+            username_headers: headers("usernameHeaders", r.username_headers, "X-Remote-User")?,
+            uid_headers: headers("uidHeaders", r.uid_headers, "X-Remote-Uid")?,
+            group_headers: headers("groupHeaders", r.group_headers, "X-Remote-Group")?,
+            extra_header_prefixes: headers(
+                "extraHeaderPrefixes",
+                r.extra_header_prefixes,
+                "X-Remote-Extra-",
+            )?,
+        }),
+        None => None,
+    };
+    let authentication = Authentication {
+        anonymous: raw.anonymous.unwrap_or(true),
+        client_ca_file: raw.client_ca_file.map(|f| base.join(f)),
+        request_header,
+        token_file: raw.token_file.map(|f| base.join(f)),
+        token_review,
+    };
+    if authentication.wants_client_certificates() && !tls {
+        return Err(TrustError::NeedsTls);
+    }
+    Ok(authentication)
+}

@@ -1,0 +1,190 @@
+//! The serving certificates: the default pair and the SNI pairs, chosen per handshake by the
+//! name the client asks for, and re-read when their files change (new handshakes get the new
+//! pair; no restart). TLS 1.2 and 1.3 only, as pingora's rustls listener builds it.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use apiagg_config::ServingTls;
+use arc_swap::ArcSwap;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::{ClientHello, ResolvesServerCert};
+use rustls::sign::CertifiedKey;
+use x509_parser::prelude::{FromDer, GeneralName, X509Certificate};
+
+use crate::backends::Reload;
+
+/// One certificate and the names it is served for.
+struct Pair {
+    names: Vec<String>,
+    key: Arc<CertifiedKey>,
+}
+
+struct Loaded {
+    default: Arc<CertifiedKey>,
+    sni: Vec<Pair>,
+}
+
+/// The listener's certificates, swapped whole when a file changes.
+pub struct ServingCertificates {
+    config: ServingTls,
+    current: ArcSwap<Loaded>,
+    last: Mutex<Vec<Vec<u8>>>,
+}
+
+impl std::fmt::Debug for ServingCertificates {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServingCertificates")
+            .field("cert_file", &self.config.cert_file)
+            .finish_non_exhaustive()
+    }
+}
+
+fn read(path: &PathBuf) -> Result<Vec<u8>, String> {
+    std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Parses a PEM pair into a signing certificate, checking the key belongs to it.
+fn certified(cert: &[u8], key: &[u8], shown: &str) -> Result<Arc<CertifiedKey>, String> {
+    let chain = CertificateDer::pem_slice_iter(cert)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("{shown}: {e}"))?;
+    if chain.is_empty() {
+        return Err(format!("{shown}: no PEM certificate found"));
+    }
+    let key = PrivateKeyDer::from_pem_slice(key).map_err(|e| format!("{shown}: key: {e}"))?;
+    let signer = rustls::crypto::ring::sign::any_supported_type(&key)
+        .map_err(|e| format!("{shown}: key: {e}"))?;
+    let certified = CertifiedKey::new(chain, signer);
+    certified
+        .keys_match()
+        .map_err(|e| format!("{shown}: the key does not belong to the certificate: {e}"))?;
+    Ok(Arc::new(certified))
+}
+
+/// The DNS names of a certificate's subject alternative names.
+fn dns_names(cert: &CertificateDer<'_>) -> Vec<String> {
+    let Ok((_, parsed)) = X509Certificate::from_der(cert) else {
+        return Vec::new();
+    };
+    let Ok(Some(san)) = parsed.subject_alternative_name() else {
+        return Vec::new();
+    };
+    san.value
+        .general_names
+        .iter()
+        .filter_map(|n| match n {
+            GeneralName::DNSName(name) => Some(name.to_ascii_lowercase()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Whether `pattern` (`api.example.com` or `*.example.com`) covers `name`.
+fn matches(pattern: &str, name: &str) -> bool {
+    match pattern.strip_prefix("*.") {
+        Some(suffix) => name
+            .split_once('.')
+            .is_some_and(|(label, rest)| !label.is_empty() && rest == suffix),
+        None => pattern == name,
+    }
+}
+
+impl ServingCertificates {
+    /// Reads every pair; all must be valid now.
+    pub fn load(config: &ServingTls) -> Result<ServingCertificates, String> {
+        let (loaded, bytes) = Self::read_all(config)?;
+        Ok(ServingCertificates {
+            config: config.clone(),
+            current: ArcSwap::from_pointee(loaded),
+            last: Mutex::new(bytes),
+        })
+    }
+
+    fn read_all(config: &ServingTls) -> Result<(Loaded, Vec<Vec<u8>>), String> {
+        let mut bytes = Vec::new();
+        let mut pair = |cert: &PathBuf, key: &PathBuf| -> Result<Arc<CertifiedKey>, String> {
+            let (c, k) = (read(cert)?, read(key)?);
+            let shown = format!("{} / {}", cert.display(), key.display());
+            let certified = certified(&c, &k, &shown)?;
+            bytes.push(c);
+            bytes.push(k);
+            Ok(certified)
+        };
+        let default = pair(&config.cert_file, &config.key_file)?;
+        let mut sni = Vec::new();
+        for s in &config.sni_certificates {
+            let key = pair(&s.cert_file, &s.key_file)?;
+            let names = if s.names.is_empty() {
+                key.cert.first().map(dns_names).unwrap_or_default()
+            } else {
+                s.names.iter().map(|n| n.to_ascii_lowercase()).collect()
+            };
+            sni.push(Pair { names, key });
+        }
+        Ok((Loaded { default, sni }, bytes))
+    }
+}
+
+impl ResolvesServerCert for ServingCertificates {
+    fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        let loaded = self.current.load();
+        if let Some(name) = hello.server_name() {
+            let name = name.to_ascii_lowercase();
+            // Exact names win over wildcards, as in kube-apiserver's SNI selection.
+            let pick = |wild: bool| {
+                loaded.sni.iter().find(|p| {
+                    p.names
+                        .iter()
+                        .any(|n| n.starts_with("*.") == wild && matches(n, &name))
+                })
+            };
+            if let Some(pair) = pick(false).or_else(|| pick(true)) {
+                return Some(pair.key.clone());
+            }
+        }
+        Some(loaded.default.clone())
+    }
+}
+
+impl Reload for ServingCertificates {
+    fn name(&self) -> String {
+        format!("serving certificate {}", self.config.cert_file.display())
+    }
+
+    fn reload(&self) -> Result<bool, String> {
+        let mut now = Vec::new();
+        for s in std::iter::once((&self.config.cert_file, &self.config.key_file)).chain(
+            self.config
+                .sni_certificates
+                .iter()
+                .map(|s| (&s.cert_file, &s.key_file)),
+        ) {
+            now.push(read(s.0)?);
+            now.push(read(s.1)?);
+        }
+        let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
+        if *last == now {
+            return Ok(false);
+        }
+        // A pair caught half-written fails here and is tried again on the next tick.
+        let (loaded, bytes) = Self::read_all(&self.config)?;
+        self.current.store(Arc::new(loaded));
+        *last = bytes;
+        Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::matches;
+
+    #[test]
+    fn wildcards_cover_one_label() {
+        assert!(matches("*.example.com", "api.example.com"));
+        assert!(!matches("*.example.com", "a.b.example.com"));
+        assert!(!matches("*.example.com", "example.com"));
+        assert!(matches("api.example.com", "api.example.com"));
+    }
+}

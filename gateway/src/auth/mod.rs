@@ -1,0 +1,217 @@
+//! Layer 2: who the caller is. The union of the configured authenticators in kube-apiserver's
+//! order — front proxy (request headers over a trusted client certificate), client certificate,
+//! static token file, TokenReview at the delegate — then anonymous, or 401.
+
+mod requestheader;
+mod token;
+mod user;
+mod x509;
+
+use std::sync::Arc;
+
+use apiagg_config::Authentication;
+use http::{HeaderMap, HeaderName};
+
+use self::requestheader::RequestHeaderNames;
+use self::token::{TokenFile, TokenReviewer};
+use crate::backends::{Clients, Reload, Upstream};
+
+pub use self::user::User;
+pub use self::x509::{
+    CaFile, ClientCertificates, ConnectionIdentity, IdentifyConnections, RequestClientCertificates,
+};
+
+/// How a caller was authenticated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    /// Identity headers of a trusted front proxy.
+    FrontProxy,
+    /// A client certificate chaining to `clientCAFile`.
+    ClientCertificate,
+    /// A bearer token listed in the static token file.
+    TokenFile,
+    /// A bearer token the delegate vouched for.
+    TokenReview,
+    /// No credentials.
+    Anonymous,
+}
+
+/// An authenticated caller.
+#[derive(Debug, Clone)]
+pub struct Authenticated {
+    /// Who.
+    pub user: Arc<User>,
+    /// How.
+    pub method: Method,
+}
+
+impl Authenticated {
+    /// Whether the delegate can authenticate this caller itself (it vouched for the token, or
+    /// apiagg knows nothing about the caller); otherwise apiagg impersonates the caller there.
+    pub fn delegate_authenticates(&self) -> bool {
+        matches!(self.method, Method::TokenReview | Method::Anonymous)
+    }
+}
+
+/// Why a setting cannot be used at startup. Not retryable: the files must change.
+#[derive(Debug, thiserror::Error)]
+#[error("authentication.{what}: {message}")]
+pub struct SetupError {
+    what: &'static str,
+    message: String,
+}
+
+fn setup(what: &'static str) -> impl Fn(String) -> SetupError {
+    move |message| SetupError { what, message }
+}
+
+/// The configured authenticators.
+pub struct Authenticator {
+    anonymous: bool,
+    request_header: Option<RequestHeaderNames>,
+    certificates: Option<Arc<ClientCertificates>>,
+    token_file: Option<Arc<TokenFile>>,
+    reviewer: Option<TokenReviewer>,
+    reloadable: Vec<Arc<dyn Reload>>,
+}
+
+impl Authenticator {
+    /// Reads every file the config names.
+    pub fn new(config: &Authentication) -> Result<Authenticator, SetupError> {
+        let mut reloadable: Vec<Arc<dyn Reload>> = Vec::new();
+        let mut ca = |what, path: &std::path::PathBuf| -> Result<Arc<CaFile>, SetupError> {
+            let ca = Arc::new(
+                CaFile::load(path.clone())
+                    .map_err(|e| setup(what)(format!("{}: {e}", path.display())))?,
+            );
+            reloadable.push(ca.clone());
+            Ok(ca)
+        };
+        let client_ca = config
+            .client_ca_file
+            .as_ref()
+            .map(|p| ca("clientCAFile", p))
+            .transpose()?;
+        let front_proxy = config
+            .request_header
+            .as_ref()
+            .map(|r| {
+                Ok::<_, SetupError>((
+                    ca("requestHeader.clientCAFile", &r.client_ca_file)?,
+                    r.allowed_names.clone(),
+                ))
+            })
+            .transpose()?;
+        let request_header = config
+            .request_header
+            .as_ref()
+            .map(RequestHeaderNames::new)
+            .transpose()
+            .map_err(setup("requestHeader"))?;
+        let certificates = (client_ca.is_some() || front_proxy.is_some()).then(|| {
+            Arc::new(ClientCertificates {
+                client_ca,
+                front_proxy,
+            })
+        });
+        let token_file = match &config.token_file {
+            Some(path) => {
+                let file = TokenFile::load(path.clone())
+                    .map_err(|e| setup("tokenFile")(format!("{}: {e}", path.display())))?;
+                let file = Arc::new(file);
+                reloadable.push(file.clone());
+                Some(file)
+            }
+            None => None,
+        };
+        Ok(Authenticator {
+            anonymous: config.anonymous,
+            request_header,
+            certificates,
+            token_file,
+            reviewer: config.token_review.map(TokenReviewer::new),
+            reloadable,
+        })
+    }
+
+    /// The client-certificate checks the TLS listener runs per connection, when configured.
+    pub fn certificates(&self) -> Option<Arc<ClientCertificates>> {
+        self.certificates.clone()
+    }
+
+    /// The files to re-read when they change.
+    pub fn reloadable(&self) -> Vec<Arc<dyn Reload>> {
+        self.reloadable.clone()
+    }
+
+    /// Whether `name` is a configured front-proxy identity header (never forwarded as sent).
+    pub fn is_identity_header(&self, name: &HeaderName) -> bool {
+        self.request_header
+            .as_ref()
+            .is_some_and(|r| r.is_identity_header(name))
+    }
+
+    /// Authenticates a request: `Err` (with the reason, for logs) means 401.
+    pub async fn authenticate(
+        &self,
+        headers: &HeaderMap,
+        connection: Option<&ConnectionIdentity>,
+        delegate: Option<&Upstream>,
+        clients: &Clients,
+    ) -> Result<Authenticated, String> {
+        let mut errors: Vec<String> = Vec::new();
+        if let (Some(names), Some(conn)) = (&self.request_header, connection) {
+            match (&conn.front_proxy, names.user(headers)) {
+                (Some(Ok(())), Some(user)) => return Ok(found(user, Method::FrontProxy)),
+                (Some(Err(e)), _) => errors.push(e.clone()),
+                _ => {}
+            }
+        }
+        match connection.and_then(|c| c.certificate.as_ref()) {
+            Some(Ok(user)) => return Ok(found(user.clone(), Method::ClientCertificate)),
+            Some(Err(e)) => errors.push(e.clone()),
+            None => {}
+        }
+        let token =
+            bearer(headers).filter(|_| self.token_file.is_some() || self.reviewer.is_some());
+        if let Some(token) = token {
+            if let Some(user) = self.token_file.as_ref().and_then(|f| f.user(token)) {
+                return Ok(found(user, Method::TokenFile));
+            }
+            match (&self.reviewer, delegate) {
+                (Some(reviewer), Some(delegate)) => {
+                    match reviewer.review(token, delegate, clients).await {
+                        Ok(user) => return Ok(found(user, Method::TokenReview)),
+                        Err(e) => errors.push(e),
+                    }
+                }
+                (Some(_), None) => errors.push("TokenReview: no delegate to ask".into()),
+                (None, _) => errors.push("invalid bearer token".into()),
+            }
+        }
+        if !errors.is_empty() {
+            return Err(errors.join("; "));
+        }
+        if self.anonymous {
+            return Ok(found(User::anonymous(), Method::Anonymous));
+        }
+        Err("no credentials and anonymous requests are disabled".into())
+    }
+}
+
+fn found(user: Arc<User>, method: Method) -> Authenticated {
+    Authenticated { user, method }
+}
+
+/// The token of an `Authorization: Bearer <token>` header.
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    let value = headers
+        .get(http::header::AUTHORIZATION)?
+        .to_str()
+        .ok()?
+        .trim();
+    let (scheme, token) = value.split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty() && !token.contains(' '))
+        .then_some(token)
+}
