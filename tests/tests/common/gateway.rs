@@ -17,7 +17,16 @@ impl Apiagg {
     /// Writes `config` and starts `apiagg serve` on a port it picks itself (`--listen
     /// 127.0.0.1:0`, unless `extra` has `--listen`), read from its first stdout line.
     pub fn start(config: &str, extra: &[&str]) -> Apiagg {
-        let dir = tempfile::tempdir().expect("tempdir");
+        Self::start_in(tempfile::tempdir().expect("tempdir"), config, extra, &[])
+    }
+
+    /// [`Apiagg::start`] with the config in `dir` (beside files it names) and `env` set.
+    pub fn start_in(
+        dir: tempfile::TempDir,
+        config: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Apiagg {
         std::fs::write(dir.path().join("apiagg.yaml"), config).expect("write config");
         let mut cmd = Command::new(binary("apiagg", "apiagg-gateway"));
         cmd.arg("serve")
@@ -26,6 +35,7 @@ impl Apiagg {
             .args(["--reload-interval", "200ms", "--threads", "2"])
             .args(extra)
             .env("RUST_LOG", "info")
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
         if !extra.contains(&"--listen") {

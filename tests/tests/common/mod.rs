@@ -8,6 +8,7 @@ mod backends;
 mod gateway;
 pub mod openapi;
 pub mod pki;
+pub mod trust;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
