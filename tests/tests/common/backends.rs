@@ -93,6 +93,11 @@ impl Sample {
 /// discovery fixtures (`apps/v1` deployments as its own resource), with `openapi` the
 /// kube-apiserver 1.32 OpenAPI v2 and v3 documents too; `extra` adds arguments (`--listen`).
 pub fn kube_delegate(openapi: bool, extra: &[&str]) -> Sample {
+    kube_delegate_over(false, openapi, extra)
+}
+
+/// [`kube_delegate`], serving HTTPS when `tls` (its CA in `cert_dir/ca.crt`).
+pub fn kube_delegate_over(tls: bool, openapi: bool, extra: &[&str]) -> Sample {
     let kube = fixtures().join("kubernetes");
     let path = |p: &str| kube.join(p).to_str().expect("utf8 path").to_string();
     let mut args: Vec<String> = vec!["--fixtures".into(), path("discovery")];
@@ -120,7 +125,7 @@ pub fn kube_delegate(openapi: bool, extra: &[&str]) -> Sample {
     }
     args.extend(extra.iter().map(|a| a.to_string()));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    Sample::start(&args, false)
+    Sample::start(&args, tls)
 }
 
 /// One APIService manifest line for a config.

@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::pki::{write_pair, Ca};
-use super::{apiservice, kube_delegate, Apiagg, Sample, G, V};
+use super::{apiservice, kube_delegate_over, Apiagg, Sample, G, V};
 
 /// apiagg's token at the delegate (a service account that may impersonate).
 pub const APIAGG_USER: &str = "system:serviceaccount:kube-system:apiagg";
@@ -45,12 +45,11 @@ pub fn delegate_tokens(apiagg_token: &str) -> String {
 }
 
 /// The delegate (a token-requiring kube-apiserver stand-in) with its token file in `dir`.
-pub fn token_delegate(dir: &Path, apiagg_token: &str, extra: &[&str]) -> Sample {
+pub fn token_delegate(dir: &Path, apiagg_token: &str, tls: bool) -> Sample {
     let tokens = dir.join("delegate-tokens.csv");
     std::fs::write(&tokens, delegate_tokens(apiagg_token)).expect("delegate tokens");
-    let mut args = vec!["--require-token", tokens.to_str().expect("utf8")];
-    args.extend_from_slice(extra);
-    kube_delegate(true, &args)
+    let args = ["--require-token", tokens.to_str().expect("utf8")];
+    kube_delegate_over(tls, true, &args)
 }
 
 impl Cluster {
@@ -97,7 +96,7 @@ impl Cluster {
             ],
             true,
         );
-        let delegate = token_delegate(&path, "apiagg-token-1", &[]);
+        let delegate = token_delegate(&path, "apiagg-token-1", false);
         let config = format!(
             "tls: {{certFile: serving.crt, keyFile: serving.key}}\n\
              authentication:\n  anonymous: {anonymous}\n  clientCAFile: client-ca.crt\n  \

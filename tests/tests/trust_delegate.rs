@@ -1,0 +1,100 @@
+//! apiagg's own credentials at a delegate that requires a token: a token file (rotated without a
+//! restart), a kubeconfig, and the in-cluster service account.
+
+mod common;
+
+use std::time::Duration;
+
+use base64::Engine;
+use common::trust::{token_delegate, Cluster, APIAGG_USER};
+use common::{eventually, Apiagg, Sample};
+
+/// Waits until apiagg is ready (plain HTTP listener), which needs the delegate's groups.
+async fn ready(gw: &Apiagg) {
+    gw.wait_ready().await;
+    let apis = common::get_text(&gw.url("/apis")).await;
+    assert!(apis.contains("\"apps\""), "the delegate's groups: {apis}");
+}
+
+fn ca_of(delegate: &Sample) -> Vec<u8> {
+    let dir = delegate.cert_dir.as_ref().expect("TLS delegate");
+    std::fs::read(dir.path().join("ca.crt")).expect("ca.crt")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rotated_token_file_is_used_without_a_restart() {
+    let mut c = Cluster::start(true).await;
+    let alice = c.client(Some(&c.client_ca.client("alice", &[])));
+    let impersonated = || async {
+        let (code, seen) = c.get(&alice, "/debug/whoami", &[]).await;
+        code == 200 && seen["impersonatedBy"] == APIAGG_USER
+    };
+    assert!(impersonated().await, "impersonation with the first token");
+
+    // The delegate now knows only the second token: impersonation fails until apiagg reads it.
+    let tokens = c.dir.join("delegate-tokens.csv");
+    std::fs::write(&tokens, common::trust::delegate_tokens("apiagg-token-2")).expect("rotate");
+    assert_eq!(c.get(&alice, "/debug/whoami", &[]).await.0, 401);
+    std::fs::write(c.dir.join("apiagg-token"), "apiagg-token-2\n").expect("rotate");
+    assert!(
+        eventually(Duration::from_secs(10), impersonated).await,
+        "the rotated token was not used"
+    );
+    let exited = c.gw.proc.child.try_wait().expect("try_wait");
+    assert!(exited.is_none(), "apiagg restarted: {exited:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kubeconfig_gives_server_ca_and_token() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let delegate = token_delegate(dir.path(), "kubeconfig-token", true);
+    let ca = base64::engine::general_purpose::STANDARD.encode(ca_of(&delegate));
+    let kubeconfig = format!(
+        "apiVersion: v1\nkind: Config\ncurrent-context: ctx\n\
+         clusters:\n- name: c\n  cluster: {{server: \"{}\", certificate-authority-data: {ca}}}\n\
+         users:\n- name: u\n  user: {{token: kubeconfig-token}}\n\
+         contexts:\n- name: other\n  context: {{cluster: missing, user: u}}\n- name: ctx\n  context: {{cluster: c, user: u}}\n",
+        delegate.url
+    );
+    std::fs::write(dir.path().join("kubeconfig"), kubeconfig).expect("kubeconfig");
+    let gw = Apiagg::start_in(dir, "delegate: {kubeconfig: kubeconfig}\n", &[], &[]);
+    ready(&gw).await;
+    assert!(delegate.requests("/apis").await >= 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_cluster_reads_the_environment_and_the_service_account() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let delegate = token_delegate(dir.path(), "in-cluster-token", true);
+    let account = dir.path().join("serviceaccount");
+    std::fs::create_dir(&account).expect("mkdir");
+    std::fs::write(account.join("token"), "in-cluster-token").expect("token");
+    std::fs::write(account.join("ca.crt"), ca_of(&delegate)).expect("ca");
+    let port = delegate.port.to_string();
+    let env = [
+        ("KUBERNETES_SERVICE_HOST", "127.0.0.1"),
+        ("KUBERNETES_SERVICE_PORT", port.as_str()),
+    ];
+    let config = "delegate: {inCluster: true, serviceAccountDir: serviceaccount}\n";
+    let gw = Apiagg::start_in(dir, config, &[], &env);
+    ready(&gw).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_credentials_the_token_delegate_never_gets_ready() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let delegate = token_delegate(dir.path(), "unused", false);
+    let config = format!("delegate: {{url: \"{}\"}}\n", delegate.url);
+    let gw = Apiagg::start_in(dir, &config, &[], &[]);
+    // The delegate refuses apiagg's anonymous discovery: readyz stays red, saying why.
+    delegate
+        .wait_requests("/apis", 1, Duration::from_secs(10))
+        .await;
+    let client = common::client();
+    let readyz = client
+        .get(gw.url("/readyz?verbose"))
+        .send()
+        .await
+        .expect("readyz");
+    assert_eq!(readyz.status(), 500);
+}
