@@ -321,6 +321,16 @@ impl ProxyHttp for ApiaggProxy {
         }
     }
 
+    /// A client that went away (a watch closed, kubectl interrupted) is an expected event, not an
+    /// error: pingora's error line is dropped for it, and kept for everything else.
+    fn suppress_error_log(&self, _session: &Session, _ctx: &RequestCtx, e: &Error) -> bool {
+        let downstream = e.esource() == &ErrorSource::Downstream;
+        if downstream {
+            tracing::debug!("client went away: {e}");
+        }
+        downstream
+    }
+
     /// Runs last for every request: in-flight accounting and request metrics.
     async fn logging(&self, session: &mut Session, _e: Option<&Error>, ctx: &mut RequestCtx) {
         let code = session

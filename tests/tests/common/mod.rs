@@ -180,6 +180,9 @@ pub async fn fixed_server(response: &'static [u8]) -> u16 {
     port
 }
 
+/// The kubectl 1.32 binary itself (`kubectl` on the PATH picks one by the server's version).
+pub const KUBECTL_132_BIN: &str = "/usr/lib/google-cloud-sdk/bin/kubectl.1.32";
+
 /// The kubectl 1.27 binary (it asks only for v2beta1 discovery and protobuf OpenAPI v2).
 pub const KUBECTL_127_BIN: &str = "/usr/lib/google-cloud-sdk/bin/kubectl.1.27";
 
