@@ -23,6 +23,7 @@ mod observe;
 mod request;
 mod state;
 
+pub use auth::{TokenCache, User};
 pub use state::{Options, ProbeOptions};
 
 #[cfg(test)]

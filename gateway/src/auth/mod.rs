@@ -14,6 +14,7 @@ use http::{HeaderMap, HeaderName};
 
 use self::requestheader::RequestHeaderNames;
 use self::token::{TokenFile, TokenReviewer};
+pub use self::token::TokenCache;
 use crate::backends::{Clients, Reload, Upstream};
 
 pub use self::user::User;

@@ -130,10 +130,40 @@ struct Cached {
     until: Instant,
 }
 
+/// Outcomes of token checks by the SHA-256 of the token (the token itself is not kept),
+/// each until its deadline; at most 16,384 entries.
+#[derive(Default)]
+pub struct TokenCache {
+    entries: DashMap<[u8; 32], Cached>,
+}
+
+impl TokenCache {
+    /// The outcome remembered for `token`, if still fresh (a hash and a shard read lock).
+    pub fn get(&self, token: &str) -> Option<Result<Arc<User>, String>> {
+        let key: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+        let entry = self.entries.get(&key)?;
+        (entry.until > Instant::now()).then(|| entry.outcome.clone())
+    }
+
+    /// Remembers `outcome` for `token` during `ttl`.
+    pub fn put(&self, token: &str, outcome: Result<Arc<User>, String>, ttl: Duration) {
+        if self.entries.len() >= CACHE_LIMIT {
+            let now = Instant::now();
+            self.entries.retain(|_, c| c.until > now);
+            if self.entries.len() >= CACHE_LIMIT {
+                self.entries.clear();
+            }
+        }
+        let key: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+        let until = Instant::now() + ttl;
+        self.entries.insert(key, Cached { outcome, until });
+    }
+}
+
 /// TokenReview at the delegate, with a cache.
 pub struct TokenReviewer {
     ttl: TokenReview,
-    cache: DashMap<[u8; 32], Cached>,
+    cache: TokenCache,
 }
 
 #[derive(Deserialize)]
@@ -169,15 +199,8 @@ impl TokenReviewer {
     pub fn new(ttl: TokenReview) -> TokenReviewer {
         TokenReviewer {
             ttl,
-            cache: DashMap::new(),
+            cache: TokenCache::default(),
         }
-    }
-
-    /// The cached outcome for `token`, if still fresh.
-    pub fn cached(&self, token: &str) -> Option<Result<Arc<User>, String>> {
-        let key: [u8; 32] = Sha256::digest(token.as_bytes()).into();
-        let entry = self.cache.get(&key)?;
-        (entry.until > Instant::now()).then(|| entry.outcome.clone())
     }
 
     /// Who `token` belongs to, as the delegate says (cached).
@@ -187,7 +210,7 @@ impl TokenReviewer {
         delegate: &Upstream,
         clients: &Clients,
     ) -> Result<Arc<User>, String> {
-        if let Some(outcome) = self.cached(token) {
+        if let Some(outcome) = self.cache.get(token) {
             return outcome;
         }
         let outcome = ask(token, delegate, clients).await?;
@@ -195,22 +218,7 @@ impl TokenReviewer {
             Ok(_) => self.ttl.cache_ttl,
             Err(_) => self.ttl.failure_cache_ttl,
         };
-        if self.cache.len() >= CACHE_LIMIT {
-            let now = Instant::now();
-            self.cache.retain(|_, c| c.until > now);
-            if self.cache.len() >= CACHE_LIMIT {
-                self.cache.clear();
-            }
-        }
-        let key: [u8; 32] = Sha256::digest(token.as_bytes()).into();
-        let until = Instant::now() + ttl;
-        self.cache.insert(
-            key,
-            Cached {
-                outcome: outcome.clone(),
-                until,
-            },
-        );
+        self.cache.put(token, outcome.clone(), ttl);
         outcome
     }
 }
