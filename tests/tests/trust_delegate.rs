@@ -98,3 +98,41 @@ async fn without_credentials_the_token_delegate_never_gets_ready() {
         .expect("readyz");
     assert_eq!(readyz.status(), 500);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rotated_proxy_client_certificate_is_presented_without_a_restart() {
+    let c = Cluster::start(true).await;
+    let alice = c.client(Some(&c.client_ca.client("alice", &[])));
+    let whoami = format!("/apis/{}/{}/whoami", common::G, common::V);
+    let answers = |expected: u16| {
+        let (alice, whoami, c) = (&alice, &whoami, &c);
+        move || async move { c.get(alice, whoami, &[]).await.0 == expected }
+    };
+    assert!(answers(200)().await);
+    // A certificate with a CN the backend does not accept: the availability probe, now sent with
+    // it, is refused (401) and the APIService turns unavailable (503 with the reason).
+    let replace = |pair: (String, String)| {
+        let tmp = c.dir.join("rotating");
+        std::fs::create_dir_all(&tmp).expect("mkdir");
+        common::pki::write_pair(&tmp, "proxy-client", &pair);
+        std::fs::rename(tmp.join("proxy-client.key"), c.dir.join("proxy-client.key")).expect("key");
+        std::fs::rename(tmp.join("proxy-client.crt"), c.dir.join("proxy-client.crt"))
+            .expect("cert");
+    };
+    replace(c.front_proxy_ca.client("someone-else", &[]));
+    assert!(
+        eventually(Duration::from_secs(10), answers(503)).await,
+        "the new certificate was not presented"
+    );
+    let (_, status) = c.get(&alice, &whoami, &[]).await;
+    let message = status["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("FailedDiscoveryCheck") && message.contains("401"),
+        "{status}"
+    );
+    replace(c.front_proxy_ca.client(common::trust::PROXY_CN, &[]));
+    assert!(
+        eventually(Duration::from_secs(10), answers(200)).await,
+        "the restored certificate was not presented"
+    );
+}

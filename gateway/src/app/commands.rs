@@ -9,6 +9,21 @@ pub fn check(config: &Path) -> anyhow::Result<()> {
     let loaded = apiagg_config::GatewayConfig::load(config)
         .with_context(|| format!("invalid config {}", config.display()))?;
     apiagg_config::Registry::build(&loaded, &[])?;
+    // The files the config names must be usable too: certificates, keys, CA bundles, tokens.
+    crate::auth::Authenticator::new(&loaded.authentication)?;
+    if let Some(tls) = &loaded.tls {
+        super::serving::ServingCertificates::load(tls).map_err(|e| anyhow::anyhow!("tls: {e}"))?;
+    }
+    if let Some(delegate) = &loaded.delegate {
+        crate::backends::delegate_credentials(delegate)?;
+    }
+    if let Some(proxy) = &loaded.proxy_client {
+        let source = apiagg_config::CertSource::Files {
+            cert: proxy.cert_file.clone(),
+            key: proxy.key_file.clone(),
+        };
+        crate::backends::ClientIdentity::load(&source).context("proxyClient")?;
+    }
     println!(
         "{}: ok ({} APIServices, {} services)",
         config.display(),

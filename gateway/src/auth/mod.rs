@@ -13,8 +13,8 @@ use apiagg_config::Authentication;
 use http::{HeaderMap, HeaderName};
 
 use self::requestheader::RequestHeaderNames;
-use self::token::{TokenFile, TokenReviewer};
 pub use self::token::TokenCache;
+use self::token::{TokenFile, TokenReviewer};
 use crate::backends::{Clients, Reload, Upstream};
 
 pub use self::user::User;
