@@ -194,7 +194,7 @@ impl Authenticator {
             return Err(errors.join("; "));
         }
         if self.anonymous {
-            return Ok(found(User::anonymous(), Method::Anonymous));
+            return Ok(found(User::anonymous().clone(), Method::Anonymous));
         }
         Err("no credentials and anonymous requests are disabled".into())
     }

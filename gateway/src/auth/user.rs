@@ -69,7 +69,7 @@ impl User {
     }
 
     /// `system:anonymous` in `system:unauthenticated` (one shared value).
-    pub fn anonymous() -> Arc<User> {
+    pub fn anonymous() -> &'static Arc<User> {
         static ANON: OnceLock<Arc<User>> = OnceLock::new();
         ANON.get_or_init(|| {
             Arc::new(User::new(
@@ -79,7 +79,6 @@ impl User {
                 Vec::new(),
             ))
         })
-        .clone()
     }
 
     /// `X-Remote-User`, `X-Remote-Uid` (when known), one `X-Remote-Group` per group and one

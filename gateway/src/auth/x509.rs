@@ -21,7 +21,7 @@ use rustls::{DigitallySignedStruct, DistinguishedName, RootCertStore, SignatureS
 use x509_parser::prelude::{FromDer, X509Certificate};
 
 use super::user::User;
-use crate::backends::Reload;
+use crate::backends::{verify_signature_with, Reload};
 
 fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
@@ -173,10 +173,7 @@ impl TlsAccept for IdentifyConnections {
 /// Asks every client for a certificate without requiring one, and accepts any certificate whose
 /// holder proves its key; [`ClientCertificates`] decides what it is worth.
 #[derive(Debug)]
-pub struct RequestClientCertificates {
-    provider: Arc<rustls::crypto::CryptoProvider>,
-    hints: Vec<DistinguishedName>,
-}
+pub struct RequestClientCertificates(Arc<rustls::crypto::CryptoProvider>, Vec<DistinguishedName>);
 
 impl RequestClientCertificates {
     /// A verifier hinting the subjects of the given CAs to clients.
@@ -187,10 +184,7 @@ impl RequestClientCertificates {
                 hints.extend(v.root_hint_subjects().iter().cloned());
             }
         }
-        RequestClientCertificates {
-            provider: provider(),
-            hints,
-        }
+        RequestClientCertificates(provider(), hints)
     }
 }
 
@@ -204,7 +198,7 @@ impl ClientCertVerifier for RequestClientCertificates {
     }
 
     fn root_hint_subjects(&self) -> &[DistinguishedName] {
-        &self.hints
+        &self.1
     }
 
     fn verify_client_cert(
@@ -216,37 +210,17 @@ impl ClientCertVerifier for RequestClientCertificates {
         Ok(ClientCertVerified::assertion())
     }
 
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
-    }
+    // Possession of the key is still proven: handshake signatures are checked.
+    verify_signature_with!(
+        verify_tls12_signature,
+        rustls::crypto::verify_tls12_signature
+    );
+    verify_signature_with!(
+        verify_tls13_signature,
+        rustls::crypto::verify_tls13_signature
+    );
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.provider
-            .signature_verification_algorithms
-            .supported_schemes()
+        self.0.signature_verification_algorithms.supported_schemes()
     }
 }

@@ -12,4 +12,5 @@ pub use client::{Client, Clients, FetchError, Fetched};
 pub use credentials::{ClientIdentity, CredentialError, Reload};
 pub use health::HealthBook;
 pub use table::{build as build_table, RouteTable, TableError};
+pub(crate) use tls::verify_signature_with;
 pub use upstream::{build_delegate, delegate_credentials, BuildError, Upstream};

@@ -87,8 +87,8 @@ pub fn client_config(
     Ok(Arc::new(config))
 }
 
-/// A `ServerCertVerifier` signature method that checks with `$verify` and the provider's
-/// signature algorithms.
+/// A certificate verifier's signature method that checks with `$verify` and the signature
+/// algorithms of the provider in `self.0` (server and client certificate verifiers alike).
 macro_rules! verify_signature_with {
     ($method:ident, $verify:path) => {
         fn $method(
@@ -106,6 +106,8 @@ macro_rules! verify_signature_with {
         }
     };
 }
+
+pub(crate) use verify_signature_with;
 
 /// Certificate verifier for `insecureSkipTLSVerify`: accepts any certificate but still checks
 /// handshake signatures.

@@ -28,10 +28,6 @@ use crate::backends::Upstream;
 use crate::observe::{InFlight, RouteKind};
 use crate::state::Gateway;
 
-/// Used only if a request reaches an upstream without having been authenticated (a bug).
-static ANONYMOUS_FALLBACK: std::sync::LazyLock<Arc<User>> =
-    std::sync::LazyLock::new(User::anonymous);
-
 /// Per-request state.
 pub struct RequestCtx {
     started: Instant,
@@ -88,7 +84,8 @@ impl ApiaggProxy {
         upstream: &'a Upstream,
     ) -> Forwarding<'a> {
         let caller = ctx.caller.as_ref();
-        let user = caller.map_or_else(|| &**ANONYMOUS_FALLBACK, |c| &*c.user);
+        // Every request is authenticated before it is routed; anonymous is only a safe default.
+        let user = caller.map_or_else(|| &**User::anonymous(), |c| &*c.user);
         let identity = if upstream.remote {
             Identity::Remote(user)
         } else if !ctx.own_connection {
