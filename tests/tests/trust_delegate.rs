@@ -6,8 +6,10 @@ mod common;
 use std::time::Duration;
 
 use base64::Engine;
+use common::pki::{write_pair, Ca};
 use common::trust::{token_delegate, Cluster, APIAGG_USER};
 use common::{eventually, Apiagg, Sample};
+use serde_json::json;
 
 /// Waits until apiagg is ready (plain HTTP listener), which needs the delegate's groups.
 async fn ready(gw: &Apiagg) {
@@ -114,7 +116,7 @@ async fn a_rotated_proxy_client_certificate_is_presented_without_a_restart() {
     let replace = |pair: (String, String)| {
         let tmp = c.dir.join("rotating");
         std::fs::create_dir_all(&tmp).expect("mkdir");
-        common::pki::write_pair(&tmp, "proxy-client", &pair);
+        write_pair(&tmp, "proxy-client", &pair);
         std::fs::rename(tmp.join("proxy-client.key"), c.dir.join("proxy-client.key")).expect("key");
         std::fs::rename(tmp.join("proxy-client.crt"), c.dir.join("proxy-client.crt"))
             .expect("cert");
@@ -135,4 +137,86 @@ async fn a_rotated_proxy_client_certificate_is_presented_without_a_restart() {
         eventually(Duration::from_secs(10), answers(200)).await,
         "the restored certificate was not presented"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delegate_certificate_is_used_only_in_apiaggs_own_name() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().to_path_buf();
+    let (delegate_ca, callers_ca, serving_ca) = (
+        Ca::new("delegate-clients"),
+        Ca::new("callers"),
+        Ca::new("serving"),
+    );
+    let delegate_ca_file = delegate_ca.write_ca(&path, "delegate-client-ca");
+    write_pair(
+        &path,
+        "apiagg-client",
+        &delegate_ca.client("apiagg", &["impersonators"]),
+    );
+    callers_ca.write_ca(&path, "callers-ca");
+    write_pair(
+        &path,
+        "serving",
+        &serving_ca.server(&["localhost", "127.0.0.1"]),
+    );
+    let delegate = common::kube_delegate_over(
+        true,
+        false,
+        &["--client-ca-file", delegate_ca_file.to_str().expect("utf8")],
+    );
+    std::fs::write(path.join("delegate-ca.crt"), ca_of(&delegate)).expect("ca");
+    let config = format!(
+        "tls: {{certFile: serving.crt, keyFile: serving.key}}\n\
+         authentication: {{clientCAFile: callers-ca.crt}}\n\
+         delegate: {{url: \"{}\", caFile: delegate-ca.crt, certFile: apiagg-client.crt, keyFile: apiagg-client.key}}\n",
+        delegate.url
+    );
+    let gw = Apiagg::start_in(dir, &config, &[], &[]);
+    let client = |identity: Option<&(String, String)>| {
+        let ca = reqwest::Certificate::from_pem(serving_ca.cert_pem.as_bytes()).expect("CA");
+        let mut b = reqwest::Client::builder().add_root_certificate(ca);
+        if let Some((cert, key)) = identity {
+            let pem = format!("{cert}{key}");
+            b = b.identity(reqwest::Identity::from_pem(pem.as_bytes()).expect("identity"));
+        }
+        b.build().expect("client")
+    };
+    let url = |p: &str| format!("https://localhost:{}{p}", gw.port);
+    let plain = client(None);
+    let ready = eventually(Duration::from_secs(20), || async {
+        let r = plain.get(url("/readyz")).send().await;
+        r.is_ok_and(|r| r.status() == 200)
+    })
+    .await;
+    assert!(
+        ready,
+        "apiagg did not get ready with its delegate certificate"
+    );
+
+    // A certificate caller goes as apiagg's certificate impersonating it.
+    let bob = client(Some(&callers_ca.client("bob", &["dev"])));
+    for _ in 0..3 {
+        let r = bob.get(url("/debug/whoami")).send().await.expect("whoami");
+        assert_eq!(r.status(), 200);
+        let seen: serde_json::Value = r.json().await.expect("json");
+        assert_eq!(
+            (&seen["user"], &seen["impersonatedBy"]),
+            (&json!("bob"), &json!("apiagg")),
+            "{seen}"
+        );
+    }
+    // An anonymous caller right after never rides on apiagg's authenticated connections.
+    for _ in 0..3 {
+        let r = plain
+            .get(url("/debug/whoami"))
+            .send()
+            .await
+            .expect("whoami");
+        assert_eq!(
+            r.status(),
+            401,
+            "an anonymous caller borrowed apiagg's certificate"
+        );
+    }
 }

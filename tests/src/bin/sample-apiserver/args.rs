@@ -80,6 +80,11 @@ pub struct Args {
     #[arg(long, value_delimiter = ',', requires = "requestheader_client_ca_file")]
     pub requestheader_allowed_names: Vec<String>,
 
+    /// CA of callers' client certificates (kube-apiserver's `--client-ca-file`): a certificate
+    /// chaining to it authenticates its CN as user, its O values as groups.
+    #[arg(long, requires = "tls")]
+    pub client_ca_file: Option<PathBuf>,
+
     /// Static token file (`token,user,uid,"group1,group2"[,key=value…]`), read on every
     /// request: callers must send `Authorization: Bearer <token>` of a listed token (or come
     /// through a trusted front proxy). Enables `POST /apis/authentication.k8s.io/v1/tokenreviews`.

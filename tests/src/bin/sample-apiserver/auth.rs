@@ -33,6 +33,8 @@ const IMPERSONATE_EXTRA_PREFIX: &str = "impersonate-extra-";
 pub enum Via {
     /// `X-Remote-*` headers on a connection of a trusted front proxy.
     FrontProxy,
+    /// A client certificate of `--client-ca-file`.
+    Certificate,
     /// A bearer token of `--require-token`.
     Token,
     /// Authentication is off (neither flag given).
@@ -43,6 +45,7 @@ impl Via {
     fn as_str(self) -> &'static str {
         match self {
             Via::FrontProxy => "front-proxy",
+            Via::Certificate => "certificate",
             Via::Token => "token",
             Via::None => "none",
         }
@@ -118,10 +121,12 @@ impl Refusal {
 }
 
 /// What the TLS handshake told about a connection.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct Connection {
     /// The client certificate chains to the request-header CA and its CN is allowed.
     pub front_proxy: bool,
+    /// CN and O values of a client certificate chaining to `--client-ca-file`.
+    pub certificate: Option<(String, Vec<String>)>,
 }
 
 /// The authenticators configured on the command line.
@@ -131,6 +136,8 @@ pub struct Auth {
     pub front_proxy: Option<FrontProxy>,
     /// `--require-token`.
     pub tokens: Option<TokenFile>,
+    /// `--client-ca-file` (the same chain check, any CN).
+    pub client_ca: Option<FrontProxy>,
 }
 
 impl Auth {
@@ -141,19 +148,24 @@ impl Auth {
             None => None,
         };
         let tokens = args.require_token.clone().map(TokenFile::new);
+        let client_ca = match &args.client_ca_file {
+            Some(ca) => Some(FrontProxy::load(ca, &[])?),
+            None => None,
+        };
         Ok(Auth {
             front_proxy,
             tokens,
+            client_ca,
         })
     }
 
     /// Whether requests must authenticate at all.
     pub fn enabled(&self) -> bool {
-        self.front_proxy.is_some() || self.tokens.is_some()
+        self.front_proxy.is_some() || self.tokens.is_some() || self.client_ca.is_some()
     }
 
     /// The caller of a request on `conn`, or why it is refused.
-    pub fn authenticate(&self, conn: Connection, headers: &HeaderMap) -> Result<Caller, Refusal> {
+    pub fn authenticate(&self, conn: &Connection, headers: &HeaderMap) -> Result<Caller, Refusal> {
         if !self.enabled() {
             return Ok(Caller::anonymous());
         }
@@ -161,6 +173,17 @@ impl Auth {
             if let Some(caller) = front_proxy_caller(headers) {
                 return Ok(caller);
             }
+        }
+        if let Some((user, groups)) = conn.certificate.clone() {
+            let caller = Caller {
+                user,
+                uid: String::new(),
+                groups: with_authenticated(groups),
+                extra: BTreeMap::new(),
+                impersonated_by: None,
+                via: Via::Certificate,
+            };
+            return impersonate(caller, headers);
         }
         let Some(tokens) = &self.tokens else {
             return Err(Refusal::Unauthorized);

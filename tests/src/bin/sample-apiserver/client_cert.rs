@@ -92,6 +92,27 @@ impl FrontProxy {
     }
 }
 
+impl FrontProxy {
+    /// For `--client-ca-file` (loaded with no allowed names): the CN and O values of a chain
+    /// that verifies against the CA.
+    pub fn subject(
+        &self,
+        peer: Option<&[CertificateDer<'static>]>,
+    ) -> Option<(String, Vec<String>)> {
+        if !self.trusts(peer) {
+            return None;
+        }
+        let leaf = peer?.first()?;
+        let (_, cert) = X509Certificate::from_der(leaf.as_ref()).ok()?;
+        let orgs = cert
+            .subject()
+            .iter_organization()
+            .filter_map(|o| o.as_str().ok().map(str::to_string))
+            .collect();
+        Some((common_name(leaf)?, orgs))
+    }
+}
+
 /// The first subject common name of a DER certificate.
 fn common_name(cert: &CertificateDer<'_>) -> Option<String> {
     let (_, cert) = X509Certificate::from_der(cert.as_ref()).ok()?;

@@ -55,7 +55,8 @@ async fn main() -> Result<()> {
         .auth
         .front_proxy
         .as_ref()
-        .map(|proxy| proxy.handshake_verifier());
+        .or(state.auth.client_ca.as_ref())
+        .map(|ca| ca.handshake_verifier());
     let acceptor = match (&args.tls, &args.cert_dir) {
         (true, Some(dir)) => Some(TlsAcceptor::from(tls::server_config(
             dir,
@@ -152,10 +153,18 @@ async fn accept_loop(
             match acceptor {
                 Some(acceptor) => match acceptor.accept(stream).await {
                     Ok(tls) => {
+                        let peer = tls.get_ref().1.peer_certificates();
                         let conn = Connection {
-                            front_proxy: state.auth.front_proxy.as_ref().is_some_and(|proxy| {
-                                proxy.trusts(tls.get_ref().1.peer_certificates())
-                            }),
+                            front_proxy: state
+                                .auth
+                                .front_proxy
+                                .as_ref()
+                                .is_some_and(|proxy| proxy.trusts(peer)),
+                            certificate: state
+                                .auth
+                                .client_ca
+                                .as_ref()
+                                .and_then(|ca| ca.subject(peer)),
                         };
                         serve(tls, state, conn).await
                     }
@@ -172,7 +181,8 @@ async fn serve<S>(stream: S, state: Arc<State>, conn: Connection)
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let service = service_fn(move |req| routes::handle(state.clone(), conn, req));
+    let conn = Arc::new(conn);
+    let service = service_fn(move |req| routes::handle(state.clone(), conn.clone(), req));
     let builder = auto::Builder::new(TokioExecutor::new());
     if let Err(e) = builder
         .serve_connection_with_upgrades(TokioIo::new(stream), service)

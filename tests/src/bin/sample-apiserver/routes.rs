@@ -48,7 +48,7 @@ pub struct State {
 /// routes it and labels the answer with `X-Sample-Server`.
 pub async fn handle(
     state: Arc<State>,
-    conn: Connection,
+    conn: Arc<Connection>,
     mut req: Request<Incoming>,
 ) -> Result<Response<Body>, Infallible> {
     let (method, path) = (req.method().clone(), req.uri().path().to_string());
@@ -60,7 +60,7 @@ pub async fn handle(
         route(&state, req).await
     } else {
         // Upgrade requests too: they are authenticated here, before `upgrade::respond`.
-        match state.auth.authenticate(conn, req.headers()) {
+        match state.auth.authenticate(&conn, req.headers()) {
             Ok(caller) => {
                 req.extensions_mut().insert(caller);
                 route(&state, req).await
