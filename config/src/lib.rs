@@ -7,6 +7,7 @@ pub mod endpoint;
 pub mod file;
 pub mod priorities;
 pub mod registry;
+pub mod strategy;
 pub mod version;
 
 pub use endpoint::{Endpoint, EndpointError};

@@ -8,13 +8,14 @@
 //! |---|---|---|
 //! | L4 | `app` (composition, listener, shutdown) | everything below |
 //! | L3 | `request` (the pingora request path), `controllers` (background loops) | L2, L1, L0 |
-//! | L2 | `state` (published snapshots, options), `auth` (who the caller is) | L1, L0 |
-//! | L1 | `backends` (route table, upstreams, health, TLS, the controllers' HTTP clients) | L0 |
+//! | L2 | `state` (published snapshots, options), `auth` (who the caller is), `apiservices` (the `apiregistration.k8s.io/v1` REST API) | L1, L0 |
+//! | L1 | `backends` (route table, upstreams, health, TLS, the controllers' HTTP clients), `store` (APIServices registered through the API) | L0 |
 //! | L0 | `observe` (metrics, lifecycle, health checks) | nothing |
 //!
 //! The `rooms_import_only_lower_layers` test below checks every `use crate::` line against
 //! this table.
 
+mod apiservices;
 pub mod app;
 mod auth;
 mod backends;
@@ -22,6 +23,7 @@ mod controllers;
 mod observe;
 mod request;
 mod state;
+mod store;
 
 pub use auth::{TokenCache, User};
 pub use state::{Options, ProbeOptions};
@@ -31,7 +33,7 @@ mod tests {
     use std::path::{Path, PathBuf};
 
     /// Every room with the rooms it may import (the table above).
-    const ROOMS: [(&str, &[&str]); 7] = [
+    const ROOMS: [(&str, &[&str]); 9] = [
         (
             "app",
             &[
@@ -39,15 +41,39 @@ mod tests {
                 "controllers",
                 "state",
                 "auth",
+                "apiservices",
                 "backends",
+                "store",
                 "observe",
             ],
         ),
-        ("request", &["state", "auth", "backends", "observe"]),
-        ("controllers", &["state", "auth", "backends", "observe"]),
-        ("state", &["backends", "observe"]),
-        ("auth", &["backends", "observe"]),
+        (
+            "request",
+            &[
+                "state",
+                "auth",
+                "apiservices",
+                "backends",
+                "store",
+                "observe",
+            ],
+        ),
+        (
+            "controllers",
+            &[
+                "state",
+                "auth",
+                "apiservices",
+                "backends",
+                "store",
+                "observe",
+            ],
+        ),
+        ("state", &["backends", "store", "observe"]),
+        ("auth", &["backends", "store", "observe"]),
+        ("apiservices", &["backends", "store", "observe"]),
         ("backends", &["observe"]),
+        ("store", &["observe"]),
         ("observe", &[]),
     ];
 

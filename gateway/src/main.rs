@@ -57,6 +57,10 @@ struct ServeArgs {
     /// line on stdout says which.
     #[arg(long)]
     listen: Option<String>,
+    /// Where APIServices registered through the API are kept (default: `apiagg-data` beside
+    /// the config file).
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
     /// After SIGTERM, keep serving this long (readyz failing) before refusing new requests.
     #[arg(long, value_parser = delay, default_value = "0s")]
     shutdown_delay: Duration,
@@ -189,8 +193,13 @@ fn launch(args: ServeArgs) -> Launch {
         backend_body_limit: args.backend_body_limit,
         ..Options::default()
     };
+    let data_dir = args.data_dir.unwrap_or_else(|| {
+        let dir = args.config.parent().filter(|p| !p.as_os_str().is_empty());
+        dir.map_or_else(|| PathBuf::from("apiagg-data"), |d| d.join("apiagg-data"))
+    });
     Launch {
         config: args.config,
+        data_dir,
         listen: args.listen,
         threads: args.threads,
         options,

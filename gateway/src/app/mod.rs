@@ -22,6 +22,7 @@ use crate::controllers::{
 };
 use crate::request::ApiaggProxy;
 use crate::state::{Gateway, Options};
+use crate::store::Embedded;
 
 pub use commands::{check, print_status};
 
@@ -29,6 +30,8 @@ pub use commands::{check, print_status};
 pub struct Launch {
     /// The config file.
     pub config: PathBuf,
+    /// Where APIServices registered through the API are kept.
+    pub data_dir: PathBuf,
     /// Overrides the config's `listen`.
     pub listen: Option<String>,
     /// Proxy worker threads.
@@ -51,7 +54,9 @@ pub fn serve(launch: Launch) -> anyhow::Result<()> {
         .unwrap_or_else(|| config.listen.clone());
     let mut options = launch.options;
     options.serving_tls = config.tls.is_some();
-    let gateway = Arc::new(Gateway::new(options).context("creating metrics")?);
+    let store = Embedded::open(&launch.data_dir)
+        .with_context(|| format!("--data-dir {}", launch.data_dir.display()))?;
+    let gateway = Arc::new(Gateway::new(options, Arc::new(store)).context("creating metrics")?);
     let auth = Arc::new(
         Authenticator::new(&config.authentication)
             .with_context(|| format!("invalid config {}", path.display()))?,

@@ -38,6 +38,8 @@ pub struct RouteTable {
     pub delegate: Option<Arc<Upstream>>,
     /// Legacy discovery built from the APIServices (spec §5): `/apis` and `/apis/<group>`.
     pub legacy: LegacyDiscovery,
+    /// The config file's APIServices as the APIService API lists them (read-only there).
+    pub declared: Arc<Vec<serde_json::Value>>,
 }
 
 /// Legacy discovery documents, rendered once per registry.
@@ -94,6 +96,7 @@ impl RouteTable {
             upstreams: Vec::new(),
             delegate: None,
             legacy,
+            declared: Arc::default(),
         }
     }
 }
@@ -150,6 +153,7 @@ pub fn build(
         upstreams,
         delegate,
         legacy,
+        declared: Arc::default(),
     })
 }
 

@@ -7,6 +7,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
+use apiagg_config::strategy;
 use apiagg_config::{ApiServiceEntry, Backend};
 use async_trait::async_trait;
 use pingora_core::server::ShutdownWatch;
@@ -18,6 +19,7 @@ use crate::observe::Metrics;
 use crate::state::{
     ApiServiceStatus, Condition, EndpointStatus, Gateway, ProbeOptions, Routes, StatusBook,
 };
+use crate::store::{self, Store};
 
 fn now_rfc3339() -> String {
     jiff::Timestamp::now()
@@ -95,6 +97,7 @@ pub struct AvailabilityController {
     clients: Arc<Clients>,
     book: Arc<StatusBook>,
     metrics: Arc<Metrics>,
+    store: Arc<dyn Store>,
     options: ProbeOptions,
 }
 
@@ -107,6 +110,7 @@ impl AvailabilityController {
             clients: gateway.clients.clone(),
             book: gateway.availability.clone(),
             metrics: gateway.metrics.clone(),
+            store: gateway.store.clone(),
             options: gateway.options.probes,
         }
     }
@@ -308,6 +312,40 @@ impl AvailabilityController {
     fn publish(&self, routes: &RouteTable) {
         if self.evaluate(routes) {
             self.book.announce();
+        }
+        self.write_status();
+    }
+
+    /// Writes the `Available` condition of APIServices registered through the API into the
+    /// store when it differs from the stored one (so `kubectl get` and watches see it).
+    fn write_status(&self) {
+        let (stored, _) = self.store.list();
+        for object in stored {
+            let name = object["metadata"]["name"].as_str().unwrap_or("");
+            let Some(status) = self.book.get(name) else {
+                continue;
+            };
+            let c = &status.condition;
+            let current = &object["status"]["conditions"][0];
+            if current["status"] == c.status
+                && current["reason"] == c.reason
+                && current["message"] == c.message.as_str()
+            {
+                continue;
+            }
+            let body = serde_json::json!({"status": {"conditions": [c]}});
+            let written = strategy::prepare_status_update(&object, &body)
+                .map_err(|e| e.to_string())
+                .and_then(|next| {
+                    let expected = Some(store::revision_of(&object));
+                    self.store
+                        .update(name, next, expected)
+                        .map_err(|e| e.to_string())
+                });
+            if let Err(e) = written {
+                // A concurrent write wins; the next round writes again.
+                tracing::debug!(apiservice = %name, "status not written: {e}");
+            }
         }
     }
 }

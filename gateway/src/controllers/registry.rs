@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
+use apiagg_config::file::SourcedApiService;
 use apiagg_config::{
     ConfigError, GatewayConfig, LocalGroupVersion, Registry, RegistryError, Sources,
 };
@@ -20,6 +21,7 @@ use crate::backends::{
 };
 use crate::observe::{Lifecycle, Metrics, Milestone};
 use crate::state::{Gateway, Options, Routes};
+use crate::store::Store;
 
 /// Why a config was rejected (the previous one keeps serving). Not retryable: the input must
 /// change.
@@ -91,6 +93,36 @@ fn fingerprints(
     Ok((delegate, proxy.map(|p| p.fingerprint)))
 }
 
+/// The APIServices the API lists read-only: the config file's, annotated with where they are
+/// declared, and the local ones registered for the delegate's group-versions.
+fn declared(config: &GatewayConfig, delegate: &[LocalGroupVersion]) -> Vec<serde_json::Value> {
+    let mut out: Vec<serde_json::Value> = config
+        .api_services
+        .iter()
+        .filter_map(|s| {
+            let mut value = serde_json::to_value(&s.object).ok()?;
+            value["apiVersion"] = "apiregistration.k8s.io/v1".into();
+            value["kind"] = "APIService".into();
+            value["metadata"]["annotations"][crate::apiservices::DECLARED_BY] =
+                s.origin.clone().into();
+            Some(value)
+        })
+        .collect();
+    for gv in delegate {
+        let name = format!("{}.{}", gv.version, gv.group);
+        if out.iter().any(|o| o["metadata"]["name"] == name.as_str()) {
+            continue;
+        }
+        let (gpm, vp) = apiagg_config::priorities::builtin_priority(&gv.group, &gv.version);
+        out.push(serde_json::json!({
+            "apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+            "metadata": {"name": name, "annotations": {crate::apiservices::DECLARED_BY: "the delegate"}},
+            "spec": {"group": gv.group, "version": gv.version, "groupPriorityMinimum": gpm, "versionPriority": vp},
+        }));
+    }
+    out
+}
+
 fn proxy_identity(config: &GatewayConfig) -> Result<Option<Arc<ClientIdentity>>, Error> {
     let Some(proxy) = &config.proxy_client else {
         return Ok(None);
@@ -110,6 +142,7 @@ pub struct RegistryController {
     clients: Arc<Clients>,
     lifecycle: Arc<Lifecycle>,
     metrics: Arc<Metrics>,
+    store: Arc<dyn Store>,
     options: Options,
     path: PathBuf,
     initial: Mutex<Option<Serving>>,
@@ -145,6 +178,7 @@ impl RegistryController {
             clients: gateway.clients.clone(),
             lifecycle: gateway.lifecycle.clone(),
             metrics: gateway.metrics.clone(),
+            store: gateway.store.clone(),
             options: gateway.options.clone(),
             path,
             initial: Mutex::new(None),
@@ -174,9 +208,9 @@ impl RegistryController {
         backends: &Backends,
         delegate_groups: &[LocalGroupVersion],
     ) -> Result<(), Error> {
-        let registry = Registry::build(config, delegate_groups)?;
+        let registry = Registry::build(&self.with_stored(config), delegate_groups)?;
         let count = registry.entries().len();
-        let table = build_table(
+        let mut table = build_table(
             Arc::new(registry),
             backends.delegate.clone(),
             backends.proxy_identity.as_deref(),
@@ -191,9 +225,46 @@ impl RegistryController {
             .collect();
         self.metrics.retain_group_versions(&live);
         self.clients.retain(&table.endpoint_keys());
+        table.declared = Arc::new(declared(config, delegate_groups));
         self.routes.publish(table);
         self.metrics.registered.set(count as i64);
         Ok(())
+    }
+
+    /// `config` plus the APIServices registered through the API (a name in the config file
+    /// wins; a stored object that cannot be routed is left out, with a warning).
+    fn with_stored(&self, config: &GatewayConfig) -> GatewayConfig {
+        let (stored, _) = self.store.list();
+        let mut combined = config.clone();
+        for value in stored {
+            let Ok(object) =
+                serde_json::from_value::<apiagg_config::apiservice::APIService>((*value).clone())
+            else {
+                continue;
+            };
+            let name = object.metadata.name.clone().unwrap_or_default();
+            if config
+                .api_services
+                .iter()
+                .any(|s| s.object.metadata.name.as_deref() == Some(&name))
+            {
+                continue;
+            }
+            let sourced = SourcedApiService {
+                object,
+                origin: "the APIService API".into(),
+            };
+            let alone = GatewayConfig {
+                api_services: vec![sourced.clone()],
+                ..config.clone()
+            };
+            if let Err(e) = Registry::build(&alone, &[]) {
+                tracing::warn!(apiservice = %name, "registered APIService left out of the routes: {e}");
+                continue;
+            }
+            combined.api_services.push(sourced);
+        }
+        combined
     }
 
     fn record<T>(&self, result: &Result<T, Error>) {
@@ -304,6 +375,14 @@ impl RegistryController {
         }
     }
 
+    /// Reinstalls the routes after a change through the API.
+    fn apply_registered(&self, serving: &Serving) {
+        let groups = serving.delegate_groups.groups.as_deref().unwrap_or(&[]);
+        if let Err(e) = self.install(&serving.config, &serving.backends, groups) {
+            tracing::error!("cannot install the registered APIServices: {e}");
+        }
+    }
+
     fn publish_lifecycle(&self, serving: &Serving) {
         if serving.backends.delegate.is_none() || serving.delegate_groups.groups.is_some() {
             self.lifecycle.reach(Milestone::DelegateRegistered);
@@ -359,6 +438,13 @@ impl BackgroundService for RegistryController {
             }
         };
         let mut poll = tokio::time::interval(self.options.reload_interval);
+        let mut registered = match self.store.watch(None) {
+            Ok(watch) => Some(watch.live),
+            Err(e) => {
+                tracing::error!("cannot follow the APIService store: {e}");
+                None
+            }
+        };
         loop {
             let has_delegate = serving.backends.delegate.is_some();
             if has_delegate && tokio::time::Instant::now() >= serving.delegate_groups.next() {
@@ -375,6 +461,22 @@ impl BackgroundService for RegistryController {
                     }
                 } => true,
                 _ = tokio::time::sleep_until(next_delegate), if has_delegate => continue,
+                changed = async {
+                    match registered.as_mut() {
+                        Some(r) => r.recv().await.map(|_| ()).map_err(|e| e.to_string()),
+                        None => std::future::pending().await,
+                    }
+                } => {
+                    if let (Err(e), Some(r)) = (changed, registered.as_mut()) {
+                        if e.contains("closed") {
+                            registered = None;
+                        } else {
+                            *r = r.resubscribe();
+                        }
+                    }
+                    self.apply_registered(&serving);
+                    continue;
+                }
                 _ = shutdown.changed() => return,
             };
             self.poll_config(&mut serving, forced);

@@ -2,6 +2,7 @@
 //! sequence: shutdown gate → classify → answer locally | route to a backend | the delegate.
 //! Everything here reads published snapshots only: no lock, no document built per request.
 
+mod apiservices;
 mod classify;
 mod errors;
 mod forward;

@@ -11,7 +11,7 @@ use pingora_proxy::{FailToProxy, ProxyHttp, Session};
 
 use super::classify::{classify, exempt_from_shutdown, Route};
 use super::reply::{self, Reply};
-use super::{errors, forward, ApiaggProxy, RequestCtx};
+use super::{apiservices, errors, forward, ApiaggProxy, RequestCtx};
 use crate::auth::ConnectionIdentity;
 use crate::observe::{Milestone, RouteKind};
 
@@ -99,7 +99,16 @@ impl ProxyHttp for ApiaggProxy {
             return self.answer(session, ctx, kind, reply).await;
         }
 
-        // 5. A remote APIService: its backend, or 503 while it is unavailable.
+        // 5. The APIService API, served by apiagg itself (never by the delegate).
+        if let Some(rest) = uri.path().strip_prefix(crate::apiservices::PREFIX) {
+            if rest.is_empty() || rest.starts_with('/') {
+                ctx.kind = RouteKind::Local;
+                ctx.code = apiservices::serve(session, &self.gateway, rest).await?;
+                return Ok(true);
+            }
+        }
+
+        // 6. A remote APIService: its backend, or 503 while it is unavailable.
         if let Route::GroupVersion(key) = route {
             let remote = routes
                 .registry
@@ -123,7 +132,7 @@ impl ProxyHttp for ApiaggProxy {
             }
         }
 
-        // 6. Everything else is the delegate's; without one, 404 (503 before mux completion).
+        // 7. Everything else is the delegate's; without one, 404 (503 before mux completion).
         match routes.delegate.clone() {
             Some(delegate) => {
                 self.to_upstream(session, ctx, RouteKind::Delegate, delegate)

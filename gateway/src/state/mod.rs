@@ -13,6 +13,7 @@ use tokio::sync::watch;
 
 use crate::backends::{Clients, HealthBook, RouteTable};
 use crate::observe::{Lifecycle, Metrics};
+use crate::store::Store;
 
 pub use status::{ApiServiceStatus, Condition, EndpointStatus, StatusBook};
 
@@ -117,6 +118,8 @@ pub struct Gateway {
     pub health: Arc<HealthBook>,
     /// The controllers' HTTP clients.
     pub clients: Arc<Clients>,
+    /// APIServices registered through the API.
+    pub store: Arc<dyn Store>,
     /// Lifecycle flags.
     pub lifecycle: Arc<Lifecycle>,
     /// Metrics.
@@ -126,8 +129,8 @@ pub struct Gateway {
 }
 
 impl Gateway {
-    /// A gateway with no routes yet.
-    pub fn new(options: Options) -> Result<Gateway, prometheus::Error> {
+    /// A gateway with no routes yet, keeping API-registered APIServices in `store`.
+    pub fn new(options: Options, store: Arc<dyn Store>) -> Result<Gateway, prometheus::Error> {
         Ok(Gateway {
             routes: Arc::new(Routes {
                 current: ArcSwap::from_pointee(RouteTable::empty()),
@@ -138,6 +141,7 @@ impl Gateway {
             availability: Arc::default(),
             health: Arc::default(),
             clients: Arc::new(Clients::new(options.backend_body_limit)),
+            store,
             lifecycle: Lifecycle::new(),
             metrics: Arc::new(Metrics::new()?),
             options,

@@ -1,0 +1,424 @@
+//! Layer 2: the `apiregistration.k8s.io/v1` REST API — `apiservices` and `apiservices/status`:
+//! list (selectors, `limit`/`continue`, Table), get, watch, create, update, the four patch
+//! formats, delete and deletecollection. Strategy and patches come from the config crate; the
+//! objects from the [`Store`]. APIServices of the config file are listed too, read-only.
+
+mod query;
+mod table;
+mod watch;
+
+use std::sync::Arc;
+
+use apiagg_config::strategy::{self, PatchKind, WriteError};
+use serde_json::{json, Value};
+
+use self::query::Query;
+use crate::store::{revision_of, Store, StoreError};
+
+pub use self::watch::WatchStream;
+
+/// `/apis/apiregistration.k8s.io/v1`.
+pub const PREFIX: &str = "/apis/apiregistration.k8s.io/v1";
+/// The annotation on APIServices declared in the config file.
+pub const DECLARED_BY: &str = "apiagg.io/declared-in";
+
+/// A request for the API, as the request path read it.
+pub struct ApiRequest<'a> {
+    /// HTTP method.
+    pub method: &'a str,
+    /// The path after [`PREFIX`] (`""`, `/apiservices`, `/apiservices/<name>[/status]`).
+    pub rest: &'a str,
+    /// The raw query string.
+    pub query: &'a str,
+    /// `Accept`.
+    pub accept: &'a str,
+    /// `Content-Type`.
+    pub content_type: &'a str,
+    /// The body (already capped).
+    pub body: &'a [u8],
+}
+
+/// What to answer.
+pub enum Answer {
+    /// A complete JSON answer.
+    Done {
+        /// Status code.
+        code: u16,
+        /// JSON body.
+        body: Vec<u8>,
+    },
+    /// A watch stream.
+    Watch(WatchStream),
+}
+
+/// The API over a store, with the config file's APIServices (status filled in) beside it.
+pub struct Api<'a> {
+    /// Where API-registered APIServices live.
+    pub store: &'a dyn Store,
+    /// APIServices declared in the config file (read-only here).
+    pub declared: &'a [Value],
+}
+
+fn status(code: u16, reason: &str, message: &str, details: Option<Value>) -> Answer {
+    let mut body = json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
+        "status": "Failure", "message": message, "reason": reason});
+    if let Some(details) = details {
+        body["details"] = details;
+    }
+    body["code"] = json!(code);
+    Answer::Done {
+        code,
+        body: body.to_string().into_bytes(),
+    }
+}
+
+fn done(code: u16, value: &Value) -> Answer {
+    Answer::Done {
+        code,
+        body: value.to_string().into_bytes(),
+    }
+}
+
+fn details(name: &str) -> Value {
+    json!({"name": name, "group": "apiregistration.k8s.io", "kind": "apiservices"})
+}
+
+fn store_error(e: StoreError) -> Answer {
+    let text = e.to_string();
+    match e {
+        StoreError::NotFound(name) => status(404, "NotFound", &text, Some(details(&name))),
+        StoreError::AlreadyExists(name) => {
+            status(409, "AlreadyExists", &text, Some(details(&name)))
+        }
+        StoreError::Conflict(name) => status(409, "Conflict", &text, Some(details(&name))),
+        StoreError::Gone { .. } => status(410, "Expired", &text, None),
+        StoreError::Backend(_) => status(500, "InternalError", &text, None),
+    }
+}
+
+fn write_error(name: &str, e: WriteError) -> Answer {
+    let text = e.to_string();
+    match e {
+        WriteError::Invalid(errors) => {
+            let causes: Vec<Value> = errors
+                .errors
+                .iter()
+                .map(|f| json!({"reason": "FieldValueInvalid", "message": format!("{}: {}", f.kind, f.detail), "field": f.field}))
+                .collect();
+            let mut d = details(name);
+            d["causes"] = json!(causes);
+            status(422, "Invalid", &text, Some(d))
+        }
+        WriteError::BadRequest(_) => status(400, "BadRequest", &text, None),
+        WriteError::UnsupportedPatch => status(415, "UnsupportedMediaType", &text, None),
+    }
+}
+
+/// A random UID in the UUID text form.
+fn new_uid() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let part = || {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u128(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos()),
+        );
+        h.finish()
+    };
+    let (a, b) = (part(), part());
+    format!(
+        "{:08x}-{:04x}-4{:03x}-{:04x}-{:012x}",
+        a >> 32,
+        (a >> 16) & 0xffff,
+        a & 0xfff,
+        (b >> 48) | 0x8000,
+        b & 0xffff_ffff_ffff
+    )
+}
+
+/// The time as the API writes it.
+pub fn now() -> String {
+    jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
+}
+
+impl Api<'_> {
+    /// Answers one request.
+    pub fn handle(&self, req: &ApiRequest<'_>) -> Answer {
+        let query = Query::parse(req.query);
+        let parts: Vec<&str> = req.rest.trim_matches('/').split('/').collect();
+        match (req.method, parts.as_slice()) {
+            ("GET", [""]) => done(200, &resource_list()),
+            ("GET", ["apiservices"]) if query.watch => self.watch(&query),
+            ("GET", ["apiservices"]) => self.list(&query, req.accept),
+            ("POST", ["apiservices"]) => self.create(req.body),
+            ("DELETE", ["apiservices"]) => self.delete_collection(&query),
+            ("GET", ["apiservices", name]) => self.get(name, req.accept),
+            ("GET", ["apiservices", name, "status"]) => self.get(name, ""),
+            ("PUT", ["apiservices", name, sub @ ..]) if sub.len() <= 1 => {
+                self.replace(name, sub == ["status"], req.body)
+            }
+            ("PATCH", ["apiservices", name, sub @ ..]) if sub.len() <= 1 => {
+                self.patch(name, sub == ["status"], req, &query)
+            }
+            ("DELETE", ["apiservices", name]) => self.delete(name),
+            (_, ["apiservices", ..]) | (_, [""]) => status(
+                405,
+                "MethodNotAllowed",
+                &format!("{} is not supported on this path", req.method),
+                None,
+            ),
+            _ => status(
+                404,
+                "NotFound",
+                "the server could not find the requested resource",
+                None,
+            ),
+        }
+    }
+
+    fn declared(&self, name: &str) -> Option<&Value> {
+        self.declared.iter().find(|o| o["metadata"]["name"] == name)
+    }
+
+    fn read_only(&self, name: &str) -> Option<Answer> {
+        self.declared(name).map(|o| {
+            let file = o["metadata"]["annotations"][DECLARED_BY].as_str().unwrap_or("the config file");
+            let message = format!("apiservices.apiregistration.k8s.io {name:?} is declared in {file} and read-only through the API: change it there");
+            status(405, "MethodNotAllowed", &message, Some(details(name)))
+        })
+    }
+
+    fn objects(&self) -> (Vec<Value>, u64) {
+        let (stored, revision) = self.store.list();
+        let mut all: Vec<Value> = self.declared.to_vec();
+        all.extend(stored.iter().map(|o| (**o).clone()));
+        all.sort_by(|a, b| {
+            a["metadata"]["name"]
+                .as_str()
+                .cmp(&b["metadata"]["name"].as_str())
+        });
+        (all, revision)
+    }
+
+    fn list(&self, query: &Query, accept: &str) -> Answer {
+        let (all, revision) = self.objects();
+        let mut items: Vec<Value> = all.into_iter().filter(|o| query.selects(o)).collect();
+        if let Some(after) = &query.continue_after {
+            items.retain(|o| {
+                o["metadata"]["name"]
+                    .as_str()
+                    .is_some_and(|n| n > after.as_str())
+            });
+        }
+        let mut metadata = json!({"resourceVersion": revision.to_string()});
+        if let Some(limit) = query.limit.filter(|l| *l > 0 && items.len() > *l) {
+            items.truncate(limit);
+            if let Some(last) = items.last().and_then(|o| o["metadata"]["name"].as_str()) {
+                metadata["continue"] = json!(query::continue_token(last));
+            }
+        }
+        if table::wanted(accept) {
+            return done(200, &table::table(&items, metadata));
+        }
+        done(
+            200,
+            &json!({"kind": "APIServiceList", "apiVersion": "apiregistration.k8s.io/v1",
+                "metadata": metadata, "items": items}),
+        )
+    }
+
+    fn get(&self, name: &str, accept: &str) -> Answer {
+        let object = match self.declared(name) {
+            Some(o) => o.clone(),
+            None => match self.store.get(name) {
+                Some(o) => (*o).clone(),
+                None => return store_error(StoreError::NotFound(name.into())),
+            },
+        };
+        if table::wanted(accept) {
+            let revision = object["metadata"]["resourceVersion"].clone();
+            return done(
+                200,
+                &table::table(&[object], json!({"resourceVersion": revision})),
+            );
+        }
+        done(200, &object)
+    }
+
+    fn create(&self, body: &[u8]) -> Answer {
+        let value: Value = match serde_json::from_slice(body) {
+            Ok(v) => v,
+            Err(e) => return status(400, "BadRequest", &format!("invalid JSON: {e}"), None),
+        };
+        let name = value["metadata"]["name"].as_str().unwrap_or("").to_string();
+        if self.declared(&name).is_some() {
+            return store_error(StoreError::AlreadyExists(name));
+        }
+        match strategy::prepare_create(&value, &new_uid(), &now()) {
+            Ok(object) => match self.store.create(&name, object) {
+                Ok(stored) => done(201, &stored),
+                Err(e) => store_error(e),
+            },
+            Err(e) => write_error(&name, e),
+        }
+    }
+
+    fn replace(&self, name: &str, status_only: bool, body: &[u8]) -> Answer {
+        if let Some(refused) = self.read_only(name) {
+            return refused;
+        }
+        let value: Value = match serde_json::from_slice(body) {
+            Ok(v) => v,
+            Err(e) => return status(400, "BadRequest", &format!("invalid JSON: {e}"), None),
+        };
+        if value["metadata"]["name"]
+            .as_str()
+            .is_some_and(|n| n != name)
+        {
+            return status(
+                400,
+                "BadRequest",
+                "the name in the body does not match the URL",
+                None,
+            );
+        }
+        let expected = value["metadata"]["resourceVersion"]
+            .as_str()
+            .and_then(|v| v.parse().ok());
+        let Some(old) = self.store.get(name) else {
+            return store_error(StoreError::NotFound(name.into()));
+        };
+        let next = if status_only {
+            strategy::prepare_status_update(&old, &value)
+        } else {
+            strategy::prepare_update(&old, &value)
+        };
+        match next {
+            Ok(object) => {
+                match self
+                    .store
+                    .update(name, object, expected.or(Some(revision_of(&old))))
+                {
+                    Ok(stored) => done(200, &stored),
+                    Err(e) => store_error(e),
+                }
+            }
+            Err(e) => write_error(name, e),
+        }
+    }
+
+    fn patch(&self, name: &str, status_only: bool, req: &ApiRequest<'_>, query: &Query) -> Answer {
+        if let Some(refused) = self.read_only(name) {
+            return refused;
+        }
+        let kind = match PatchKind::from_content_type(req.content_type) {
+            Ok(kind) => kind,
+            Err(e) => return write_error(name, e),
+        };
+        // Optimistic concurrency: re-read and re-apply when another write came in between.
+        for _ in 0..5 {
+            let Some(old) = self.store.get(name) else {
+                if kind == PatchKind::Apply && !status_only {
+                    return self.apply_create(name, req.body, query);
+                }
+                return store_error(StoreError::NotFound(name.into()));
+            };
+            let patched = match strategy::apply_patch(&old, kind, req.body) {
+                Ok(p) => p,
+                Err(e) => return write_error(name, e),
+            };
+            let next = if status_only {
+                strategy::prepare_status_update(&old, &patched)
+            } else {
+                strategy::prepare_update(&old, &patched)
+            };
+            let object = match next {
+                Ok(o) => o,
+                Err(e) => return write_error(name, e),
+            };
+            match self.store.update(name, object, Some(revision_of(&old))) {
+                Ok(stored) => return done(200, &stored),
+                Err(StoreError::Conflict(_)) => continue,
+                Err(e) => return store_error(e),
+            }
+        }
+        store_error(StoreError::Conflict(name.into()))
+    }
+
+    /// Server-side apply of an object that does not exist yet: a create.
+    fn apply_create(&self, name: &str, body: &[u8], _query: &Query) -> Answer {
+        let applied = match strategy::apply_patch(&json!({}), PatchKind::Apply, body) {
+            Ok(v) => v,
+            Err(e) => return write_error(name, e),
+        };
+        match strategy::prepare_create(&applied, &new_uid(), &now()) {
+            Ok(object) => match self.store.create(name, object) {
+                Ok(stored) => done(201, &stored),
+                Err(e) => store_error(e),
+            },
+            Err(e) => write_error(name, e),
+        }
+    }
+
+    fn delete(&self, name: &str) -> Answer {
+        if let Some(refused) = self.read_only(name) {
+            return refused;
+        }
+        match self.store.delete(name, None) {
+            Ok(last) => done(200, &last),
+            Err(e) => store_error(e),
+        }
+    }
+
+    fn delete_collection(&self, query: &Query) -> Answer {
+        let (stored, revision) = self.store.list();
+        let mut deleted = Vec::new();
+        for object in stored.iter().filter(|o| query.selects(o)) {
+            let name = object["metadata"]["name"].as_str().unwrap_or("");
+            match self.store.delete(name, None) {
+                Ok(last) => deleted.push((*last).clone()),
+                Err(StoreError::NotFound(_)) => {}
+                Err(e) => return store_error(e),
+            }
+        }
+        done(
+            200,
+            &json!({"kind": "APIServiceList", "apiVersion": "apiregistration.k8s.io/v1",
+                "metadata": {"resourceVersion": revision.to_string()}, "items": deleted}),
+        )
+    }
+
+    fn watch(&self, query: &Query) -> Answer {
+        let from = query.resource_version.filter(|rv| *rv > 0);
+        let initial = query.send_initial_events.unwrap_or(from.is_none());
+        let watch = match self.store.watch(from) {
+            Ok(w) => w,
+            Err(e) => return store_error(e),
+        };
+        let mut first: Vec<(String, Arc<Value>)> = Vec::new();
+        if initial {
+            let (all, _) = self.objects();
+            first.extend(
+                all.into_iter()
+                    .filter(|o| query.selects(o))
+                    .map(|o| ("ADDED".to_string(), Arc::new(o))),
+            );
+        }
+        Answer::Watch(WatchStream::new(first, watch, query.clone()))
+    }
+}
+
+/// The `APIResourceList` of `apiregistration.k8s.io/v1`.
+pub fn resource_list() -> Value {
+    json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "apiregistration.k8s.io/v1",
+    "resources": [
+        {"name": "apiservices", "singularName": "apiservice", "namespaced": false,
+         "kind": "APIService", "verbs": ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"],
+         "categories": ["api-extensions"]},
+        {"name": "apiservices/status", "singularName": "", "namespaced": false,
+         "kind": "APIService", "verbs": ["get", "patch", "update"]}
+    ]})
+}

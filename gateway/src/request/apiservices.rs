@@ -1,0 +1,122 @@
+//! The APIService API on the request path: reads the body (capped), lets `apiservices` answer,
+//! and streams watches. The config file's APIServices are shown with the status the
+//! availability controller published.
+
+use bytes::Bytes;
+use pingora_error::Result;
+use pingora_http::ResponseHeader;
+use pingora_proxy::Session;
+use serde_json::{json, Value};
+
+use super::reply::{self, Reply};
+use crate::apiservices::{Answer, Api, ApiRequest, WatchStream};
+use crate::state::Gateway;
+
+/// Largest request body the API reads (kube-apiserver's limit is 3 MiB).
+const BODY_LIMIT: usize = 3 << 20;
+
+/// The config file's APIServices, each with its current `Available` condition.
+fn declared_with_status(gateway: &Gateway) -> Vec<Value> {
+    let routes = gateway.routes.load();
+    routes
+        .declared
+        .iter()
+        .map(|object| {
+            let mut object = object.clone();
+            let name = object["metadata"]["name"]
+                .as_str()
+                .unwrap_or("")
+                .to_string();
+            if let Some(s) = gateway.availability.get(&name) {
+                object["status"] = json!({"conditions": [s.condition]});
+            }
+            object
+        })
+        .collect()
+}
+
+async fn read_body(session: &mut Session) -> Result<Option<Vec<u8>>> {
+    let mut body = Vec::new();
+    while let Some(chunk) = session.read_request_body().await? {
+        if body.len() + chunk.len() > BODY_LIMIT {
+            return Ok(None);
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(Some(body))
+}
+
+/// Answers a request under `/apis/apiregistration.k8s.io/v1`; returns the status code sent.
+pub async fn serve(session: &mut Session, gateway: &Gateway, rest: &str) -> Result<u16> {
+    let Some(body) = read_body(session).await? else {
+        let reply = reply::failure_reply(
+            413,
+            "RequestEntityTooLarge",
+            "the request body is larger than 3 MiB",
+        );
+        let code = reply.code();
+        reply.send(session).await?;
+        return Ok(code);
+    };
+    let header = |name: &str| {
+        session
+            .req_header()
+            .headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_string()
+    };
+    let (accept, content_type) = (header("accept"), header("content-type"));
+    let req = session.req_header();
+    let method = req.method.as_str().to_string();
+    let query = req.uri.query().unwrap_or("").to_string();
+    let declared = declared_with_status(gateway);
+    let api = Api {
+        store: gateway.store.as_ref(),
+        declared: &declared,
+    };
+    let answer = api.handle(&ApiRequest {
+        method: &method,
+        rest,
+        query: &query,
+        accept: &accept,
+        content_type: &content_type,
+        body: &body,
+    });
+    match answer {
+        Answer::Done { code, body } => {
+            let reply = Reply::json(code, Bytes::from(body));
+            reply.send(session).await?;
+            Ok(code)
+        }
+        Answer::Watch(stream) => {
+            stream_watch(session, stream).await?;
+            Ok(200)
+        }
+    }
+}
+
+/// Sends a watch until it ends, the client leaves, or its timeout passes.
+async fn stream_watch(session: &mut Session, mut stream: WatchStream) -> Result<()> {
+    let mut head = ResponseHeader::build(200, Some(3))?;
+    head.insert_header("Content-Type", reply::JSON)?;
+    head.insert_header("Cache-Control", "no-cache, private")?;
+    if !session.is_http2() {
+        head.insert_header("Transfer-Encoding", "chunked")?;
+    }
+    session.write_response_header(Box::new(head), false).await?;
+    let deadline = tokio::time::Instant::now() + stream.timeout();
+    loop {
+        let next = tokio::time::timeout_at(deadline, stream.next());
+        match next.await {
+            Ok(Some(line)) => {
+                session
+                    .write_response_body(Some(Bytes::from(line)), false)
+                    .await?
+            }
+            Ok(None) | Err(_) => break,
+        }
+    }
+    session.write_response_body(None, true).await
+}
