@@ -33,6 +33,8 @@ pub struct Lifecycle {
     mux_complete: AtomicBool,
     in_flight: AtomicUsize,
     drained: Notify,
+    /// Woken on every milestone.
+    milestones: Notify,
 }
 
 impl Lifecycle {
@@ -54,6 +56,18 @@ impl Lifecycle {
         .all(|m| self.reached(m));
         if complete {
             self.mux_complete.store(true, Ordering::Release);
+        }
+        self.milestones.notify_waiters();
+    }
+
+    /// Waits until `milestone` is reached (at once if it already is).
+    pub async fn until(&self, milestone: Milestone) {
+        loop {
+            let notified = self.milestones.notified();
+            if self.reached(milestone) {
+                return;
+            }
+            notified.await;
         }
     }
 

@@ -10,6 +10,7 @@ use serde_json::{json, Value};
 
 use super::reply::{self, Reply};
 use crate::apiservices::{Answer, Api, ApiRequest, WatchStream};
+use crate::observe::{Lifecycle, Milestone};
 use crate::state::Gateway;
 
 /// Largest request body the API reads (kube-apiserver's limit is 3 MiB).
@@ -91,14 +92,19 @@ pub async fn serve(session: &mut Session, gateway: &Gateway, rest: &str) -> Resu
             Ok(code)
         }
         Answer::Watch(stream) => {
-            stream_watch(session, stream).await?;
+            stream_watch(session, stream, &gateway.lifecycle).await?;
             Ok(200)
         }
     }
 }
 
-/// Sends a watch until it ends, the client leaves, or its timeout passes.
-async fn stream_watch(session: &mut Session, mut stream: WatchStream) -> Result<()> {
+/// Sends a watch until it ends, the client leaves, its timeout passes or shutdown refuses new
+/// requests (the client then watches through another replica or after the restart).
+async fn stream_watch(
+    session: &mut Session,
+    mut stream: WatchStream,
+    lifecycle: &Lifecycle,
+) -> Result<()> {
     let mut head = ResponseHeader::build(200, Some(3))?;
     head.insert_header("Content-Type", reply::JSON)?;
     head.insert_header("Cache-Control", "no-cache, private")?;
@@ -109,7 +115,11 @@ async fn stream_watch(session: &mut Session, mut stream: WatchStream) -> Result<
     let deadline = tokio::time::Instant::now() + stream.timeout();
     loop {
         let next = tokio::time::timeout_at(deadline, stream.next());
-        match next.await {
+        let line = tokio::select! {
+            line = next => line,
+            () = lifecycle.until(Milestone::Rejecting) => break,
+        };
+        match line {
             Ok(Some(line)) => {
                 session
                     .write_response_body(Some(Bytes::from(line)), false)
