@@ -10,5 +10,5 @@ run:
 	@scripts/run-example.sh
 
 test:
-	@scripts/need.sh cmake prometheus protoc
+	@scripts/need.sh cmake prometheus protoc python:kubernetes
 	cargo test --workspace

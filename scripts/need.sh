@@ -1,8 +1,23 @@
 #!/usr/bin/env bash
-# Usage: scripts/need.sh COMMAND...
-# Installs, with apt-get, the Debian package of every COMMAND that is not on the PATH. As root it
-# installs; otherwise through sudo when there is one; else it says what to install and fails.
+# Usage: scripts/need.sh COMMAND... [python:MODULE...]
+# Installs, with apt-get, the Debian package of every COMMAND that is not on the PATH, and with
+# pip every Python MODULE that does not import. As root it installs; otherwise through sudo when
+# there is one; else it says what to install and fails.
 set -euo pipefail
+commands=()
+for arg in "$@"; do
+  case "$arg" in
+    python:*)
+      module="${arg#python:}"
+      if ! python3 -c "import $module" >/dev/null 2>&1; then
+        echo "installing the Python package $module with pip" >&2
+        python3 -m pip install --quiet "$module"
+      fi
+      ;;
+    *) commands+=("$arg") ;;
+  esac
+done
+set -- "${commands[@]+"${commands[@]}"}"
 declare -A package=(
   [make]=make                   # runs the README's two commands
   [cmake]=cmake                 # pingora's zlib build (libz-ng-sys)

@@ -352,3 +352,105 @@ async fn watches_resume_and_registrations_survive_a_restart() {
         "{status}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_acknowledged_write_survives_kill_9() {
+    let gw = Apiagg::start("", &[]);
+    gw.wait_ready().await;
+    let api = gw.url(API);
+    let acknowledged = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut writers = Vec::new();
+    for w in 0..8 {
+        let (api, acknowledged) = (api.clone(), acknowledged.clone());
+        writers.push(tokio::spawn(async move {
+            let client = client();
+            for i in 0..125 {
+                let name = format!("v{w}x{i}.burst.io");
+                let mut body = object(&name, "burst.io");
+                body["spec"]["version"] = json!(format!("v{w}x{i}"));
+                let sent = client.post(&api).json(&body).send().await;
+                match sent {
+                    Ok(r) if r.status() == 201 => acknowledged
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push(name),
+                    // The process is gone: nothing more is acknowledged.
+                    _ => return,
+                }
+            }
+        }));
+    }
+    // Kill in the middle of the burst.
+    let started = eventually(Duration::from_secs(20), || async {
+        acknowledged.lock().unwrap_or_else(|e| e.into_inner()).len() >= 200
+    })
+    .await;
+    assert!(started, "the burst did not get going");
+    let Apiagg { proc, dir, .. } = gw;
+    proc.signal("KILL");
+    for w in writers {
+        let _ = w.await;
+    }
+    drop(proc);
+    let acknowledged = acknowledged
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
+    assert!(acknowledged.len() < 1000, "the kill came after the burst");
+    let gw = Apiagg::start_in(dir, "", &[], &[]);
+    gw.wait_ready().await;
+    let (code, list) = send(reqwest::Method::GET, &gw.url(API), None).await;
+    assert_eq!(code, 200);
+    let stored: std::collections::HashSet<&str> = list["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .filter_map(|o| o["metadata"]["name"].as_str())
+        .collect();
+    let lost: Vec<&String> = acknowledged
+        .iter()
+        .filter(|n| !stored.contains(n.as_str()))
+        .collect();
+    assert!(
+        lost.is_empty(),
+        "{} acknowledged writes lost: {lost:?}",
+        lost.len()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_client_lists_and_creates() {
+    let gw = Apiagg::start("", &[]);
+    gw.wait_ready().await;
+    let script = r#"
+import sys
+from kubernetes import client
+configuration = client.Configuration()
+configuration.host = sys.argv[1]
+api = client.ApiregistrationV1Api(client.ApiClient(configuration))
+body = client.V1APIService(
+    metadata=client.V1ObjectMeta(name="v1.python.example.com"),
+    spec=client.V1APIServiceSpec(group="python.example.com", version="v1",
+        group_priority_minimum=100, version_priority=10,
+        service=client.ApiregistrationV1ServiceReference(namespace="test", name="py")))
+created = api.create_api_service(body)
+print("created", created.metadata.name, created.spec.service.port)
+for item in api.list_api_service().items:
+    print("listed", item.metadata.name)
+"#;
+    let out = Command::new("python3")
+        .args(["-c", script, &gw.url("")])
+        .output()
+        .expect("python3");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}\n{stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("created v1.python.example.com 443"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("listed v1.python.example.com"), "{stdout}");
+}
