@@ -3,20 +3,28 @@
 //! formats, delete and deletecollection. Strategy and patches come from the config crate; the
 //! objects from the [`Store`]. APIServices of the config file are listed too, read-only.
 
+mod answers;
+mod discovery;
 mod query;
 mod table;
 mod watch;
 
 use std::sync::Arc;
 
-use apiagg_config::strategy::{self, PatchKind, WriteError};
+use apiagg_config::strategy::{self, PatchKind};
 use serde_json::{json, Value};
 
 use self::query::Query;
 use crate::store::{revision_of, Store, StoreError};
 
+pub use self::answers::now;
+pub use self::discovery::{discovery_entry, resource_list};
 pub use self::watch::WatchStream;
 
+use self::answers::{details, done, new_uid, status, store_error, write_error};
+
+/// The group apiagg serves itself.
+pub const GROUP: &str = "apiregistration.k8s.io";
 /// `/apis/apiregistration.k8s.io/v1`.
 pub const PREFIX: &str = "/apis/apiregistration.k8s.io/v1";
 /// The annotation on APIServices declared in the config file.
@@ -57,91 +65,6 @@ pub struct Api<'a> {
     pub store: &'a dyn Store,
     /// APIServices declared in the config file (read-only here).
     pub declared: &'a [Value],
-}
-
-fn status(code: u16, reason: &str, message: &str, details: Option<Value>) -> Answer {
-    let mut body = json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
-        "status": "Failure", "message": message, "reason": reason});
-    if let Some(details) = details {
-        body["details"] = details;
-    }
-    body["code"] = json!(code);
-    Answer::Done {
-        code,
-        body: body.to_string().into_bytes(),
-    }
-}
-
-fn done(code: u16, value: &Value) -> Answer {
-    Answer::Done {
-        code,
-        body: value.to_string().into_bytes(),
-    }
-}
-
-fn details(name: &str) -> Value {
-    json!({"name": name, "group": "apiregistration.k8s.io", "kind": "apiservices"})
-}
-
-fn store_error(e: StoreError) -> Answer {
-    let text = e.to_string();
-    match e {
-        StoreError::NotFound(name) => status(404, "NotFound", &text, Some(details(&name))),
-        StoreError::AlreadyExists(name) => {
-            status(409, "AlreadyExists", &text, Some(details(&name)))
-        }
-        StoreError::Conflict(name) => status(409, "Conflict", &text, Some(details(&name))),
-        StoreError::Gone { .. } => status(410, "Expired", &text, None),
-        StoreError::Backend(_) => status(500, "InternalError", &text, None),
-    }
-}
-
-fn write_error(name: &str, e: WriteError) -> Answer {
-    let text = e.to_string();
-    match e {
-        WriteError::Invalid(errors) => {
-            let causes: Vec<Value> = errors
-                .errors
-                .iter()
-                .map(|f| json!({"reason": "FieldValueInvalid", "message": format!("{}: {}", f.kind, f.detail), "field": f.field}))
-                .collect();
-            let mut d = details(name);
-            d["causes"] = json!(causes);
-            status(422, "Invalid", &text, Some(d))
-        }
-        WriteError::BadRequest(_) => status(400, "BadRequest", &text, None),
-        WriteError::UnsupportedPatch => status(415, "UnsupportedMediaType", &text, None),
-    }
-}
-
-/// A random UID in the UUID text form.
-fn new_uid() -> String {
-    use std::hash::{BuildHasher, Hasher};
-    let part = || {
-        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-        h.write_u128(
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos()),
-        );
-        h.finish()
-    };
-    let (a, b) = (part(), part());
-    format!(
-        "{:08x}-{:04x}-4{:03x}-{:04x}-{:012x}",
-        a >> 32,
-        (a >> 16) & 0xffff,
-        a & 0xfff,
-        (b >> 48) | 0x8000,
-        b & 0xffff_ffff_ffff
-    )
-}
-
-/// The time as the API writes it.
-pub fn now() -> String {
-    jiff::Timestamp::now()
-        .strftime("%Y-%m-%dT%H:%M:%SZ")
-        .to_string()
 }
 
 impl Api<'_> {
@@ -409,16 +332,4 @@ impl Api<'_> {
         }
         Answer::Watch(WatchStream::new(first, watch, query.clone()))
     }
-}
-
-/// The `APIResourceList` of `apiregistration.k8s.io/v1`.
-pub fn resource_list() -> Value {
-    json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "apiregistration.k8s.io/v1",
-    "resources": [
-        {"name": "apiservices", "singularName": "apiservice", "namespaced": false,
-         "kind": "APIService", "verbs": ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"],
-         "categories": ["api-extensions"]},
-        {"name": "apiservices/status", "singularName": "", "namespaced": false,
-         "kind": "APIService", "verbs": ["get", "patch", "update"]}
-    ]})
 }

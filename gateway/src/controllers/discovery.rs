@@ -313,6 +313,9 @@ impl DiscoveryController {
                 },
             ));
         }
+        // apiagg serves apiregistration.k8s.io itself: the delegate's copy is hidden.
+        entries.retain(|e| e.group != crate::apiservices::GROUP);
+        entries.extend(crate::apiservices::discovery_entry());
         for (index, entry) in routes.registry.entries().iter().enumerate() {
             if entry.is_local() {
                 continue;

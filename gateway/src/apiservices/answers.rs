@@ -1,0 +1,93 @@
+//! The answers of the API: objects, `Status` errors with the upstream reasons, and the
+//! server-set values (UIDs, timestamps).
+
+use apiagg_config::strategy::WriteError;
+use serde_json::{json, Value};
+
+use super::Answer;
+use crate::store::StoreError;
+
+pub fn status(code: u16, reason: &str, message: &str, details: Option<Value>) -> Answer {
+    let mut body = json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
+        "status": "Failure", "message": message, "reason": reason});
+    if let Some(details) = details {
+        body["details"] = details;
+    }
+    body["code"] = json!(code);
+    Answer::Done {
+        code,
+        body: body.to_string().into_bytes(),
+    }
+}
+
+pub fn done(code: u16, value: &Value) -> Answer {
+    Answer::Done {
+        code,
+        body: value.to_string().into_bytes(),
+    }
+}
+
+pub fn details(name: &str) -> Value {
+    json!({"name": name, "group": "apiregistration.k8s.io", "kind": "apiservices"})
+}
+
+pub fn store_error(e: StoreError) -> Answer {
+    let text = e.to_string();
+    match e {
+        StoreError::NotFound(name) => status(404, "NotFound", &text, Some(details(&name))),
+        StoreError::AlreadyExists(name) => {
+            status(409, "AlreadyExists", &text, Some(details(&name)))
+        }
+        StoreError::Conflict(name) => status(409, "Conflict", &text, Some(details(&name))),
+        StoreError::Gone { .. } => status(410, "Expired", &text, None),
+        StoreError::Backend(_) => status(500, "InternalError", &text, None),
+    }
+}
+
+pub fn write_error(name: &str, e: WriteError) -> Answer {
+    let text = e.to_string();
+    match e {
+        WriteError::Invalid(errors) => {
+            let causes: Vec<Value> = errors
+                .errors
+                .iter()
+                .map(|f| json!({"reason": "FieldValueInvalid", "message": format!("{}: {}", f.kind, f.detail), "field": f.field}))
+                .collect();
+            let mut d = details(name);
+            d["causes"] = json!(causes);
+            status(422, "Invalid", &text, Some(d))
+        }
+        WriteError::BadRequest(_) => status(400, "BadRequest", &text, None),
+        WriteError::UnsupportedPatch => status(415, "UnsupportedMediaType", &text, None),
+    }
+}
+
+/// A random UID in the UUID text form.
+pub fn new_uid() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let part = || {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u128(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos()),
+        );
+        h.finish()
+    };
+    let (a, b) = (part(), part());
+    format!(
+        "{:08x}-{:04x}-4{:03x}-{:04x}-{:012x}",
+        a >> 32,
+        (a >> 16) & 0xffff,
+        a & 0xfff,
+        (b >> 48) | 0x8000,
+        b & 0xffff_ffff_ffff
+    )
+}
+
+/// The time as the API writes it.
+pub fn now() -> String {
+    jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
+}
