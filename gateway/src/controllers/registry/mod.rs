@@ -5,7 +5,6 @@
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use apiagg_config::file::SourcedApiService;
 use apiagg_config::{
     ConfigError, GatewayConfig, LocalGroupVersion, Registry, RegistryError, Sources,
 };
@@ -14,11 +13,13 @@ use pingora_core::server::ShutdownWatch;
 use pingora_core::services::background::BackgroundService;
 use tokio::signal::unix::{signal, SignalKind};
 
-use super::autoregister::DelegateGroups;
-use crate::backends::{
-    build_delegate, build_table, delegate_credentials, BuildError, ClientIdentity, Clients,
-    CredentialError, HealthBook, TableError, Upstream,
+mod inputs;
+
+use self::inputs::{
+    declared, fingerprints, next_registration, proxy_identity, with_stored, Backends,
 };
+use super::autoregister::DelegateGroups;
+use crate::backends::{build_table, BuildError, Clients, CredentialError, HealthBook, TableError};
 use crate::observe::{Lifecycle, Metrics, Milestone};
 use crate::state::{Gateway, Options, Routes};
 use crate::store::Store;
@@ -54,87 +55,6 @@ struct Serving {
     credential_problem: Option<String>,
 }
 
-/// The delegate and the certificate presented to remote backends, as loaded from their files.
-struct Backends {
-    delegate: Option<Arc<Upstream>>,
-    proxy_identity: Option<Arc<ClientIdentity>>,
-    /// Fingerprints of the client certificates (delegate, proxy), to notice rotations.
-    fingerprints: (Option<u64>, Option<u64>),
-}
-
-impl Backends {
-    fn load(config: &GatewayConfig, health: &HealthBook) -> Result<Backends, Error> {
-        let proxy_identity = proxy_identity(config)?;
-        Ok(Backends {
-            delegate: delegate_of(config, health)?,
-            fingerprints: fingerprints(config, proxy_identity.as_deref())?,
-            proxy_identity,
-        })
-    }
-}
-
-/// The fingerprints of the client certificate files the config names (delegate, proxy).
-fn fingerprints(
-    config: &GatewayConfig,
-    proxy: Option<&ClientIdentity>,
-) -> Result<(Option<u64>, Option<u64>), Error> {
-    let delegate = config
-        .delegate
-        .as_ref()
-        .and_then(|d| d.client_cert.as_ref())
-        .map(|source| ClientIdentity::load(source).map(|i| i.fingerprint))
-        .transpose()
-        .map_err(|source| {
-            Error::Delegate(BuildError::Credentials {
-                what: "delegate client certificate",
-                source,
-            })
-        })?;
-    Ok((delegate, proxy.map(|p| p.fingerprint)))
-}
-
-/// The APIServices the API lists read-only: the config file's, annotated with where they are
-/// declared, and the local ones registered for the delegate's group-versions.
-fn declared(config: &GatewayConfig, delegate: &[LocalGroupVersion]) -> Vec<serde_json::Value> {
-    let mut out: Vec<serde_json::Value> = config
-        .api_services
-        .iter()
-        .filter_map(|s| {
-            let mut value = serde_json::to_value(&s.object).ok()?;
-            value["apiVersion"] = "apiregistration.k8s.io/v1".into();
-            value["kind"] = "APIService".into();
-            value["metadata"]["annotations"][crate::apiservices::DECLARED_BY] =
-                s.origin.clone().into();
-            Some(value)
-        })
-        .collect();
-    for gv in delegate {
-        let name = format!("{}.{}", gv.version, gv.group);
-        if out.iter().any(|o| o["metadata"]["name"] == name.as_str()) {
-            continue;
-        }
-        let (gpm, vp) = apiagg_config::priorities::builtin_priority(&gv.group, &gv.version);
-        out.push(serde_json::json!({
-            "apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
-            "metadata": {"name": name, "annotations": {crate::apiservices::DECLARED_BY: "the delegate"}},
-            "spec": {"group": gv.group, "version": gv.version, "groupPriorityMinimum": gpm, "versionPriority": vp},
-        }));
-    }
-    out
-}
-
-fn proxy_identity(config: &GatewayConfig) -> Result<Option<Arc<ClientIdentity>>, Error> {
-    let Some(proxy) = &config.proxy_client else {
-        return Ok(None);
-    };
-    let source = apiagg_config::CertSource::Files {
-        cert: proxy.cert_file.clone(),
-        key: proxy.key_file.clone(),
-    };
-    let identity = ClientIdentity::load(&source).map_err(Error::ProxyClient)?;
-    Ok(Some(Arc::new(identity)))
-}
-
 /// Watches the config and keeps the route table current.
 pub struct RegistryController {
     routes: Arc<Routes>,
@@ -146,21 +66,6 @@ pub struct RegistryController {
     options: Options,
     path: PathBuf,
     initial: Mutex<Option<Serving>>,
-}
-
-fn delegate_of(
-    config: &GatewayConfig,
-    health: &HealthBook,
-) -> Result<Option<Arc<Upstream>>, Error> {
-    let Some(delegate) = config.delegate.as_ref() else {
-        return Ok(None);
-    };
-    let credentials = delegate_credentials(delegate)?;
-    Ok(Some(Arc::new(build_delegate(
-        delegate,
-        &credentials,
-        health,
-    )?)))
 }
 
 impl RegistryController {
@@ -208,7 +113,7 @@ impl RegistryController {
         backends: &Backends,
         delegate_groups: &[LocalGroupVersion],
     ) -> Result<(), Error> {
-        let registry = Registry::build(&self.with_stored(config), delegate_groups)?;
+        let registry = Registry::build(&with_stored(config, self.store.as_ref()), delegate_groups)?;
         let count = registry.entries().len();
         let mut table = build_table(
             Arc::new(registry),
@@ -229,42 +134,6 @@ impl RegistryController {
         self.routes.publish(table);
         self.metrics.registered.set(count as i64);
         Ok(())
-    }
-
-    /// `config` plus the APIServices registered through the API (a name in the config file
-    /// wins; a stored object that cannot be routed is left out, with a warning).
-    fn with_stored(&self, config: &GatewayConfig) -> GatewayConfig {
-        let (stored, _) = self.store.list();
-        let mut combined = config.clone();
-        for value in stored {
-            let Ok(object) =
-                serde_json::from_value::<apiagg_config::apiservice::APIService>((*value).clone())
-            else {
-                continue;
-            };
-            let name = object.metadata.name.clone().unwrap_or_default();
-            if config
-                .api_services
-                .iter()
-                .any(|s| s.object.metadata.name.as_deref() == Some(&name))
-            {
-                continue;
-            }
-            let sourced = SourcedApiService {
-                object,
-                origin: "the APIService API".into(),
-            };
-            let alone = GatewayConfig {
-                api_services: vec![sourced.clone()],
-                ..config.clone()
-            };
-            if let Err(e) = Registry::build(&alone, &[]) {
-                tracing::warn!(apiservice = %name, "registered APIService left out of the routes: {e}");
-                continue;
-            }
-            combined.api_services.push(sourced);
-        }
-        combined
     }
 
     fn record<T>(&self, result: &Result<T, Error>) {
@@ -461,19 +330,7 @@ impl BackgroundService for RegistryController {
                     }
                 } => true,
                 _ = tokio::time::sleep_until(next_delegate), if has_delegate => continue,
-                changed = async {
-                    match registered.as_mut() {
-                        Some(r) => r.recv().await.map(|_| ()).map_err(|e| e.to_string()),
-                        None => std::future::pending().await,
-                    }
-                } => {
-                    if let (Err(e), Some(r)) = (changed, registered.as_mut()) {
-                        if e.contains("closed") {
-                            registered = None;
-                        } else {
-                            *r = r.resubscribe();
-                        }
-                    }
+                () = next_registration(&mut registered) => {
                     self.apply_registered(&serving);
                     continue;
                 }

@@ -1,0 +1,166 @@
+//! What the registry is built from besides the config file: the delegate and the client
+//! certificates (loaded from their files), the APIServices registered through the API, and the
+//! read-only view of declared APIServices the API lists.
+
+use std::sync::Arc;
+
+use apiagg_config::file::SourcedApiService;
+use apiagg_config::{GatewayConfig, LocalGroupVersion, Registry};
+use tokio::sync::broadcast;
+
+use super::Error;
+use crate::backends::{
+    build_delegate, delegate_credentials, BuildError, ClientIdentity, HealthBook, Upstream,
+};
+use crate::store::{Event, Store};
+
+/// The delegate and the certificate presented to remote backends, as loaded from their files.
+pub(super) struct Backends {
+    pub(super) delegate: Option<Arc<Upstream>>,
+    pub(super) proxy_identity: Option<Arc<ClientIdentity>>,
+    /// Fingerprints of the client certificates (delegate, proxy), to notice rotations.
+    pub(super) fingerprints: (Option<u64>, Option<u64>),
+}
+
+impl Backends {
+    pub(super) fn load(config: &GatewayConfig, health: &HealthBook) -> Result<Backends, Error> {
+        let proxy_identity = proxy_identity(config)?;
+        Ok(Backends {
+            delegate: delegate_of(config, health)?,
+            fingerprints: fingerprints(config, proxy_identity.as_deref())?,
+            proxy_identity,
+        })
+    }
+}
+
+/// The fingerprints of the client certificate files the config names (delegate, proxy).
+pub(super) fn fingerprints(
+    config: &GatewayConfig,
+    proxy: Option<&ClientIdentity>,
+) -> Result<(Option<u64>, Option<u64>), Error> {
+    let delegate = config
+        .delegate
+        .as_ref()
+        .and_then(|d| d.client_cert.as_ref())
+        .map(|source| ClientIdentity::load(source).map(|i| i.fingerprint))
+        .transpose()
+        .map_err(|source| {
+            Error::Delegate(BuildError::Credentials {
+                what: "delegate client certificate",
+                source,
+            })
+        })?;
+    Ok((delegate, proxy.map(|p| p.fingerprint)))
+}
+
+/// The APIServices the API lists read-only: the config file's, annotated with where they are
+/// declared, and the local ones registered for the delegate's group-versions.
+pub(super) fn declared(
+    config: &GatewayConfig,
+    delegate: &[LocalGroupVersion],
+) -> Vec<serde_json::Value> {
+    let mut out: Vec<serde_json::Value> = config
+        .api_services
+        .iter()
+        .filter_map(|s| {
+            let mut value = serde_json::to_value(&s.object).ok()?;
+            value["apiVersion"] = "apiregistration.k8s.io/v1".into();
+            value["kind"] = "APIService".into();
+            value["metadata"]["annotations"][crate::apiservices::DECLARED_BY] =
+                s.origin.clone().into();
+            Some(value)
+        })
+        .collect();
+    for gv in delegate {
+        let name = format!("{}.{}", gv.version, gv.group);
+        if out.iter().any(|o| o["metadata"]["name"] == name.as_str()) {
+            continue;
+        }
+        let (gpm, vp) = apiagg_config::priorities::builtin_priority(&gv.group, &gv.version);
+        out.push(serde_json::json!({
+            "apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+            "metadata": {"name": name, "annotations": {crate::apiservices::DECLARED_BY: "the delegate"}},
+            "spec": {"group": gv.group, "version": gv.version, "groupPriorityMinimum": gpm, "versionPriority": vp},
+        }));
+    }
+    out
+}
+
+pub(super) fn proxy_identity(config: &GatewayConfig) -> Result<Option<Arc<ClientIdentity>>, Error> {
+    let Some(proxy) = &config.proxy_client else {
+        return Ok(None);
+    };
+    let source = apiagg_config::CertSource::Files {
+        cert: proxy.cert_file.clone(),
+        key: proxy.key_file.clone(),
+    };
+    let identity = ClientIdentity::load(&source).map_err(Error::ProxyClient)?;
+    Ok(Some(Arc::new(identity)))
+}
+
+pub(super) fn delegate_of(
+    config: &GatewayConfig,
+    health: &HealthBook,
+) -> Result<Option<Arc<Upstream>>, Error> {
+    let Some(delegate) = config.delegate.as_ref() else {
+        return Ok(None);
+    };
+    let credentials = delegate_credentials(delegate)?;
+    Ok(Some(Arc::new(build_delegate(
+        delegate,
+        &credentials,
+        health,
+    )?)))
+}
+
+/// `config` plus the APIServices registered through the API (a name in the config file
+/// wins; a stored object that cannot be routed is left out, with a warning).
+pub(super) fn with_stored(config: &GatewayConfig, store: &dyn Store) -> GatewayConfig {
+    let (stored, _) = store.list();
+    let mut combined = config.clone();
+    for value in stored {
+        let Ok(object) =
+            serde_json::from_value::<apiagg_config::apiservice::APIService>((*value).clone())
+        else {
+            continue;
+        };
+        let name = object.metadata.name.clone().unwrap_or_default();
+        if config
+            .api_services
+            .iter()
+            .any(|s| s.object.metadata.name.as_deref() == Some(&name))
+        {
+            continue;
+        }
+        let sourced = SourcedApiService {
+            object,
+            origin: "the APIService API".into(),
+        };
+        let alone = GatewayConfig {
+            api_services: vec![sourced.clone()],
+            ..config.clone()
+        };
+        if let Err(e) = Registry::build(&alone, &[]) {
+            tracing::warn!(apiservice = %name, "registered APIService left out of the routes: {e}");
+            continue;
+        }
+        combined.api_services.push(sourced);
+    }
+    combined
+}
+
+/// Waits for the next change through the API, then takes every change already queued (a burst
+/// of writes is one rebuild). Never returns without a receiver.
+pub(super) async fn next_registration(registered: &mut Option<broadcast::Receiver<Event>>) {
+    let Some(receiver) = registered.as_mut() else {
+        return std::future::pending().await;
+    };
+    match receiver.recv().await {
+        Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
+        Err(broadcast::error::RecvError::Closed) => {
+            *registered = None;
+            return;
+        }
+    }
+    while receiver.try_recv().is_ok() {}
+}
