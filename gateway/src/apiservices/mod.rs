@@ -69,24 +69,24 @@ pub struct Api<'a> {
 
 impl Api<'_> {
     /// Answers one request.
-    pub fn handle(&self, req: &ApiRequest<'_>) -> Answer {
+    pub async fn handle(&self, req: &ApiRequest<'_>) -> Answer {
         let query = Query::parse(req.query);
         let parts: Vec<&str> = req.rest.trim_matches('/').split('/').collect();
         match (req.method, parts.as_slice()) {
             ("GET", [""]) => done(200, &resource_list()),
-            ("GET", ["apiservices"]) if query.watch => self.watch(&query),
-            ("GET", ["apiservices"]) => self.list(&query, req.accept),
-            ("POST", ["apiservices"]) => self.create(req.body),
-            ("DELETE", ["apiservices"]) => self.delete_collection(&query),
-            ("GET", ["apiservices", name]) => self.get(name, req.accept),
-            ("GET", ["apiservices", name, "status"]) => self.get(name, ""),
+            ("GET", ["apiservices"]) if query.watch => self.watch(&query).await,
+            ("GET", ["apiservices"]) => self.list(&query, req.accept).await,
+            ("POST", ["apiservices"]) => self.create(req.body).await,
+            ("DELETE", ["apiservices"]) => self.delete_collection(&query).await,
+            ("GET", ["apiservices", name]) => self.get(name, req.accept).await,
+            ("GET", ["apiservices", name, "status"]) => self.get(name, "").await,
             ("PUT", ["apiservices", name, sub @ ..]) if sub.len() <= 1 => {
-                self.replace(name, sub == ["status"], req.body)
+                self.replace(name, sub == ["status"], req.body).await
             }
             ("PATCH", ["apiservices", name, sub @ ..]) if sub.len() <= 1 => {
-                self.patch(name, sub == ["status"], req, &query)
+                self.patch(name, sub == ["status"], req, &query).await
             }
-            ("DELETE", ["apiservices", name]) => self.delete(name),
+            ("DELETE", ["apiservices", name]) => self.delete(name).await,
             (_, ["apiservices", ..]) | (_, [""]) => status(
                 405,
                 "MethodNotAllowed",
@@ -126,7 +126,7 @@ impl Api<'_> {
         (all, revision)
     }
 
-    fn list(&self, query: &Query, accept: &str) -> Answer {
+    async fn list(&self, query: &Query, accept: &str) -> Answer {
         let (all, revision) = self.objects();
         let mut items: Vec<Value> = all.into_iter().filter(|o| query.selects(o)).collect();
         if let Some(after) = &query.continue_after {
@@ -153,7 +153,7 @@ impl Api<'_> {
         )
     }
 
-    fn get(&self, name: &str, accept: &str) -> Answer {
+    async fn get(&self, name: &str, accept: &str) -> Answer {
         let object = match self.declared(name) {
             Some(o) => o.clone(),
             None => match self.store.get(name) {
@@ -171,7 +171,7 @@ impl Api<'_> {
         done(200, &object)
     }
 
-    fn create(&self, body: &[u8]) -> Answer {
+    async fn create(&self, body: &[u8]) -> Answer {
         let value: Value = match serde_json::from_slice(body) {
             Ok(v) => v,
             Err(e) => return status(400, "BadRequest", &format!("invalid JSON: {e}"), None),
@@ -181,7 +181,7 @@ impl Api<'_> {
             return store_error(StoreError::AlreadyExists(name));
         }
         match strategy::prepare_create(&value, &new_uid(), &now()) {
-            Ok(object) => match self.store.create(&name, object) {
+            Ok(object) => match self.store.create(&name, object).await {
                 Ok(stored) => done(201, &stored),
                 Err(e) => store_error(e),
             },
@@ -189,7 +189,7 @@ impl Api<'_> {
         }
     }
 
-    fn replace(&self, name: &str, status_only: bool, body: &[u8]) -> Answer {
+    async fn replace(&self, name: &str, status_only: bool, body: &[u8]) -> Answer {
         if let Some(refused) = self.read_only(name) {
             return refused;
         }
@@ -224,6 +224,7 @@ impl Api<'_> {
                 match self
                     .store
                     .update(name, object, expected.or(Some(revision_of(&old))))
+                    .await
                 {
                     Ok(stored) => done(200, &stored),
                     Err(e) => store_error(e),
@@ -233,7 +234,13 @@ impl Api<'_> {
         }
     }
 
-    fn patch(&self, name: &str, status_only: bool, req: &ApiRequest<'_>, query: &Query) -> Answer {
+    async fn patch(
+        &self,
+        name: &str,
+        status_only: bool,
+        req: &ApiRequest<'_>,
+        query: &Query,
+    ) -> Answer {
         if let Some(refused) = self.read_only(name) {
             return refused;
         }
@@ -245,7 +252,7 @@ impl Api<'_> {
         for _ in 0..5 {
             let Some(old) = self.store.get(name) else {
                 if kind == PatchKind::Apply && !status_only {
-                    return self.apply_create(name, req.body, query);
+                    return self.apply_create(name, req.body, query).await;
                 }
                 return store_error(StoreError::NotFound(name.into()));
             };
@@ -262,7 +269,11 @@ impl Api<'_> {
                 Ok(o) => o,
                 Err(e) => return write_error(name, e),
             };
-            match self.store.update(name, object, Some(revision_of(&old))) {
+            match self
+                .store
+                .update(name, object, Some(revision_of(&old)))
+                .await
+            {
                 Ok(stored) => return done(200, &stored),
                 Err(StoreError::Conflict(_)) => continue,
                 Err(e) => return store_error(e),
@@ -272,13 +283,13 @@ impl Api<'_> {
     }
 
     /// Server-side apply of an object that does not exist yet: a create.
-    fn apply_create(&self, name: &str, body: &[u8], _query: &Query) -> Answer {
+    async fn apply_create(&self, name: &str, body: &[u8], _query: &Query) -> Answer {
         let applied = match strategy::apply_patch(&json!({}), PatchKind::Apply, body) {
             Ok(v) => v,
             Err(e) => return write_error(name, e),
         };
         match strategy::prepare_create(&applied, &new_uid(), &now()) {
-            Ok(object) => match self.store.create(name, object) {
+            Ok(object) => match self.store.create(name, object).await {
                 Ok(stored) => done(201, &stored),
                 Err(e) => store_error(e),
             },
@@ -286,22 +297,22 @@ impl Api<'_> {
         }
     }
 
-    fn delete(&self, name: &str) -> Answer {
+    async fn delete(&self, name: &str) -> Answer {
         if let Some(refused) = self.read_only(name) {
             return refused;
         }
-        match self.store.delete(name, None) {
+        match self.store.delete(name, None).await {
             Ok(last) => done(200, &last),
             Err(e) => store_error(e),
         }
     }
 
-    fn delete_collection(&self, query: &Query) -> Answer {
+    async fn delete_collection(&self, query: &Query) -> Answer {
         let (stored, revision) = self.store.list();
         let mut deleted = Vec::new();
         for object in stored.iter().filter(|o| query.selects(o)) {
             let name = object["metadata"]["name"].as_str().unwrap_or("");
-            match self.store.delete(name, None) {
+            match self.store.delete(name, None).await {
                 Ok(last) => deleted.push((*last).clone()),
                 Err(StoreError::NotFound(_)) => {}
                 Err(e) => return store_error(e),
@@ -314,7 +325,7 @@ impl Api<'_> {
         )
     }
 
-    fn watch(&self, query: &Query) -> Answer {
+    async fn watch(&self, query: &Query) -> Answer {
         let from = query.resource_version.filter(|rv| *rv > 0);
         let initial = query.send_initial_events.unwrap_or(from.is_none());
         let watch = match self.store.watch(from) {

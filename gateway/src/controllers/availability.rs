@@ -317,12 +317,17 @@ impl AvailabilityController {
     }
 
     /// Writes the `Available` condition of APIServices registered through the API into the
-    /// store when it differs from the stored one (so `kubectl get` and watches see it).
+    /// store when it differs from the stored one (so `kubectl get` and watches see it). The
+    /// writes run on their own; one that loses to a concurrent write is redone next round.
     fn write_status(&self) {
         let (stored, _) = self.store.list();
+        let mut writes = Vec::new();
         for object in stored {
-            let name = object["metadata"]["name"].as_str().unwrap_or("");
-            let Some(status) = self.book.get(name) else {
+            let name = object["metadata"]["name"]
+                .as_str()
+                .unwrap_or("")
+                .to_string();
+            let Some(status) = self.book.get(&name) else {
                 continue;
             };
             let c = &status.condition;
@@ -334,19 +339,21 @@ impl AvailabilityController {
                 continue;
             }
             let body = serde_json::json!({"status": {"conditions": [c]}});
-            let written = strategy::prepare_status_update(&object, &body)
-                .map_err(|e| e.to_string())
-                .and_then(|next| {
-                    let expected = Some(store::revision_of(&object));
-                    self.store
-                        .update(name, next, expected)
-                        .map_err(|e| e.to_string())
-                });
-            if let Err(e) = written {
-                // A concurrent write wins; the next round writes again.
-                tracing::debug!(apiservice = %name, "status not written: {e}");
+            if let Ok(next) = strategy::prepare_status_update(&object, &body) {
+                writes.push((name, next, store::revision_of(&object)));
             }
         }
+        if writes.is_empty() {
+            return;
+        }
+        let store = self.store.clone();
+        tokio::spawn(async move {
+            for (name, next, expected) in writes {
+                if let Err(e) = store.update(&name, next, Some(expected)).await {
+                    tracing::debug!(apiservice = %name, "status not written: {e}");
+                }
+            }
+        });
     }
 }
 

@@ -77,14 +77,16 @@ pub async fn serve(session: &mut Session, gateway: &Gateway, rest: &str) -> Resu
         store: gateway.store.as_ref(),
         declared: &declared,
     };
-    let answer = api.handle(&ApiRequest {
-        method: &method,
-        rest,
-        query: &query,
-        accept: &accept,
-        content_type: &content_type,
-        body: &body,
-    });
+    let answer = api
+        .handle(&ApiRequest {
+            method: &method,
+            rest,
+            query: &query,
+            accept: &accept,
+            content_type: &content_type,
+            body: &body,
+        })
+        .await;
     match answer {
         Answer::Done { code, body } => {
             let reply = Reply::json(code, Bytes::from(body));

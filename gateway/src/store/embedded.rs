@@ -149,6 +149,7 @@ fn check(name: &str, current: &Arc<Value>, expected: Option<u64>) -> Result<(), 
     }
 }
 
+#[async_trait::async_trait]
 impl Store for Embedded {
     fn list(&self) -> (Vec<Arc<Value>>, u64) {
         let log = self.log.lock().unwrap_or_else(|e| e.into_inner());
@@ -161,14 +162,14 @@ impl Store for Embedded {
         objects.get(name).cloned()
     }
 
-    fn create(&self, name: &str, object: Value) -> Result<Arc<Value>, StoreError> {
+    async fn create(&self, name: &str, object: Value) -> Result<Arc<Value>, StoreError> {
         self.write(name, |current| match current {
             Some(_) => Err(StoreError::AlreadyExists(name.into())),
             None => Ok((Some(object), EventKind::Added)),
         })
     }
 
-    fn update(
+    async fn update(
         &self,
         name: &str,
         object: Value,
@@ -181,7 +182,7 @@ impl Store for Embedded {
         })
     }
 
-    fn delete(&self, name: &str, expected: Option<u64>) -> Result<Arc<Value>, StoreError> {
+    async fn delete(&self, name: &str, expected: Option<u64>) -> Result<Arc<Value>, StoreError> {
         self.write(name, |current| {
             let current = current.ok_or_else(|| StoreError::NotFound(name.into()))?;
             check(name, current, expected)?;
@@ -222,24 +223,27 @@ mod tests {
         json!({"metadata": {"name": name}, "spec": {}})
     }
 
-    #[test]
-    fn writes_survive_reopening_and_revisions_grow() {
+    #[tokio::test]
+    async fn writes_survive_reopening_and_revisions_grow() {
         let dir = tempfile::tempdir().expect("tempdir");
         {
             let store = Embedded::open(dir.path()).expect("open");
-            let a = store.create("a", object("a")).expect("create");
+            let a = store.create("a", object("a")).await.expect("create");
             assert_eq!(a["metadata"]["resourceVersion"], "1");
             assert!(matches!(
-                store.create("a", object("a")),
+                store.create("a", object("a")).await,
                 Err(StoreError::AlreadyExists(_))
             ));
             assert!(matches!(
-                store.update("a", object("a"), Some(7)),
+                store.update("a", object("a"), Some(7)).await,
                 Err(StoreError::Conflict(_))
             ));
-            store.update("a", object("a"), Some(1)).expect("update");
-            store.create("b", object("b")).expect("create");
-            store.delete("b", None).expect("delete");
+            store
+                .update("a", object("a"), Some(1))
+                .await
+                .expect("update");
+            store.create("b", object("b")).await.expect("create");
+            store.delete("b", None).await.expect("delete");
         }
         let store = Embedded::open(dir.path()).expect("reopen");
         let (objects, revision) = store.list();
@@ -251,12 +255,12 @@ mod tests {
         assert!(store.watch(Some(4)).is_ok());
     }
 
-    #[test]
-    fn a_watch_resumes_from_a_recent_revision() {
+    #[tokio::test]
+    async fn a_watch_resumes_from_a_recent_revision() {
         let dir = tempfile::tempdir().expect("tempdir");
         let store = Embedded::open(dir.path()).expect("open");
         for name in ["a", "b", "c"] {
-            store.create(name, object(name)).expect("create");
+            store.create(name, object(name)).await.expect("create");
         }
         let watch = store.watch(Some(1)).expect("watch");
         let kinds: Vec<_> = watch.backlog.iter().map(|e| (e.kind, e.revision)).collect();

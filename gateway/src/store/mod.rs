@@ -77,23 +77,24 @@ pub struct Watch {
     pub live: broadcast::Receiver<Event>,
 }
 
-/// Storage of APIService objects.
+/// Storage of APIService objects: reads from memory, writes durable when they return.
+#[async_trait::async_trait]
 pub trait Store: Send + Sync {
     /// Every object, by name, and the revision of that view.
     fn list(&self) -> (Vec<Arc<Value>>, u64);
     /// One object.
     fn get(&self, name: &str) -> Option<Arc<Value>>;
     /// Stores a new object.
-    fn create(&self, name: &str, object: Value) -> Result<Arc<Value>, StoreError>;
+    async fn create(&self, name: &str, object: Value) -> Result<Arc<Value>, StoreError>;
     /// Replaces an object; `expected` is the resourceVersion it must still have, if given.
-    fn update(
+    async fn update(
         &self,
         name: &str,
         object: Value,
         expected: Option<u64>,
     ) -> Result<Arc<Value>, StoreError>;
     /// Removes an object; `expected` as for [`Store::update`].
-    fn delete(&self, name: &str, expected: Option<u64>) -> Result<Arc<Value>, StoreError>;
+    async fn delete(&self, name: &str, expected: Option<u64>) -> Result<Arc<Value>, StoreError>;
     /// Events after revision `from` (now when `None`).
     fn watch(&self, from: Option<u64>) -> Result<Watch, StoreError>;
 }
