@@ -5,10 +5,10 @@
 .PHONY: run test
 
 run:
-	@scripts/need.sh cmake
+	@scripts/need.sh cmake protoc
 	cargo build --release -p apiagg-gateway -p apiagg-tests --bins
 	@scripts/run-example.sh
 
 test:
-	@scripts/need.sh cmake prometheus protoc python:kubernetes
+	@scripts/need.sh cmake prometheus protoc etcd python:kubernetes
 	cargo test --workspace

@@ -22,7 +22,8 @@ declare -A package=(
   [make]=make                   # runs the README's two commands
   [cmake]=cmake                 # pingora's zlib build (libz-ng-sys)
   [prometheus]=prometheus       # the metrics tests scrape apiagg with a real Prometheus
-  [protoc]=protobuf-compiler    # decodes apiagg's OpenAPI protobuf independently in a test
+  [protoc]=protobuf-compiler    # etcd-client's build; decodes apiagg's OpenAPI protobuf in a test
+  [etcd]=etcd-server            # the replicas test shares registrations through a real etcd
 )
 missing=()
 for cmd in "$@"; do

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use apiagg_gateway::app::{self, Launch};
+use apiagg_gateway::app::{self, Launch, StoreChoice};
 use apiagg_gateway::{Options, ProbeOptions};
 use clap::{Parser, Subcommand, ValueEnum};
 
@@ -59,8 +59,23 @@ struct ServeArgs {
     listen: Option<String>,
     /// Where APIServices registered through the API are kept (default: `apiagg-data` beside
     /// the config file).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "etcd_servers")]
     data_dir: Option<PathBuf>,
+    /// Keep registered APIServices in etcd instead (comma-separated URLs), shared by replicas.
+    #[arg(long, value_delimiter = ',')]
+    etcd_servers: Vec<String>,
+    /// Key prefix in etcd.
+    #[arg(long, default_value = "/registry")]
+    etcd_prefix: String,
+    /// CA bundle verifying etcd's serving certificate.
+    #[arg(long)]
+    etcd_cafile: Option<PathBuf>,
+    /// Client certificate presented to etcd.
+    #[arg(long, requires = "etcd_keyfile")]
+    etcd_certfile: Option<PathBuf>,
+    /// Key of `--etcd-certfile`.
+    #[arg(long, requires = "etcd_certfile")]
+    etcd_keyfile: Option<PathBuf>,
     /// After SIGTERM, keep serving this long (readyz failing) before refusing new requests.
     #[arg(long, value_parser = delay, default_value = "0s")]
     shutdown_delay: Duration,
@@ -193,13 +208,24 @@ fn launch(args: ServeArgs) -> Launch {
         backend_body_limit: args.backend_body_limit,
         ..Options::default()
     };
-    let data_dir = args.data_dir.unwrap_or_else(|| {
-        let dir = args.config.parent().filter(|p| !p.as_os_str().is_empty());
-        dir.map_or_else(|| PathBuf::from("apiagg-data"), |d| d.join("apiagg-data"))
-    });
+    let store = if args.etcd_servers.is_empty() {
+        let data_dir = args.data_dir.unwrap_or_else(|| {
+            let dir = args.config.parent().filter(|p| !p.as_os_str().is_empty());
+            dir.map_or_else(|| PathBuf::from("apiagg-data"), |d| d.join("apiagg-data"))
+        });
+        StoreChoice::Embedded(data_dir)
+    } else {
+        StoreChoice::Etcd {
+            servers: args.etcd_servers,
+            prefix: args.etcd_prefix,
+            ca_file: args.etcd_cafile,
+            cert_file: args.etcd_certfile,
+            key_file: args.etcd_keyfile,
+        }
+    };
     Launch {
         config: args.config,
-        data_dir,
+        store,
         listen: args.listen,
         threads: args.threads,
         options,

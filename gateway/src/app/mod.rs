@@ -5,6 +5,7 @@ mod commands;
 mod listen;
 mod serving;
 mod shutdown;
+mod stores;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -22,16 +23,16 @@ use crate::controllers::{
 };
 use crate::request::ApiaggProxy;
 use crate::state::{Gateway, Options};
-use crate::store::Embedded;
 
 pub use commands::{check, print_status};
+pub use stores::StoreChoice;
 
 /// Everything `apiagg serve` needs besides the config file's contents.
 pub struct Launch {
     /// The config file.
     pub config: PathBuf,
     /// Where APIServices registered through the API are kept.
-    pub data_dir: PathBuf,
+    pub store: StoreChoice,
     /// Overrides the config's `listen`.
     pub listen: Option<String>,
     /// Proxy worker threads.
@@ -54,9 +55,8 @@ pub fn serve(launch: Launch) -> anyhow::Result<()> {
         .unwrap_or_else(|| config.listen.clone());
     let mut options = launch.options;
     options.serving_tls = config.tls.is_some();
-    let store = Embedded::open(&launch.data_dir)
-        .with_context(|| format!("--data-dir {}", launch.data_dir.display()))?;
-    let gateway = Arc::new(Gateway::new(options, Arc::new(store)).context("creating metrics")?);
+    let store = stores::open(&launch.store)?;
+    let gateway = Arc::new(Gateway::new(options, store).context("creating metrics")?);
     let auth = Arc::new(
         Authenticator::new(&config.authentication)
             .with_context(|| format!("invalid config {}", path.display()))?,

@@ -2,7 +2,7 @@
 //! fsync and never tears the previous state), then published to watchers; the objects are also
 //! kept in memory, and the last 1,024 events, so a watch can resume from a recent revision.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex, RwLock};
 
@@ -10,13 +10,12 @@ use redb::{Database, ReadableTable, TableDefinition};
 use serde_json::{json, Value};
 use tokio::sync::broadcast;
 
+use super::window::Window;
 use super::{Event, EventKind, Store, StoreError, Watch};
 
 const OBJECTS: TableDefinition<&str, &[u8]> = TableDefinition::new("apiservices");
 const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 const REVISION: &str = "revision";
-/// Events kept for watches that resume from a revision.
-const WINDOW: usize = 1024;
 
 /// APIServices in a redb file.
 pub struct Embedded {
@@ -29,9 +28,7 @@ pub struct Embedded {
 
 struct Log {
     revision: u64,
-    recent: VecDeque<Event>,
-    /// Revision before the oldest event in `recent` (a watch may start there or later).
-    floor: u64,
+    window: Window,
 }
 
 fn backend(e: impl std::fmt::Display) -> StoreError {
@@ -68,10 +65,9 @@ impl Embedded {
             objects: RwLock::new(objects),
             log: Mutex::new(Log {
                 revision,
-                recent: VecDeque::new(),
-                floor: revision,
+                window: Window::new(revision),
             }),
-            events: broadcast::channel(WINDOW).0,
+            events: broadcast::channel(1024).0,
         })
     }
 
@@ -130,12 +126,7 @@ impl Embedded {
             object: object.clone(),
             revision,
         };
-        if log.recent.len() == WINDOW {
-            if let Some(old) = log.recent.pop_front() {
-                log.floor = old.revision;
-            }
-        }
-        log.recent.push_back(event.clone());
+        log.window.push(event.clone());
         // Nobody watching is fine.
         let _ = self.events.send(event);
         Ok(object)
@@ -193,24 +184,10 @@ impl Store for Embedded {
     fn watch(&self, from: Option<u64>) -> Result<Watch, StoreError> {
         let log = self.log.lock().unwrap_or_else(|e| e.into_inner());
         let live = self.events.subscribe();
-        let Some(from) = from else {
-            return Ok(Watch {
-                backlog: Vec::new(),
-                live,
-            });
+        let backlog = match from {
+            None => Vec::new(),
+            Some(from) => log.window.since(from)?,
         };
-        if from < log.floor {
-            return Err(StoreError::Gone {
-                asked: from,
-                oldest: log.floor,
-            });
-        }
-        let backlog = log
-            .recent
-            .iter()
-            .filter(|e| e.revision > from)
-            .cloned()
-            .collect();
         Ok(Watch { backlog, live })
     }
 }

@@ -3,6 +3,8 @@
 //! JSON as served, `metadata.resourceVersion` set by the store.
 
 mod embedded;
+mod etcd;
+mod window;
 
 use std::sync::Arc;
 
@@ -10,6 +12,7 @@ use serde_json::Value;
 use tokio::sync::broadcast;
 
 pub use embedded::Embedded;
+pub use etcd::{Etcd, EtcdOptions};
 
 /// What happened to an object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

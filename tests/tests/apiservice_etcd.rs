@@ -1,0 +1,148 @@
+//! Two apiagg replicas on one etcd (Debian's `etcd-server`): a registration through one routes
+//! on the other within a second; both keep routing while etcd is away; a change made once it is
+//! back reaches both.
+
+mod common;
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{client, eventually, status_code, Apiagg, Proc};
+use serde_json::json;
+
+const API: &str = "/apis/apiregistration.k8s.io/v1/apiservices";
+
+fn free_port() -> u16 {
+    let socket = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    socket.local_addr().expect("addr").port()
+}
+
+/// A real etcd on loopback, its data in `dir`.
+fn etcd(dir: &std::path::Path, client_port: u16, peer_port: u16) -> Proc {
+    let url = format!("http://127.0.0.1:{client_port}");
+    let child = Command::new("etcd")
+        .arg("--data-dir")
+        .arg(dir)
+        .args([
+            "--listen-client-urls",
+            &url,
+            "--advertise-client-urls",
+            &url,
+        ])
+        .args([
+            "--listen-peer-urls",
+            &format!("http://127.0.0.1:{peer_port}"),
+        ])
+        .args([
+            "--initial-advertise-peer-urls",
+            &format!("http://127.0.0.1:{peer_port}"),
+        ])
+        .args([
+            "--initial-cluster",
+            &format!("default=http://127.0.0.1:{peer_port}"),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start etcd (Debian: apt-get install -y etcd-server)");
+    Proc { child }
+}
+
+async fn etcd_ready(client_port: u16) {
+    let url = format!("http://127.0.0.1:{client_port}/health");
+    let up = eventually(Duration::from_secs(20), || async {
+        client()
+            .get(&url)
+            .send()
+            .await
+            .is_ok_and(|r| r.status() == 200)
+    })
+    .await;
+    assert!(up, "etcd did not start");
+}
+
+/// `v1.<name>.example.com`, served by the Service `test/<name>`.
+fn object(name: &str) -> serde_json::Value {
+    let group = format!("{name}.example.com");
+    json!({"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+        "metadata": {"name": format!("v1.{group}")},
+        "spec": {"group": group, "version": "v1", "groupPriorityMinimum": 1000, "versionPriority": 15,
+            "service": {"namespace": "test", "name": name}}})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_share_registrations_through_etcd() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let (client_port, peer_port) = (free_port(), free_port());
+    let mut server = etcd(data.path(), client_port, peer_port);
+    etcd_ready(client_port).await;
+    let (one, two) = (
+        common::backend("one.example.com", "one", 0),
+        common::backend("two.example.com", "two", 0),
+    );
+    let config = format!(
+        "services:\n{}{}",
+        common::service("one", &one.url),
+        common::service("two", &two.url)
+    );
+    let etcd_url = format!("http://127.0.0.1:{client_port}");
+    let a = Apiagg::start(&config, &["--etcd-servers", &etcd_url]);
+    let b = Apiagg::start(&config, &["--etcd-servers", &etcd_url]);
+    a.wait_ready().await;
+    b.wait_ready().await;
+
+    // Registered through A, routed by B within a second.
+    let started = Instant::now();
+    let r = client()
+        .post(a.url(API))
+        .json(&object("one"))
+        .send()
+        .await
+        .expect("create");
+    assert_eq!(r.status(), 201);
+    let path = "/apis/one.example.com/v1/foos";
+    let routed = eventually(Duration::from_secs(5), || async {
+        status_code(&b.url(path)).await == 200
+    })
+    .await;
+    let took = started.elapsed();
+    assert!(routed, "replica B never routed the new group");
+    assert!(
+        took < Duration::from_secs(1),
+        "replica B routed after {took:?}"
+    );
+    eprintln!("apply on A to a proxied 200 on B: {took:?}");
+
+    // etcd away: both keep routing what they know.
+    server.signal("KILL");
+    server.wait_exit(Duration::from_secs(5));
+    for gw in [&a, &b] {
+        assert_eq!(status_code(&gw.url(path)).await, 200);
+    }
+    let refused = client()
+        .post(a.url(API))
+        .json(&object("two"))
+        .send()
+        .await
+        .expect("create");
+    assert!(refused.status().is_server_error(), "{}", refused.status());
+
+    // etcd back: a change through B reaches A.
+    let _server = etcd(data.path(), client_port, peer_port);
+    etcd_ready(client_port).await;
+    let created = eventually(Duration::from_secs(10), || async {
+        let r = client().post(b.url(API)).json(&object("two")).send().await;
+        r.is_ok_and(|r| r.status() == 201)
+    })
+    .await;
+    assert!(created, "no write through B after etcd came back");
+    let two = "/apis/two.example.com/v1/foos";
+    let routed = eventually(Duration::from_secs(10), || async {
+        status_code(&a.url(two)).await == 200
+    })
+    .await;
+    assert!(
+        routed,
+        "replica A never saw the change made after etcd came back"
+    );
+}
