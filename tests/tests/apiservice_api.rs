@@ -454,3 +454,44 @@ for item in api.list_api_service().items:
     );
     assert!(stdout.contains("listed v1.python.example.com"), "{stdout}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn finalizers_hold_a_delete_until_they_are_removed() {
+    let gw = Apiagg::start("", &[]);
+    gw.wait_ready().await;
+    let api = gw.url(API);
+    let mut body = object("v1.held.io", "held.io");
+    body["metadata"]["finalizers"] = json!(["example.com/cleanup"]);
+    let (code, _) = send(
+        reqwest::Method::POST,
+        &api,
+        Some(("application/json", body)),
+    )
+    .await;
+    assert_eq!(code, 201);
+    let one = format!("{api}/v1.held.io");
+    let (code, marked) = send(reqwest::Method::DELETE, &one, None).await;
+    assert_eq!(code, 200);
+    assert!(
+        marked["metadata"]["deletionTimestamp"].is_string(),
+        "{marked}"
+    );
+    assert_eq!(
+        status_code(&one).await,
+        200,
+        "deleted despite its finalizer"
+    );
+    let release = json!({"metadata": {"finalizers": null}});
+    let (code, _) = send(
+        reqwest::Method::PATCH,
+        &one,
+        Some(("application/merge-patch+json", release)),
+    )
+    .await;
+    assert_eq!(code, 200);
+    assert_eq!(
+        status_code(&one).await,
+        404,
+        "still there after its last finalizer went"
+    );
+}

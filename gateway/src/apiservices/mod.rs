@@ -226,7 +226,7 @@ impl Api<'_> {
                     .update(name, object, expected.or(Some(revision_of(&old))))
                     .await
                 {
-                    Ok(stored) => done(200, &stored),
+                    Ok(stored) => self.settle(name, stored).await,
                     Err(e) => store_error(e),
                 }
             }
@@ -274,7 +274,7 @@ impl Api<'_> {
                 .update(name, object, Some(revision_of(&old)))
                 .await
             {
-                Ok(stored) => return done(200, &stored),
+                Ok(stored) => return self.settle(name, stored).await,
                 Err(StoreError::Conflict(_)) => continue,
                 Err(e) => return store_error(e),
             }
@@ -297,11 +297,50 @@ impl Api<'_> {
         }
     }
 
+    /// Deletes at once, or, while finalizers remain, marks the object with a
+    /// `deletionTimestamp` and deletes it when an update removes the last one. A concurrent
+    /// write (a status update) makes it read again.
     async fn delete(&self, name: &str) -> Answer {
         if let Some(refused) = self.read_only(name) {
             return refused;
         }
-        match self.store.delete(name, None).await {
+        for _ in 0..5 {
+            let Some(current) = self.store.get(name) else {
+                return store_error(StoreError::NotFound(name.into()));
+            };
+            let expected = Some(revision_of(&current));
+            let finalizers = current["metadata"]["finalizers"]
+                .as_array()
+                .is_some_and(|f| !f.is_empty());
+            let result = if !finalizers {
+                self.store.delete(name, expected).await
+            } else if current["metadata"].get("deletionTimestamp").is_some() {
+                return done(200, &current);
+            } else {
+                let mut marked = (*current).clone();
+                marked["metadata"]["deletionTimestamp"] = json!(now());
+                marked["metadata"]["deletionGracePeriodSeconds"] = json!(0);
+                self.store.update(name, marked, expected).await
+            };
+            match result {
+                Ok(object) => return done(200, &object),
+                Err(StoreError::Conflict(_)) => continue,
+                Err(e) => return store_error(e),
+            }
+        }
+        store_error(StoreError::Conflict(name.into()))
+    }
+
+    /// After a write: an object being deleted whose last finalizer is gone is deleted now.
+    async fn settle(&self, name: &str, stored: Arc<Value>) -> Answer {
+        let terminating = stored["metadata"].get("deletionTimestamp").is_some();
+        let finalizers = stored["metadata"]["finalizers"]
+            .as_array()
+            .is_some_and(|f| !f.is_empty());
+        if !terminating || finalizers {
+            return done(200, &stored);
+        }
+        match self.store.delete(name, Some(revision_of(&stored))).await {
             Ok(last) => done(200, &last),
             Err(e) => store_error(e),
         }

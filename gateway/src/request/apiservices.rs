@@ -123,12 +123,15 @@ async fn stream_watch(
         };
         match line {
             Ok(Some(line)) => {
-                session
-                    .write_response_body(Some(Bytes::from(line)), false)
-                    .await?
+                let sent = session.write_response_body(Some(Bytes::from(line)), false);
+                // A client that went away ends its watch; that is not an error.
+                if sent.await.is_err() {
+                    return Ok(());
+                }
             }
             Ok(None) | Err(_) => break,
         }
     }
-    session.write_response_body(None, true).await
+    let _ = session.write_response_body(None, true).await;
+    Ok(())
 }
