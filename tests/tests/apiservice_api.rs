@@ -495,3 +495,42 @@ async fn finalizers_hold_a_delete_until_they_are_removed() {
         "still there after its last finalizer went"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_delegate_kubectl_validates_and_explains_against_apiaggs_own_openapi() {
+    let gw = Apiagg::start("", &[]);
+    gw.wait_ready().await;
+    let file = common::fixtures().join("apiservices/keda-v2.20.2-external-metrics.yaml");
+    let file = file.to_str().expect("utf8");
+    assert!(kubectl("kubectl", gw.port, &["apply", "-f", file]).contains("created"));
+    assert!(kubectl("kubectl", gw.port, &["apply", "-f", file]).contains("unchanged"));
+    let explained = kubectl("kubectl", gw.port, &["explain", "apiservices.spec.service"]);
+    assert!(
+        explained.contains("KIND:       APIService") && explained.contains("port"),
+        "{explained}"
+    );
+    let index = json_of(
+        client()
+            .get(gw.url("/openapi/v3"))
+            .send()
+            .await
+            .expect("index"),
+    )
+    .await;
+    assert!(
+        index["paths"]["apis/apiregistration.k8s.io/v1"].is_object(),
+        "{index}"
+    );
+    let v2 = json_of(
+        client()
+            .get(gw.url("/openapi/v2"))
+            .send()
+            .await
+            .expect("v2"),
+    )
+    .await;
+    assert!(
+        v2["definitions"]["io.k8s.kube-aggregator.pkg.apis.apiregistration.v1.APIService"]
+            .is_object()
+    );
+}

@@ -5,6 +5,7 @@
 
 mod answers;
 mod discovery;
+mod openapi;
 mod query;
 mod table;
 mod watch;
@@ -19,6 +20,7 @@ use crate::store::{revision_of, Store, StoreError};
 
 pub use self::answers::now;
 pub use self::discovery::{discovery_entry, resource_list};
+pub use self::openapi::{v2_spec, v3_document, V3_KEY};
 pub use self::watch::WatchStream;
 
 use self::answers::{details, done, new_uid, status, store_error, write_error};

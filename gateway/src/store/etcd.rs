@@ -258,17 +258,20 @@ impl Etcd {
         Err(backend("watch ended"))
     }
 
-    /// Waits until the mirror reflects `revision`, then returns the object as stored.
-    async fn seen(&self, name: &str, revision: u64) -> Result<Arc<Value>, StoreError> {
+    /// Waits until the mirror reflects `revision` (read-your-writes), then returns the object as
+    /// stored. The write is durable either way: if the mirror lags (etcd just came back), the
+    /// written object is returned as it was sent.
+    async fn seen(&self, name: &str, written: Value, revision: u64) -> Arc<Value> {
         let mut seen = self.seen.subscribe();
         let reached = tokio::time::timeout(SEEN_TIMEOUT, seen.wait_for(|r| *r >= revision)).await;
-        if !matches!(reached, Ok(Ok(_))) {
-            return Err(backend(
-                "the write is stored but not yet seen by this replica",
-            ));
+        if matches!(reached, Ok(Ok(_))) {
+            if let Some(object) = self.get(name) {
+                return object;
+            }
         }
-        self.get(name)
-            .ok_or_else(|| StoreError::NotFound(name.into()))
+        let mut written = written;
+        written["metadata"]["resourceVersion"] = json!(revision.to_string());
+        Arc::new(written)
     }
 
     async fn put(
@@ -326,7 +329,7 @@ impl Store for Etcd {
         let absent = Compare::create_revision(self.key(name), CompareOp::Equal, 0);
         let exists = StoreError::AlreadyExists(name.into());
         let revision = self.put(name, &object, absent, exists).await?;
-        self.seen(name, revision).await
+        Ok(self.seen(name, object, revision).await)
     }
 
     async fn update(
@@ -343,7 +346,7 @@ impl Store for Etcd {
             Err(StoreError::Conflict(_)) => return Err(self.missed(name)),
             other => other?,
         };
-        self.seen(name, revision).await
+        Ok(self.seen(name, object, revision).await)
     }
 
     async fn delete(&self, name: &str, expected: Option<u64>) -> Result<Arc<Value>, StoreError> {

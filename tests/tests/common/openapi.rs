@@ -16,8 +16,10 @@ pub const OAUTH_PATH: &str = "/apis/oauth.openshift.io/v1/oauthclients";
 pub const PROTOBUF: &str = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf";
 pub const PROTOBUF_DOTTED: &str = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
 /// Every group-version the delegate and the backend serve.
-pub const ALL_KEYS: [&str; 7] = [
+pub const ALL_KEYS: [&str; 8] = [
     "api/v1",
+    // apiagg's own APIService API.
+    "apis/apiregistration.k8s.io/v1",
     "apis/apps/v1",
     "apis/batch/v1",
     "apis/discovery.k8s.io/v1",

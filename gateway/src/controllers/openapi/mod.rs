@@ -12,6 +12,7 @@
 //! so the hash redirect and immutable caching work the same for local and remote documents.
 
 mod download;
+mod own;
 mod sources;
 
 use std::collections::HashSet;
@@ -189,14 +190,17 @@ impl OpenApiController {
     /// Builds the snapshot from the current inputs and stores it when something changed.
     async fn publish(&self, routes: &RouteTable, sources: &mut Sources) {
         let mut inputs = V2Inputs::default();
-        if let Some(spec) = sources.local.as_ref().and_then(|l| l.spec.clone()) {
-            inputs.locals.push(LocalSpec {
+        match sources.local.as_ref().and_then(|l| l.spec.clone()) {
+            Some(spec) => inputs.locals.push(LocalSpec {
                 name: DELEGATE_SPEC.into(),
                 spec,
-            });
+            }),
+            // Without a delegate describing it, apiagg describes its own APIService API.
+            None => inputs.locals.extend(own::v2()),
         }
-        let mut remote_docs = Vec::new();
-        let mut remote_keys = HashSet::new();
+        let mut remote_docs = vec![own::v3()];
+        // apiagg serves apiregistration.k8s.io/v1 itself: the delegate's document is hidden.
+        let mut remote_keys = HashSet::from([crate::apiservices::V3_KEY.to_string()]);
         let remotes: Vec<_> = routes
             .registry
             .entries()
