@@ -86,7 +86,7 @@ impl Api<'_> {
                 self.replace(name, sub == ["status"], req.body).await
             }
             ("PATCH", ["apiservices", name, sub @ ..]) if sub.len() <= 1 => {
-                self.patch(name, sub == ["status"], req, &query).await
+                self.patch(name, sub == ["status"], req).await
             }
             ("DELETE", ["apiservices", name]) => self.delete(name).await,
             (_, ["apiservices", ..]) | (_, [""]) => status(
@@ -236,13 +236,7 @@ impl Api<'_> {
         }
     }
 
-    async fn patch(
-        &self,
-        name: &str,
-        status_only: bool,
-        req: &ApiRequest<'_>,
-        query: &Query,
-    ) -> Answer {
+    async fn patch(&self, name: &str, status_only: bool, req: &ApiRequest<'_>) -> Answer {
         if let Some(refused) = self.read_only(name) {
             return refused;
         }
@@ -254,7 +248,7 @@ impl Api<'_> {
         for _ in 0..5 {
             let Some(old) = self.store.get(name) else {
                 if kind == PatchKind::Apply && !status_only {
-                    return self.apply_create(name, req.body, query).await;
+                    return self.apply_create(name, req.body).await;
                 }
                 return store_error(StoreError::NotFound(name.into()));
             };
@@ -285,7 +279,7 @@ impl Api<'_> {
     }
 
     /// Server-side apply of an object that does not exist yet: a create.
-    async fn apply_create(&self, name: &str, body: &[u8], _query: &Query) -> Answer {
+    async fn apply_create(&self, name: &str, body: &[u8]) -> Answer {
         let applied = match strategy::apply_patch(&json!({}), PatchKind::Apply, body) {
             Ok(v) => v,
             Err(e) => return write_error(name, e),

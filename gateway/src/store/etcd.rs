@@ -296,12 +296,13 @@ impl Etcd {
         Ok(response.header().map_or(0, |h| h.revision()) as u64)
     }
 
-    fn precondition(&self, name: &str, expected: Option<u64>) -> Result<Compare, StoreError> {
+    /// The object exists, and has resourceVersion `expected` when one is given.
+    fn precondition(&self, name: &str, expected: Option<u64>) -> Compare {
         let key = self.key(name);
-        Ok(match expected {
+        match expected {
             Some(rv) => Compare::mod_revision(key, CompareOp::Equal, rv as i64),
             None => Compare::create_revision(key, CompareOp::Greater, 0),
-        })
+        }
     }
 
     /// Why a conditional write did not apply: the object is gone or changed.
@@ -338,7 +339,7 @@ impl Store for Etcd {
         object: Value,
         expected: Option<u64>,
     ) -> Result<Arc<Value>, StoreError> {
-        let when = self.precondition(name, expected)?;
+        let when = self.precondition(name, expected);
         let revision = match self
             .put(name, &object, when, StoreError::Conflict(name.into()))
             .await
@@ -354,7 +355,7 @@ impl Store for Etcd {
             .get(name)
             .ok_or_else(|| StoreError::NotFound(name.into()))?;
         let txn = Txn::new()
-            .when([self.precondition(name, expected)?])
+            .when([self.precondition(name, expected)])
             .and_then([TxnOp::delete(self.key(name), None)]);
         let response = self.client.kv_client().txn(txn).await.map_err(backend)?;
         if !response.succeeded() {
