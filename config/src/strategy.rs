@@ -49,6 +49,44 @@ pub fn decode(value: &Value) -> Result<APIService, WriteError> {
     Ok(object)
 }
 
+/// The fields of `body` an APIService does not have (`spec.foo`), for `fieldValidation=Strict`;
+/// empty when the body does not decode at all (the write reports that instead).
+pub fn unknown_fields(body: &Value) -> Vec<String> {
+    let Ok(object) = serde_json::from_value::<APIService>(body.clone()) else {
+        return Vec::new();
+    };
+    let known = to_value(&object);
+    let mut out = Vec::new();
+    collect_unknown(body, &known, "", &mut out);
+    out
+}
+
+fn collect_unknown(body: &Value, known: &Value, path: &str, out: &mut Vec<String>) {
+    match (body, known) {
+        (Value::Object(b), Value::Object(k)) => {
+            for (key, value) in b {
+                let at = if path.is_empty() {
+                    key.clone()
+                } else {
+                    format!("{path}.{key}")
+                };
+                match k.get(key) {
+                    Some(inner) => collect_unknown(value, inner, &at, out),
+                    // Nulls and empty values are dropped on the way, not unknown.
+                    None if value.is_null() => {}
+                    None => out.push(at),
+                }
+            }
+        }
+        (Value::Array(b), Value::Array(k)) => {
+            for (i, (value, inner)) in b.iter().zip(k).enumerate() {
+                collect_unknown(value, inner, &format!("{path}[{i}]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
 fn to_value(object: &APIService) -> Value {
     let mut value = serde_json::to_value(object).unwrap_or(Value::Null);
     if let Some(map) = value.as_object_mut() {

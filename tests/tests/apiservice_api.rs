@@ -504,6 +504,28 @@ async fn without_a_delegate_kubectl_validates_and_explains_against_apiaggs_own_o
     let file = file.to_str().expect("utf8");
     assert!(kubectl("kubectl", gw.port, &["apply", "-f", file]).contains("created"));
     assert!(kubectl("kubectl", gw.port, &["apply", "-f", file]).contains("unchanged"));
+    // kubectl asks the server to validate strictly: a misspelt field is refused, naming it.
+    let typo = gw.dir.path().join("typo.yaml");
+    let text = std::fs::read_to_string(file)
+        .expect("manifest")
+        .replace("versionPriority", "versionPriorty");
+    std::fs::write(&typo, text).expect("typo manifest");
+    let out = Command::new("kubectl")
+        .args([
+            "--server",
+            &format!("http://127.0.0.1:{}", gw.port),
+            "apply",
+            "-f",
+        ])
+        .arg(&typo)
+        .output()
+        .expect("kubectl");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "a misspelt field was accepted");
+    assert!(
+        stderr.contains("unknown field \"spec.versionPriorty\""),
+        "{stderr}"
+    );
     let explained = kubectl("kubectl", gw.port, &["explain", "apiservices.spec.service"]);
     assert!(
         explained.contains("KIND:       APIService") && explained.contains("port"),

@@ -109,3 +109,13 @@ fn the_four_patch_formats() {
         Err(WriteError::UnsupportedPatch)
     ));
 }
+
+#[test]
+fn unknown_fields_are_named_with_their_path() {
+    let mut body = remote("v1.a.io", "a.io");
+    body["spec"]["servce"] = json!({"name": "x"});
+    body["metadata"]["labls"] = json!({});
+    body["spec"]["caBundle"] = Value::Null;
+    assert_eq!(unknown_fields(&body), ["metadata.labls", "spec.servce"]);
+    assert!(unknown_fields(&remote("v1.a.io", "a.io")).is_empty());
+}

@@ -1,7 +1,7 @@
 //! The answers of the API: objects, `Status` errors with the upstream reasons, and the
 //! server-set values (UIDs, timestamps).
 
-use apiagg_config::strategy::WriteError;
+use apiagg_config::strategy::{self, WriteError};
 use serde_json::{json, Value};
 
 use super::Answer;
@@ -90,4 +90,21 @@ pub fn now() -> String {
     jiff::Timestamp::now()
         .strftime("%Y-%m-%dT%H:%M:%SZ")
         .to_string()
+}
+
+/// With `fieldValidation=Strict`, a body with fields an APIService does not have is refused.
+pub fn strictly(strict: bool, body: &Value) -> Option<Answer> {
+    if !strict {
+        return None;
+    }
+    let unknown = strategy::unknown_fields(body);
+    if unknown.is_empty() {
+        return None;
+    }
+    let fields: Vec<String> = unknown
+        .iter()
+        .map(|f| format!("unknown field {f:?}"))
+        .collect();
+    let message = format!("strict decoding error: {}", fields.join(", "));
+    Some(status(400, "BadRequest", &message, None))
 }

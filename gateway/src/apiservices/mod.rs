@@ -23,7 +23,7 @@ pub use self::discovery::{discovery_entry, resource_list};
 pub use self::openapi::{v2_spec, v3_document, V3_KEY};
 pub use self::watch::WatchStream;
 
-use self::answers::{details, done, new_uid, status, store_error, write_error};
+use self::answers::{details, done, new_uid, status, store_error, strictly, write_error};
 
 /// The group apiagg serves itself.
 pub const GROUP: &str = "apiregistration.k8s.io";
@@ -78,15 +78,16 @@ impl Api<'_> {
             ("GET", [""]) => done(200, &resource_list()),
             ("GET", ["apiservices"]) if query.watch => self.watch(&query).await,
             ("GET", ["apiservices"]) => self.list(&query, req.accept).await,
-            ("POST", ["apiservices"]) => self.create(req.body).await,
+            ("POST", ["apiservices"]) => self.create(req.body, query.strict).await,
             ("DELETE", ["apiservices"]) => self.delete_collection(&query).await,
             ("GET", ["apiservices", name]) => self.get(name, req.accept).await,
             ("GET", ["apiservices", name, "status"]) => self.get(name, "").await,
             ("PUT", ["apiservices", name, sub @ ..]) if sub.len() <= 1 => {
-                self.replace(name, sub == ["status"], req.body).await
+                self.replace(name, sub == ["status"], req.body, query.strict)
+                    .await
             }
             ("PATCH", ["apiservices", name, sub @ ..]) if sub.len() <= 1 => {
-                self.patch(name, sub == ["status"], req).await
+                self.patch(name, sub == ["status"], req, query.strict).await
             }
             ("DELETE", ["apiservices", name]) => self.delete(name).await,
             (_, ["apiservices", ..]) | (_, [""]) => status(
@@ -173,11 +174,14 @@ impl Api<'_> {
         done(200, &object)
     }
 
-    async fn create(&self, body: &[u8]) -> Answer {
+    async fn create(&self, body: &[u8], strict: bool) -> Answer {
         let value: Value = match serde_json::from_slice(body) {
             Ok(v) => v,
             Err(e) => return status(400, "BadRequest", &format!("invalid JSON: {e}"), None),
         };
+        if let Some(refused) = strictly(strict, &value) {
+            return refused;
+        }
         let name = value["metadata"]["name"].as_str().unwrap_or("").to_string();
         if self.declared(&name).is_some() {
             return store_error(StoreError::AlreadyExists(name));
@@ -191,7 +195,7 @@ impl Api<'_> {
         }
     }
 
-    async fn replace(&self, name: &str, status_only: bool, body: &[u8]) -> Answer {
+    async fn replace(&self, name: &str, status_only: bool, body: &[u8], strict: bool) -> Answer {
         if let Some(refused) = self.read_only(name) {
             return refused;
         }
@@ -199,6 +203,9 @@ impl Api<'_> {
             Ok(v) => v,
             Err(e) => return status(400, "BadRequest", &format!("invalid JSON: {e}"), None),
         };
+        if let Some(refused) = strictly(strict, &value) {
+            return refused;
+        }
         if value["metadata"]["name"]
             .as_str()
             .is_some_and(|n| n != name)
@@ -236,7 +243,13 @@ impl Api<'_> {
         }
     }
 
-    async fn patch(&self, name: &str, status_only: bool, req: &ApiRequest<'_>) -> Answer {
+    async fn patch(
+        &self,
+        name: &str,
+        status_only: bool,
+        req: &ApiRequest<'_>,
+        strict: bool,
+    ) -> Answer {
         if let Some(refused) = self.read_only(name) {
             return refused;
         }
@@ -256,6 +269,9 @@ impl Api<'_> {
                 Ok(p) => p,
                 Err(e) => return write_error(name, e),
             };
+            if let Some(refused) = strictly(strict, &patched) {
+                return refused;
+            }
             let next = if status_only {
                 strategy::prepare_status_update(&old, &patched)
             } else {

@@ -18,6 +18,8 @@ pub struct Query {
     pub send_initial_events: Option<bool>,
     /// `timeoutSeconds` of a watch.
     pub timeout_seconds: Option<u64>,
+    /// `fieldValidation=Strict`: unknown fields are an error.
+    pub strict: bool,
 }
 
 /// One label requirement.
@@ -73,6 +75,7 @@ impl Query {
                 "allowWatchBookmarks" => q.bookmarks = value == "true",
                 "sendInitialEvents" => q.send_initial_events = Some(value == "true"),
                 "timeoutSeconds" => q.timeout_seconds = value.parse().ok(),
+                "fieldValidation" => q.strict = value == "Strict",
                 _ => {}
             }
         }
