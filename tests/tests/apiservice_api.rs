@@ -20,25 +20,16 @@ fn manifest(version_priority: u32) -> String {
     )
 }
 
+/// kubectl against apiagg on `port`; `kubectl edit` raises versionPriority 15 to 16.
 fn kubectl(binary: &str, port: u16, args: &[&str]) -> String {
-    let cache = tempfile::tempdir().expect("cache");
-    let out = Command::new(binary)
+    let mut command = Command::new(binary);
+    command
         .args(["--server", &format!("http://127.0.0.1:{port}")])
-        .arg("--cache-dir")
-        .arg(cache.path())
-        .args(args)
         .env(
             "EDITOR",
             "sed -i s/versionPriority:\\ 15/versionPriority:\\ 16/",
-        )
-        .output()
-        .expect("run kubectl");
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&out.stdout).to_string(),
-        String::from_utf8_lossy(&out.stderr).to_string(),
-    );
-    assert!(out.status.success(), "kubectl {args:?}: {stderr}\n{stdout}");
-    stdout
+        );
+    common::kubectl_ok(command, args)
 }
 
 /// apiagg with a delegate (discovery and OpenAPI for kubectl) and the wardle backend known as

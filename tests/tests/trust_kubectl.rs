@@ -39,21 +39,9 @@ fn kubeconfig(c: &Cluster, name: &str, user: &str) -> std::path::PathBuf {
 }
 
 fn kubectl(config: &std::path::Path, args: &[&str]) -> String {
-    let cache = tempfile::tempdir().expect("cache");
-    let out = Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(config)
-        .arg("--cache-dir")
-        .arg(cache.path())
-        .args(args)
-        .output()
-        .expect("run kubectl");
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&out.stdout).to_string(),
-        String::from_utf8_lossy(&out.stderr).to_string(),
-    );
-    assert!(out.status.success(), "kubectl {args:?}: {stderr}\n{stdout}");
-    stdout
+    let mut command = Command::new("kubectl");
+    command.arg("--kubeconfig").arg(config);
+    common::kubectl_ok(command, args)
 }
 
 async fn create(c: &Cluster, client: &reqwest::Client, name: &str) {
