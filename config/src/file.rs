@@ -22,6 +22,7 @@ pub use self::trust::{
     Authentication, ProxyClient, RequestHeader, ServingTls, SniCertificate, TokenReview, TrustError,
 };
 use crate::apiservice::{self, APIService};
+pub use crate::cluster::ServiceResolution;
 
 /// Address served when neither the file nor `--listen` names one.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
@@ -35,6 +36,8 @@ struct RawConfig {
     delegate: Option<RawDelegate>,
     authentication: Option<RawAuthentication>,
     proxy_client: Option<ProxyClient>,
+    #[serde(default)]
+    service_resolution: ServiceResolution,
     #[serde(default)]
     services: Vec<ServiceEntry>,
     #[serde(default)]
@@ -85,7 +88,9 @@ pub struct GatewayConfig {
     pub authentication: Authentication,
     /// The certificate presented to remote backends.
     pub proxy_client: Option<ProxyClient>,
-    /// Service endpoint table.
+    /// Where `spec.service` is resolved besides the `services` table.
+    pub service_resolution: ServiceResolution,
+    /// Service endpoint table; an entry here wins over the cluster's Service.
     pub services: Vec<ServiceEntry>,
     /// Every APIService, inline ones first, then files in pattern and name order.
     pub api_services: Vec<SourcedApiService>,
@@ -232,6 +237,12 @@ impl Sources {
             key_file: base.join(p.key_file),
         });
         check_services(&shown, &raw.services, &mut problems);
+        if raw.service_resolution != ServiceResolution::Config && delegate.is_none() {
+            problems.push(Problem::new(
+                format!("{shown}: serviceResolution"),
+                "needs a delegate: Services and EndpointSlices are read from it",
+            ));
+        }
 
         let mut api_services = Vec::new();
         for (i, value) in raw.api_services.into_iter().enumerate() {
@@ -290,6 +301,7 @@ impl Sources {
             delegate,
             authentication,
             proxy_client,
+            service_resolution: raw.service_resolution,
             services: raw.services,
             api_services: validated,
         })

@@ -2,6 +2,7 @@
 //! ordering, the config file loader and the route registry. No networking.
 
 pub mod apiservice;
+pub mod cluster;
 pub mod content_hash;
 pub mod endpoint;
 pub mod file;

@@ -5,6 +5,7 @@ use std::cmp::Ordering;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use crate::cluster::{ClusterServices, Unresolved};
 use crate::file::{GatewayConfig, ServiceEntry};
 use crate::priorities::builtin_priority;
 use crate::version::compare_apiservices;
@@ -36,8 +37,8 @@ pub struct RemoteBackend {
     pub ca_bundle: Option<Arc<[u8]>>,
     /// `spec.insecureSkipTLSVerify`.
     pub insecure_skip_tls_verify: bool,
-    /// Endpoints from the `services` table; `None` when the Service is not in the table.
-    pub endpoints: Option<Vec<Endpoint>>,
+    /// Endpoints from the `services` table or the cluster, or why there are none.
+    pub endpoints: Result<Vec<Endpoint>, Unresolved>,
 }
 
 /// Where requests for an APIService go.
@@ -123,9 +124,20 @@ fn count_pem_certificates(pem: &[u8]) -> usize {
 impl Registry {
     /// Builds the registry from a config plus the group-versions the delegate serves. A config
     /// APIService with the same name as a delegate group-version wins over the automatic one.
+    /// Services resolve through the config's `services` table only.
     pub fn build(
         config: &GatewayConfig,
         local: &[LocalGroupVersion],
+    ) -> Result<Registry, RegistryError> {
+        Registry::build_with(config, local, None)
+    }
+
+    /// [`Registry::build`], with Services the table does not list resolved through `cluster` as
+    /// the config's `serviceResolution` says.
+    pub fn build_with(
+        config: &GatewayConfig,
+        local: &[LocalGroupVersion],
+        cluster: Option<&ClusterServices>,
     ) -> Result<Registry, RegistryError> {
         let services: HashMap<(&str, &str, i32), &ServiceEntry> = config
             .services
@@ -160,17 +172,23 @@ impl Registry {
                             ));
                         }
                     }
-                    let endpoints = services
-                        .get(&(namespace.as_str(), service.as_str(), port))
-                        .map(|entry| {
-                            entry
-                                .endpoints
-                                .iter()
-                                .map(|e| parse_endpoint(e))
-                                .collect::<Result<Vec<_>, _>>()
-                        })
-                        .transpose()
-                        .map_err(|e| fail(e.to_string()))?;
+                    let urls = match services.get(&(namespace.as_str(), service.as_str(), port)) {
+                        Some(entry) => Ok(entry.endpoints.clone()),
+                        None => match cluster {
+                            Some(c) => {
+                                c.resolve(config.service_resolution, &namespace, &service, port)
+                            }
+                            None => Err(Unresolved::not_found(&namespace, &service)),
+                        },
+                    };
+                    let endpoints = match urls {
+                        Ok(urls) => Ok(urls
+                            .iter()
+                            .map(|e| parse_endpoint(e))
+                            .collect::<Result<Vec<_>, _>>()
+                            .map_err(|e| fail(e.to_string()))?),
+                        Err(unresolved) => Err(unresolved),
+                    };
                     Backend::Remote(RemoteBackend {
                         server_name: format!("{service}.{namespace}.svc"),
                         namespace,
@@ -318,7 +336,8 @@ mod tests {
         let Backend::Remote(remote) = &reg.entries()[0].backend else {
             panic!()
         };
-        assert!(remote.endpoints.is_none());
+        let missing = remote.endpoints.as_ref().unwrap_err();
+        assert_eq!(missing.reason, "ServiceNotFound");
 
         let yaml = "apiServices:\n  - {apiVersion: apiregistration.k8s.io/v1, kind: APIService, metadata: {name: v1.a.io}, spec: {group: a.io, version: v1, groupPriorityMinimum: 1, versionPriority: 1, caBundle: bm90IGEgY2VydA==, service: {namespace: ns, name: s}}}\n";
         let err = Registry::build(&config(yaml), &[]).unwrap_err();

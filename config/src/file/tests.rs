@@ -151,6 +151,16 @@ fn unknown_keys_and_bad_endpoints_are_rejected() {
     );
     let err = GatewayConfig::load(&cfg).unwrap_err();
     assert!(err.to_string().contains("services[0]"), "{err}");
+    let cfg = write(tmp.path(), "f.yaml", "serviceResolution: endpoints\n");
+    let err = GatewayConfig::load(&cfg).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("serviceResolution: needs a delegate"),
+        "{err}"
+    );
+    let cfg = write(tmp.path(), "g.yaml", "serviceResolution: dns\n");
+    let err = GatewayConfig::load(&cfg).unwrap_err();
+    assert!(err.to_string().contains("unknown variant `dns`"), "{err}");
     let cfg = write(tmp.path(), "e.yaml", "apiServiceFiles: [missing.yaml]\n");
     let err = GatewayConfig::load(&cfg).unwrap_err();
     assert!(err.to_string().contains("does not exist"), "{err}");

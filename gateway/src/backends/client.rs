@@ -11,6 +11,8 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use dashmap::DashMap;
 
+mod lines;
+
 use super::credentials::BearerToken;
 use super::upstream::Upstream;
 
@@ -250,11 +252,24 @@ impl Client {
             url: url.to_string(),
             message: error_chain(&e),
         };
-        let mut response = self
+        let response = self
             .identified(request)
             .send()
             .await
             .map_err(|e| failed(&url, e))?;
+        self.finish(url, response).await
+    }
+
+    /// Reads a response into a [`Fetched`], its body capped.
+    async fn finish(
+        &self,
+        url: String,
+        mut response: reqwest::Response,
+    ) -> Result<Fetched, FetchError> {
+        let failed = |url: &str, e: reqwest::Error| FetchError::Request {
+            url: url.to_string(),
+            message: error_chain(&e),
+        };
         let header = |name: &str| {
             response
                 .headers()

@@ -116,7 +116,7 @@ pub fn build(
         let upstream = match &entry.backend {
             Backend::Local => None,
             Backend::Remote(remote) => match &remote.endpoints {
-                Some(endpoints) if !endpoints.is_empty() => {
+                Ok(endpoints) if !endpoints.is_empty() => {
                     let ca = trust_anchors(remote.ca_bundle.as_deref(), "spec.caBundle").map_err(
                         |source| TableError::Upstream {
                             name: entry.name.clone(),

@@ -44,24 +44,24 @@ fn verdict(entry: &ApiServiceEntry, upstream: Option<&Upstream>) -> Verdict {
     };
     let (name, ns) = (&remote.service, &remote.namespace);
     match (&remote.endpoints, upstream) {
-        (None, _) => Verdict {
-            status: "False",
-            reason: "ServiceNotFound",
-            message: format!("service/{name} in \"{ns}\" is not present"),
+        (Err(unresolved), _) => Verdict {
+            status: unresolved.status,
+            reason: unresolved.reason,
+            message: unresolved.message.clone(),
         },
-        (Some(_), None) => Verdict {
+        (Ok(_), None) => Verdict {
             status: "False",
             reason: "MissingEndpoints",
             message: format!(
                 "endpoints for service/{name} in \"{ns}\" have no addresses with port name \"\""
             ),
         },
-        (Some(_), Some(up)) if up.available() => Verdict {
+        (Ok(_), Some(up)) if up.available() => Verdict {
             status: "True",
             reason: "Passed",
             message: "all checks passed".into(),
         },
-        (Some(_), Some(up)) => Verdict {
+        (Ok(_), Some(up)) => Verdict {
             status: "False",
             reason: "FailedDiscoveryCheck",
             message: up

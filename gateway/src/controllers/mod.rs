@@ -9,6 +9,7 @@ mod discovery;
 mod files;
 mod openapi;
 mod registry;
+mod services;
 mod targets;
 
 pub use availability::AvailabilityController;

@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
+use apiagg_config::cluster::ServiceResolution;
 use apiagg_config::{
     ConfigError, GatewayConfig, LocalGroupVersion, Registry, RegistryError, Sources,
 };
@@ -19,6 +20,7 @@ use self::inputs::{
     declared, fingerprints, next_registration, proxy_identity, with_stored, Backends,
 };
 use super::autoregister::DelegateGroups;
+use super::services::{ClusterWatch, SharedCluster};
 use crate::backends::{build_table, BuildError, Clients, CredentialError, HealthBook, TableError};
 use crate::observe::{Lifecycle, Metrics, Milestone};
 use crate::state::{Gateway, Options, Routes};
@@ -53,6 +55,8 @@ struct Serving {
     delegate_groups: DelegateGroups,
     /// The last credential problem logged (each is logged once, when it changes).
     credential_problem: Option<String>,
+    /// The reflectors of the cluster's Services, when the config resolves through them.
+    cluster_watch: Option<ClusterWatch>,
 }
 
 /// Watches the config and keeps the route table current.
@@ -63,6 +67,8 @@ pub struct RegistryController {
     lifecycle: Arc<Lifecycle>,
     metrics: Arc<Metrics>,
     store: Arc<dyn Store>,
+    /// The cluster's Services, kept across delegate changes so resolution never starts over.
+    cluster: Arc<SharedCluster>,
     options: Options,
     path: PathBuf,
     initial: Mutex<Option<Serving>>,
@@ -84,6 +90,7 @@ impl RegistryController {
             lifecycle: gateway.lifecycle.clone(),
             metrics: gateway.metrics.clone(),
             store: gateway.store.clone(),
+            cluster: Arc::default(),
             options: gateway.options.clone(),
             path,
             initial: Mutex::new(None),
@@ -99,11 +106,31 @@ impl RegistryController {
             backends: first?,
             delegate_groups: DelegateGroups::default(),
             credential_problem: None,
+            cluster_watch: None,
         };
         controller.lifecycle.reach(Milestone::ConfigLoaded);
         controller.publish_lifecycle(&serving);
         *controller.initial.lock().unwrap_or_else(|e| e.into_inner()) = Some(serving);
         Ok(controller)
+    }
+
+    /// The registry of `config`, the stored APIServices and the delegate's group-versions, with
+    /// Services resolved as the config says.
+    fn registry(
+        &self,
+        config: &GatewayConfig,
+        delegate_groups: &[LocalGroupVersion],
+    ) -> Result<Registry, Error> {
+        let combined = with_stored(config, self.store.as_ref());
+        if config.service_resolution == ServiceResolution::Config {
+            return Ok(Registry::build(&combined, delegate_groups)?);
+        }
+        let cluster = self.cluster.lock();
+        Ok(Registry::build_with(
+            &combined,
+            delegate_groups,
+            Some(&cluster),
+        )?)
     }
 
     /// Builds and publishes the routes for `config`; nothing changes on error.
@@ -113,7 +140,18 @@ impl RegistryController {
         backends: &Backends,
         delegate_groups: &[LocalGroupVersion],
     ) -> Result<(), Error> {
-        let registry = Registry::build(&with_stored(config, self.store.as_ref()), delegate_groups)?;
+        let registry = self.registry(config, delegate_groups)?;
+        self.publish(registry, config, backends, delegate_groups)
+    }
+
+    /// Publishes the routes of a built registry.
+    fn publish(
+        &self,
+        registry: Registry,
+        config: &GatewayConfig,
+        backends: &Backends,
+        delegate_groups: &[LocalGroupVersion],
+    ) -> Result<(), Error> {
         let count = registry.entries().len();
         let mut table = build_table(
             Arc::new(registry),
@@ -176,6 +214,7 @@ impl RegistryController {
             backends,
             delegate_groups: DelegateGroups::default(),
             credential_problem: None,
+            cluster_watch: serving.cluster_watch.take(),
         };
         Ok(())
     }
@@ -253,8 +292,48 @@ impl RegistryController {
     }
 
     fn publish_lifecycle(&self, serving: &Serving) {
-        if serving.backends.delegate.is_none() || serving.delegate_groups.groups.is_some() {
+        let delegate_done =
+            serving.backends.delegate.is_none() || serving.delegate_groups.groups.is_some();
+        let cluster_done = serving.cluster_watch.is_none() || self.cluster.lock().settled();
+        if delegate_done && cluster_done {
             self.lifecycle.reach(Milestone::DelegateRegistered);
+        }
+    }
+
+    /// Starts, restarts (new delegate or mode) or stops the reflectors of the cluster's
+    /// Services as the serving config asks.
+    fn follow_cluster(&self, serving: &mut Serving) {
+        let mode = serving.config.service_resolution;
+        let delegate = serving.backends.delegate.clone();
+        let current = serving
+            .cluster_watch
+            .as_ref()
+            .map(|w| (w.mode, w.delegate.clone()));
+        let wanted = delegate.filter(|_| mode != ServiceResolution::Config);
+        let same = match (&current, &wanted) {
+            (Some((m, d)), Some(w)) => *m == mode && Arc::ptr_eq(d, w),
+            (None, None) => true,
+            _ => false,
+        };
+        if same {
+            return;
+        }
+        serving.cluster_watch = wanted.and_then(|delegate| {
+            ClusterWatch::spawn(mode, delegate, self.clients.clone(), self.cluster.clone())
+        });
+    }
+
+    /// Reinstalls the routes when a change of the cluster's Services changes a resolution.
+    fn apply_cluster(&self, serving: &Serving) {
+        let groups = serving.delegate_groups.groups.as_deref().unwrap_or(&[]);
+        let result = self.registry(&serving.config, groups).and_then(|registry| {
+            if registry.entries() == self.routes.load().registry.entries() {
+                return Ok(());
+            }
+            self.publish(registry, &serving.config, &serving.backends, groups)
+        });
+        if let Err(e) = result {
+            tracing::error!("cannot install the cluster's Services: {e}");
         }
     }
 
@@ -307,6 +386,7 @@ impl BackgroundService for RegistryController {
             }
         };
         let mut poll = tokio::time::interval(self.options.reload_interval);
+        let mut cluster_changes = self.cluster.subscribe();
         let mut registered = match self.store.watch(None) {
             Ok(watch) => Some(watch.live),
             Err(e) => {
@@ -315,6 +395,7 @@ impl BackgroundService for RegistryController {
             }
         };
         loop {
+            self.follow_cluster(&mut serving);
             let has_delegate = serving.backends.delegate.is_some();
             if has_delegate && tokio::time::Instant::now() >= serving.delegate_groups.next() {
                 self.register_delegate(&mut serving).await;
@@ -332,6 +413,11 @@ impl BackgroundService for RegistryController {
                 _ = tokio::time::sleep_until(next_delegate), if has_delegate => continue,
                 () = next_registration(&mut registered) => {
                     self.apply_registered(&serving);
+                    continue;
+                }
+                Ok(()) = cluster_changes.changed() => {
+                    cluster_changes.borrow_and_update();
+                    self.apply_cluster(&serving);
                     continue;
                 }
                 _ = shutdown.changed() => return,

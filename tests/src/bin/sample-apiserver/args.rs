@@ -90,6 +90,11 @@ pub struct Args {
     /// through a trusted front proxy). Enables `POST /apis/authentication.k8s.io/v1/tokenreviews`.
     #[arg(long, value_name = "FILE")]
     pub require_token: Option<PathBuf>,
+
+    /// Also serve core `services` and `discovery.k8s.io/v1` `endpointslices` (list with
+    /// `labelSelector`, watch, create, replace, delete), as a cluster's API server does.
+    #[arg(long)]
+    pub cluster: bool,
 }
 
 impl Args {

@@ -5,6 +5,7 @@
 mod args;
 mod auth;
 mod client_cert;
+mod cluster;
 mod debug;
 mod discovery;
 mod fixtures;
@@ -13,6 +14,7 @@ mod openapi_files;
 mod resource;
 mod response;
 mod routes;
+mod selector;
 mod store;
 mod tls;
 mod tokens;
@@ -117,6 +119,7 @@ fn build_state(args: &Args) -> Result<State> {
         namespaced: args.namespaced,
         gv_path: format!("/apis/{api_version}"),
         store: Arc::new(Store::new(api_version, args.kind.clone())),
+        cluster: args.cluster.then(cluster::ClusterResources::new),
         requests: Default::default(),
         info: ResourceInfo {
             group: args.group.clone(),

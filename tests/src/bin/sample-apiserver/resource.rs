@@ -10,6 +10,7 @@ use serde_json::{json, Value};
 
 use crate::debug::query_param;
 use crate::response::{bad_request, json, method_not_allowed, status, Body};
+use crate::selector::Selector;
 use crate::store::{Store, StoreError};
 use crate::watch::{self, WatchParams};
 
@@ -45,9 +46,16 @@ pub async fn collection(
     match *req.method() {
         Method::GET | Method::HEAD => {
             let query = req.uri().query();
+            let selector = match label_selector(query) {
+                Ok(s) => s,
+                Err(message) => return bad_request(&message),
+            };
             match watch_params(query) {
-                Ok(Some(params)) => watch::respond(store, namespace.map(str::to_string), params),
-                Ok(None) => list(info, store, namespace),
+                Ok(Some(mut params)) => {
+                    params.selector = selector;
+                    watch::respond(store, namespace.map(str::to_string), params)
+                }
+                Ok(None) => list(info, store, namespace, &selector),
                 Err(message) => bad_request(&message),
             }
         }
@@ -60,13 +68,14 @@ pub async fn collection(
 }
 
 /// `/<resource>/<name>` or `/namespaces/<ns>/<resource>/<name>`.
-pub fn item(
+pub async fn item(
     info: &ResourceInfo,
     store: &Store,
     namespace: &str,
     name: &str,
-    method: &Method,
+    req: Request<Incoming>,
 ) -> Response<Body> {
+    let method = &req.method().clone();
     match *method {
         Method::GET | Method::HEAD => match store.get(namespace, name) {
             Some(object) => json(StatusCode::OK, &object),
@@ -76,12 +85,25 @@ pub fn item(
             Ok(object) => json(StatusCode::OK, &object),
             Err(e) => store_error(info, e),
         },
+        Method::PUT => match read_object(req).await {
+            Ok(object) => match store.replace(namespace, name, object) {
+                Ok(object) => json(StatusCode::OK, &object),
+                Err(e) => store_error(info, e),
+            },
+            Err(refused) => refused,
+        },
         _ => method_not_allowed(method),
     }
 }
 
-fn list(info: &ResourceInfo, store: &Store, namespace: Option<&str>) -> Response<Body> {
-    let (resource_version, items) = store.list(namespace);
+fn list(
+    info: &ResourceInfo,
+    store: &Store,
+    namespace: Option<&str>,
+    selector: &Selector,
+) -> Response<Body> {
+    let (resource_version, mut items) = store.list(namespace);
+    items.retain(|o| selector.matches(o));
     json(
         StatusCode::OK,
         &json!({
@@ -99,27 +121,48 @@ async fn create(
     namespace: &str,
     req: Request<Incoming>,
 ) -> Response<Body> {
+    match read_object(req).await {
+        Ok(object) => match store.create(namespace, object) {
+            Ok(created) => json(StatusCode::CREATED, &created),
+            Err(e) => store_error(info, e),
+        },
+        Err(refused) => refused,
+    }
+}
+
+/// The request body as a JSON object, or the answer refusing it.
+async fn read_object(req: Request<Incoming>) -> Result<Value, Response<Body>> {
     let body = match Limited::new(req.into_body(), MAX_BODY).collect().await {
         Ok(collected) => collected.to_bytes(),
         Err(e) if e.is::<http_body_util::LengthLimitError>() => {
-            return status(
+            return Err(status(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 "RequestEntityTooLarge",
                 "the request body is too large",
                 json!({}),
-            )
+            ))
         }
-        Err(e) => return bad_request(&format!("reading the request body: {e}")),
+        Err(e) => return Err(bad_request(&format!("reading the request body: {e}"))),
     };
-    let object: Value = match serde_json::from_slice(&body) {
-        Ok(v @ Value::Object(_)) => v,
-        Ok(_) => return bad_request("the request body must be a JSON object"),
-        Err(e) => return bad_request(&format!("invalid JSON in the request body: {e}")),
-    };
-    match store.create(namespace, object) {
-        Ok(created) => json(StatusCode::CREATED, &created),
-        Err(e) => store_error(info, e),
+    match serde_json::from_slice(&body) {
+        Ok(v @ Value::Object(_)) => Ok(v),
+        Ok(_) => Err(bad_request("the request body must be a JSON object")),
+        Err(e) => Err(bad_request(&format!(
+            "invalid JSON in the request body: {e}"
+        ))),
     }
+}
+
+/// The `labelSelector` query parameter, percent-decoded and parsed.
+fn label_selector(query: Option<&str>) -> Result<Selector, String> {
+    let Some(raw) = query_param(query, "labelSelector") else {
+        return Ok(Selector::default());
+    };
+    let spaced = raw.replace('+', " ");
+    let decoded = percent_encoding::percent_decode_str(&spaced)
+        .decode_utf8()
+        .map_err(|e| format!("labelSelector: {e}"))?;
+    Selector::parse(&decoded).map_err(|e| format!("labelSelector: {e}"))
 }
 
 fn store_error(info: &ResourceInfo, error: StoreError) -> Response<Body> {
@@ -172,5 +215,6 @@ fn watch_params(query: Option<&str>) -> Result<Option<WatchParams>, String> {
     Ok(Some(WatchParams {
         resource_version,
         timeout,
+        selector: Selector::default(),
     }))
 }

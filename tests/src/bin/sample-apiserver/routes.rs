@@ -10,6 +10,7 @@ use hyper::{Method, Request, Response, StatusCode};
 use serde_json::json;
 
 use crate::auth::{self, Auth, Connection};
+use crate::cluster::ClusterResources;
 use crate::debug;
 use crate::discovery::{negotiate, Discovery};
 use crate::fixtures::Fixtures;
@@ -39,6 +40,8 @@ pub struct State {
     /// `--openapi-v2` and `--openapi-v3-dir`, read per request; they win over the above.
     pub openapi_files: OpenApiFiles,
     pub store: Arc<Store>,
+    /// Services and EndpointSlices (`--cluster`).
+    pub cluster: Option<ClusterResources>,
     /// Requests served so far, by path (`GET /debug/requests` shows them): tests prove with it
     /// that a refresh they wait for reached the backend.
     pub requests: std::sync::Mutex<std::collections::BTreeMap<String, u64>>,
@@ -97,6 +100,9 @@ async fn route(state: &Arc<State>, req: Request<Incoming>) -> Response<Body> {
             _ => method_not_allowed(req.method()),
         };
     }
+    if let Some(cluster) = state.cluster.as_ref().filter(|c| c.owns(&path)) {
+        return cluster.route(&path, req).await;
+    }
     if let Some(rest) = path.strip_prefix(&format!("{}/", state.gv_path)) {
         let rest = rest.to_string();
         return group_version(state, &rest, req).await;
@@ -129,7 +135,7 @@ async fn group_version(state: &Arc<State>, rest: &str, req: Request<Incoming>) -
             resource::collection(info, &state.store, namespace, req).await
         }
         [r, name] if *r == info.resource && !state.namespaced && !name.is_empty() => {
-            resource::item(info, &state.store, "", name, req.method())
+            resource::item(info, &state.store, "", name, req).await
         }
         ["namespaces", ns, r] if *r == info.resource && state.namespaced && !ns.is_empty() => {
             resource::collection(info, &state.store, Some(ns), req).await
@@ -137,7 +143,7 @@ async fn group_version(state: &Arc<State>, rest: &str, req: Request<Incoming>) -
         ["namespaces", ns, r, name]
             if *r == info.resource && state.namespaced && !ns.is_empty() && !name.is_empty() =>
         {
-            resource::item(info, &state.store, ns, name, req.method())
+            resource::item(info, &state.store, ns, name, req).await
         }
         _ => not_found(),
     }

@@ -131,6 +131,47 @@ impl Store {
         Ok(object)
     }
 
+    /// Replaces an existing object (a PUT); server-set metadata is kept.
+    pub fn replace(
+        &self,
+        namespace: &str,
+        name: &str,
+        mut object: Value,
+    ) -> Result<Value, StoreError> {
+        let mut inner = self.lock();
+        let key = (namespace.to_string(), name.to_string());
+        let Some(old) = inner.objects.get(&key) else {
+            return Err(StoreError::NotFound(name.to_string()));
+        };
+        if !object.is_object()
+            || object["metadata"]["name"]
+                .as_str()
+                .is_some_and(|n| n != name)
+        {
+            return Err(StoreError::Invalid(
+                "the body must be an object of the same name".into(),
+            ));
+        }
+        let resource_version = inner.resource_version + 1;
+        object["apiVersion"] = json!(self.api_version);
+        object["kind"] = json!(self.kind);
+        let mut meta = old["metadata"].clone();
+        for (k, v) in object["metadata"].as_object().cloned().unwrap_or_default() {
+            if !matches!(
+                k.as_str(),
+                "uid" | "creationTimestamp" | "resourceVersion" | "namespace"
+            ) {
+                meta[k] = v;
+            }
+        }
+        meta["resourceVersion"] = json!(resource_version.to_string());
+        object["metadata"] = meta;
+        inner.resource_version = resource_version;
+        inner.objects.insert(key, object.clone());
+        self.publish("MODIFIED", namespace, &object);
+        Ok(object)
+    }
+
     /// Removes an object and returns it.
     pub fn delete(&self, namespace: &str, name: &str) -> Result<Value, StoreError> {
         let mut inner = self.lock();

@@ -19,6 +19,7 @@ use serde_json::{json, Value};
 use tokio::sync::{broadcast, mpsc};
 
 use crate::response::{Body, JSON};
+use crate::selector::Selector;
 use crate::store::Store;
 
 /// Query parameters of a watch.
@@ -26,6 +27,8 @@ use crate::store::Store;
 pub struct WatchParams {
     pub resource_version: u64,
     pub timeout: Option<Duration>,
+    /// Only objects whose labels match are sent.
+    pub selector: Selector,
 }
 
 /// Starts a watch of `namespace` (all namespaces when `None`).
@@ -34,7 +37,9 @@ pub fn respond(
     namespace: Option<String>,
     params: WatchParams,
 ) -> Response<Body> {
-    let (initial, mut events) = store.watch(namespace.as_deref(), params.resource_version);
+    let (mut initial, mut events) = store.watch(namespace.as_deref(), params.resource_version);
+    let selector = params.selector;
+    initial.retain(|o| selector.matches(o));
     let (tx, mut rx) = mpsc::channel::<Bytes>(16);
     tokio::spawn(async move {
         let deadline = params.timeout.map(|t| tokio::time::Instant::now() + t);
@@ -46,7 +51,10 @@ pub fn respond(
             }
             loop {
                 match events.recv().await {
-                    Ok(event) if namespace.as_ref().is_none_or(|ns| *ns == event.namespace) => {
+                    Ok(event)
+                        if namespace.as_ref().is_none_or(|ns| *ns == event.namespace)
+                            && selector.matches(&event.object) =>
+                    {
                         if tx.send(line(event.kind, event.object)).await.is_err() {
                             return;
                         }

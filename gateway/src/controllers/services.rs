@@ -1,0 +1,309 @@
+//! Services and EndpointSlices from the cluster (config `serviceResolution: cluster | endpoints`):
+//! one reflector per kind lists and then watches them at the delegate with apiagg's own
+//! credentials, keeps what resolution reads in the shared [`ClusterServices`], and bumps a
+//! generation the registry controller waits on. A failing list or watch is retried with backoff
+//! while the last known state keeps resolving; an expired resourceVersion (410) relists.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use apiagg_config::cluster::{ClusterServices, ServiceResolution, SERVICE_NAME_LABEL};
+use serde_json::Value;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use super::backoff::Backoff;
+use crate::backends::{Clients, FetchError, Upstream};
+
+/// Objects per list page.
+const PAGE: usize = 500;
+/// Upper bound of one list page.
+const LIST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The Services and EndpointSlices known so far, shared between the reflectors (writers) and the
+/// registry controller (reader, off the request path).
+#[derive(Default)]
+pub struct SharedCluster {
+    state: Mutex<ClusterServices>,
+    generation: watch::Sender<u64>,
+}
+
+impl SharedCluster {
+    /// The current state, for building a registry.
+    pub fn lock(&self) -> MutexGuard<'_, ClusterServices> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Wakes up on every change resolution could see.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.generation.subscribe()
+    }
+
+    fn update(&self, change: impl FnOnce(&mut ClusterServices) -> bool) {
+        let changed = change(&mut self.lock());
+        if changed {
+            self.generation.send_modify(|g| *g += 1);
+        }
+    }
+}
+
+/// The kinds a reflector follows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Services,
+    EndpointSlices,
+}
+
+impl Kind {
+    /// The collection path and its selector.
+    fn query(self) -> (&'static str, Option<&'static str>) {
+        match self {
+            Kind::Services => ("/api/v1/services", None),
+            Kind::EndpointSlices => (
+                "/apis/discovery.k8s.io/v1/endpointslices",
+                Some(SERVICE_NAME_LABEL),
+            ),
+        }
+    }
+
+    fn path(self, extra: &str) -> String {
+        let (path, selector) = self.query();
+        match selector {
+            Some(label) => format!("{path}?labelSelector={}&{extra}", label.replace('/', "%2F")),
+            None => format!("{path}?{extra}"),
+        }
+    }
+}
+
+/// The reflectors of one delegate; dropped, they stop.
+pub struct ClusterWatch {
+    tasks: Vec<JoinHandle<()>>,
+    /// The delegate they read from.
+    pub delegate: Arc<Upstream>,
+    /// The mode they serve.
+    pub mode: ServiceResolution,
+}
+
+impl Drop for ClusterWatch {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
+
+impl ClusterWatch {
+    /// Starts the reflectors `mode` needs (none for `config`) on the current runtime.
+    pub fn spawn(
+        mode: ServiceResolution,
+        delegate: Arc<Upstream>,
+        clients: Arc<Clients>,
+        shared: Arc<SharedCluster>,
+    ) -> Option<ClusterWatch> {
+        let kinds: &[Kind] = match mode {
+            ServiceResolution::Config => return None,
+            ServiceResolution::Cluster => &[Kind::Services],
+            ServiceResolution::Endpoints => &[Kind::Services, Kind::EndpointSlices],
+        };
+        let listed = Arc::new(Mutex::new(Vec::new()));
+        let tasks = kinds
+            .iter()
+            .map(|&kind| {
+                let reflector = Reflector {
+                    kind,
+                    kinds: kinds.len(),
+                    delegate: delegate.clone(),
+                    clients: clients.clone(),
+                    shared: shared.clone(),
+                    listed: listed.clone(),
+                };
+                tokio::spawn(reflector.run())
+            })
+            .collect();
+        Some(ClusterWatch {
+            tasks,
+            delegate,
+            mode,
+        })
+    }
+}
+
+/// How a watch ended without a transport error.
+enum Ended {
+    /// Its time was up: watch again from the last resourceVersion.
+    Timeout,
+    /// The resourceVersion is too old (410): list again.
+    Expired,
+}
+
+struct Reflector {
+    kind: Kind,
+    /// How many kinds must be listed before resolution answers.
+    kinds: usize,
+    delegate: Arc<Upstream>,
+    clients: Arc<Clients>,
+    shared: Arc<SharedCluster>,
+    /// The kinds listed at least once.
+    listed: Arc<Mutex<Vec<Kind>>>,
+}
+
+impl Reflector {
+    async fn run(self) {
+        let mut backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(30));
+        let mut version: Option<String> = None;
+        loop {
+            let step = match version.clone() {
+                None => self.list().await.map(|v| {
+                    version = Some(v);
+                    None
+                }),
+                Some(from) => self.watch(&from, &mut version).await.map(Some),
+            };
+            match step {
+                Ok(Some(Ended::Expired)) => version = None,
+                Ok(_) => {
+                    backoff.succeeded();
+                    self.report(None);
+                }
+                Err(e) => {
+                    self.report(Some(e.to_string()));
+                    tokio::time::sleep(backoff.failed()).await;
+                }
+            }
+        }
+    }
+
+    /// Logs a problem when it changes and records it for the conditions.
+    fn report(&self, problem: Option<String>) {
+        let kind = self.kind;
+        self.shared.update(|cluster| {
+            let changed = cluster.set_problem(problem.clone());
+            if changed {
+                match &problem {
+                    Some(p) => tracing::warn!(?kind, "cannot read the cluster's {kind:?}, the last known ones keep resolving: {p}"),
+                    None => tracing::info!(?kind, "reading the cluster's {kind:?} again"),
+                }
+            }
+            changed && !cluster.listed()
+        });
+    }
+
+    /// Lists every object, page by page; returns the list's resourceVersion.
+    async fn list(&self) -> Result<String, FetchError> {
+        let client = self.clients.pick(&self.delegate)?;
+        let mut items = Vec::new();
+        let mut next: Option<String> = None;
+        let version = loop {
+            let mut extra = format!("limit={PAGE}");
+            if let Some(token) = &next {
+                extra.push_str("&continue=");
+                extra.push_str(&url_escape(token));
+            }
+            let path = self.kind.path(&extra);
+            let page: Value = client
+                .get(&path, "application/json", None, LIST_TIMEOUT)
+                .await?
+                .json()?;
+            let meta = &page["metadata"];
+            if let Some(list) = page["items"].as_array() {
+                items.extend(list.iter().cloned());
+            }
+            match meta["continue"].as_str().filter(|t| !t.is_empty()) {
+                Some(token) => next = Some(token.to_string()),
+                None => break meta["resourceVersion"].as_str().unwrap_or("").to_string(),
+            }
+        };
+        let kind = self.kind;
+        let all_listed = {
+            let mut listed = self.listed.lock().unwrap_or_else(|e| e.into_inner());
+            if !listed.contains(&kind) {
+                listed.push(kind);
+            }
+            listed.len() == self.kinds
+        };
+        self.shared.update(|cluster| {
+            let changed = match kind {
+                Kind::Services => cluster.replace_services(&items),
+                Kind::EndpointSlices => cluster.replace_slices(&items),
+            };
+            let first = all_listed && !cluster.listed();
+            if first {
+                cluster.mark_listed();
+                tracing::info!(count = items.len(), "listed the cluster's {kind:?}");
+            }
+            changed || first
+        });
+        Ok(version)
+    }
+
+    /// Watches from `from`, applying each event and keeping `version` current.
+    async fn watch(&self, from: &str, version: &mut Option<String>) -> Result<Ended, FetchError> {
+        let client = self.clients.pick(&self.delegate)?;
+        // Spread re-watches of many replicas over five minutes, as client-go does.
+        let seconds = 300 + u64::from(jitter()) % 300;
+        let started = tokio::time::Instant::now();
+        let path = self.kind.path(&format!(
+            "watch=1&allowWatchBookmarks=true&resourceVersion={}&timeoutSeconds={seconds}",
+            url_escape(from)
+        ));
+        let mut lines = match client
+            .stream(&path, Duration::from_secs(seconds + 30))
+            .await?
+        {
+            Ok(lines) => lines,
+            Err(refused) if refused.status == 410 => return Ok(Ended::Expired),
+            Err(refused) => return Err(refused.unexpected()),
+        };
+        while let Some(line) = lines.next().await? {
+            let event: Value = serde_json::from_slice(&line).map_err(|e| FetchError::Invalid {
+                url: path.clone(),
+                message: format!("watch event: {e}"),
+            })?;
+            let object = &event["object"];
+            let kind = event["type"].as_str().unwrap_or("");
+            if kind == "ERROR" {
+                if object["code"].as_u64() == Some(410) {
+                    return Ok(Ended::Expired);
+                }
+                return Err(FetchError::Invalid {
+                    url: path,
+                    message: object["message"]
+                        .as_str()
+                        .unwrap_or("watch error")
+                        .to_string(),
+                });
+            }
+            if let Some(rv) = object["metadata"]["resourceVersion"].as_str() {
+                *version = Some(rv.to_string());
+            }
+            let deleted = match kind {
+                "ADDED" | "MODIFIED" => false,
+                "DELETED" => true,
+                _ => continue,
+            };
+            self.shared.update(|cluster| match self.kind {
+                Kind::Services => cluster.service_event(object, deleted),
+                Kind::EndpointSlices => cluster.slice_event(object, deleted),
+            });
+        }
+        if started.elapsed() < Duration::from_secs(1) {
+            // A delegate that ends watches at once must not make this a busy loop.
+            return Err(FetchError::Invalid {
+                url: path,
+                message: "the watch ended at once".into(),
+            });
+        }
+        Ok(Ended::Timeout)
+    }
+}
+
+fn jitter() -> u32 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos())
+}
+
+/// Escapes a query value (resource versions and continue tokens are opaque).
+fn url_escape(value: &str) -> String {
+    url::form_urlencoded::byte_serialize(value.as_bytes()).collect()
+}
