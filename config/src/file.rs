@@ -17,9 +17,10 @@ pub use self::delegate::{
 };
 use self::delegate::{parse_delegate, RawDelegate};
 use self::parts::{check_services, documents, expand_pattern, object_from_value, Invalid};
-use self::trust::{parse_authentication, RawAuthentication};
+use self::trust::{parse_authentication, parse_authorization, RawAuthentication, RawAuthorization};
 pub use self::trust::{
-    Authentication, ProxyClient, RequestHeader, ServingTls, SniCertificate, TokenReview, TrustError,
+    Authentication, Authorization, AuthorizationMode, ProxyClient, RequestHeader, ServingTls,
+    SniCertificate, TokenReview, TrustError,
 };
 use crate::apiservice::{self, APIService};
 pub use crate::cluster::ServiceResolution;
@@ -35,6 +36,7 @@ struct RawConfig {
     tls: Option<ServingTls>,
     delegate: Option<RawDelegate>,
     authentication: Option<RawAuthentication>,
+    authorization: Option<RawAuthorization>,
     proxy_client: Option<ProxyClient>,
     #[serde(default)]
     service_resolution: ServiceResolution,
@@ -86,6 +88,8 @@ pub struct GatewayConfig {
     pub delegate: Option<DelegateConfig>,
     /// How callers are authenticated.
     pub authentication: Authentication,
+    /// What authenticated callers may do.
+    pub authorization: Authorization,
     /// The certificate presented to remote backends.
     pub proxy_client: Option<ProxyClient>,
     /// Where `spec.service` is resolved besides the `services` table.
@@ -232,6 +236,19 @@ impl Sources {
                 "needs a delegate: TokenReviews are sent to it",
             ));
         }
+        let authorization = match raw.authorization {
+            Some(a) => parse_authorization(a).unwrap_or_else(|e| {
+                problems.push(Problem::new(format!("{shown}: authorization"), e));
+                Authorization::default()
+            }),
+            None => Authorization::default(),
+        };
+        if authorization.mode == AuthorizationMode::Webhook && delegate.is_none() {
+            problems.push(Problem::new(
+                format!("{shown}: authorization.mode"),
+                "Webhook needs a delegate: SubjectAccessReviews are sent to it",
+            ));
+        }
         let proxy_client = raw.proxy_client.map(|p| ProxyClient {
             cert_file: base.join(p.cert_file),
             key_file: base.join(p.key_file),
@@ -300,6 +317,7 @@ impl Sources {
             tls,
             delegate,
             authentication,
+            authorization,
             proxy_client,
             service_resolution: raw.service_resolution,
             services: raw.services,

@@ -1,5 +1,6 @@
-//! Trust settings: the serving certificates (`tls:`), who callers are (`authentication:`) and the
-//! certificate apiagg presents to remote backends (`proxyClient:`). Paths are resolved against the
+//! Trust settings: the serving certificates (`tls:`), who callers are (`authentication:`), what
+//! they may do (`authorization:`) and the certificate apiagg presents to remote backends
+//! (`proxyClient:`). Paths are resolved against the
 //! config's folder; the files are read by the gateway, which re-reads them when they change.
 
 use std::path::{Path, PathBuf};
@@ -171,6 +172,9 @@ pub enum TrustError {
     /// TTLs without `tokenReview: true`.
     #[error("tokenReviewCacheTTL and tokenReviewFailureCacheTTL need tokenReview: true")]
     TtlWithoutReview,
+    /// Authorization cache TTLs with `mode: AlwaysAllow`.
+    #[error("cacheAuthorizedTTL and cacheUnauthorizedTTL need mode: Webhook")]
+    TtlWithoutWebhook,
     /// Client certificates are asked for only over TLS.
     #[error("clientCAFile and requestHeader need tls: client certificates come with TLS")]
     NeedsTls,
@@ -259,4 +263,130 @@ pub(super) fn parse_authentication(
         return Err(TrustError::NeedsTls);
     }
     Ok(authentication)
+}
+
+/// `authorization.mode`: kube-apiserver's `--authorization-mode` values apiagg knows.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+pub enum AuthorizationMode {
+    /// Every authenticated request may do anything (the backends and the delegate decide).
+    #[default]
+    AlwaysAllow,
+    /// Every request is authorized by a SubjectAccessReview at the delegate (cached).
+    Webhook,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(super) struct RawAuthorization {
+    #[serde(default)]
+    mode: AuthorizationMode,
+    #[serde(rename = "cacheAuthorizedTTL", alias = "cacheAuthorizedTtl")]
+    cache_authorized_ttl: Option<String>,
+    #[serde(rename = "cacheUnauthorizedTTL", alias = "cacheUnauthorizedTtl")]
+    cache_unauthorized_ttl: Option<String>,
+}
+
+/// What authenticated callers may do (kube-apiserver's `--authorization-mode` and
+/// `--authorization-webhook-cache-*-ttl` flags).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Authorization {
+    /// Who decides.
+    pub mode: AuthorizationMode,
+    /// How long an allowed request is remembered (`Webhook`; 5 minutes by default).
+    pub cache_authorized_ttl: Duration,
+    /// How long a denied request is remembered (`Webhook`; 30 seconds by default).
+    pub cache_unauthorized_ttl: Duration,
+}
+
+impl Default for Authorization {
+    fn default() -> Self {
+        Authorization {
+            mode: AuthorizationMode::AlwaysAllow,
+            cache_authorized_ttl: Duration::from_secs(300),
+            cache_unauthorized_ttl: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Validates `authorization:`.
+pub(super) fn parse_authorization(raw: RawAuthorization) -> Result<Authorization, TrustError> {
+    let ttls = raw.cache_authorized_ttl.is_some() || raw.cache_unauthorized_ttl.is_some();
+    if raw.mode == AuthorizationMode::AlwaysAllow && ttls {
+        return Err(TrustError::TtlWithoutWebhook);
+    }
+    let default = Authorization::default();
+    Ok(Authorization {
+        mode: raw.mode,
+        cache_authorized_ttl: duration(
+            "cacheAuthorizedTTL",
+            raw.cache_authorized_ttl,
+            default.cache_authorized_ttl,
+        )?,
+        cache_unauthorized_ttl: duration(
+            "cacheUnauthorizedTTL",
+            raw.cache_unauthorized_ttl,
+            default.cache_unauthorized_ttl,
+        )?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::GatewayConfig;
+    use super::*;
+
+    fn load(text: &str) -> Result<GatewayConfig, String> {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("c.yaml");
+        std::fs::write(&path, text).expect("write");
+        GatewayConfig::load(&path).map_err(|e| e.to_string())
+    }
+
+    const DELEGATE: &str = "delegate: {url: \"https://127.0.0.1:6443\"}\n";
+
+    #[test]
+    fn authorization_defaults_to_always_allow() {
+        let config = load("").expect("empty config");
+        assert_eq!(config.authorization, Authorization::default());
+        assert_eq!(config.authorization.mode, AuthorizationMode::AlwaysAllow);
+    }
+
+    #[test]
+    fn webhook_takes_its_ttls() {
+        let config = load(&format!(
+            "{DELEGATE}authorization: {{mode: Webhook, cacheAuthorizedTTL: 1m, cacheUnauthorizedTTL: 2s}}\n"
+        ))
+        .expect("webhook");
+        let a = config.authorization;
+        assert_eq!(a.mode, AuthorizationMode::Webhook);
+        assert_eq!(a.cache_authorized_ttl, Duration::from_secs(60));
+        assert_eq!(a.cache_unauthorized_ttl, Duration::from_secs(2));
+        let config = load(&format!("{DELEGATE}authorization: {{mode: Webhook}}\n")).expect("ok");
+        assert_eq!(
+            config.authorization.cache_authorized_ttl,
+            Duration::from_secs(300)
+        );
+        assert_eq!(
+            config.authorization.cache_unauthorized_ttl,
+            Duration::from_secs(30)
+        );
+    }
+
+    #[test]
+    fn bad_authorization_settings_say_why() {
+        let err = load("authorization: {mode: Webhook}\n").expect_err("no delegate");
+        assert!(
+            err.contains("authorization.mode: Webhook needs a delegate"),
+            "{err}"
+        );
+        let err = load("authorization: {cacheAuthorizedTTL: 1m}\n").expect_err("ttl");
+        assert!(err.contains("need mode: Webhook"), "{err}");
+        let err = load(&format!(
+            "{DELEGATE}authorization: {{mode: Webhook, cacheUnauthorizedTTL: soon}}\n"
+        ))
+        .expect_err("duration");
+        assert!(err.contains("cacheUnauthorizedTTL \"soon\""), "{err}");
+        let err = load("authorization: {mode: RBAC}\n").expect_err("mode");
+        assert!(err.contains("unknown variant `RBAC`"), "{err}");
+    }
 }

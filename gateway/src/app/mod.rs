@@ -59,7 +59,8 @@ pub fn serve(launch: Launch) -> anyhow::Result<()> {
     let gateway = Arc::new(Gateway::new(options, store).context("creating metrics")?);
     let auth = Arc::new(
         Authenticator::new(&config.authentication)
-            .with_context(|| format!("invalid config {}", path.display()))?,
+            .with_context(|| format!("invalid config {}", path.display()))?
+            .authorizing(&config.authorization),
     );
     let certificates = config
         .tls

@@ -1,7 +1,9 @@
-//! Layer 2: who the caller is. The union of the configured authenticators in kube-apiserver's
-//! order — front proxy (request headers over a trusted client certificate), client certificate,
-//! static token file, TokenReview at the delegate — then anonymous, or 401.
+//! Layer 2: who the caller is and what it may do. The union of the configured authenticators in
+//! kube-apiserver's order — front proxy (request headers over a trusted client certificate),
+//! client certificate, static token file, TokenReview at the delegate — then anonymous, or 401;
+//! then the authorizer (`AlwaysAllow`, or SubjectAccessReview at the delegate).
 
+mod authz;
 mod requestheader;
 mod token;
 mod user;
@@ -9,9 +11,11 @@ mod x509;
 
 use std::sync::Arc;
 
+use apiagg_config::file::Authorization;
 use apiagg_config::Authentication;
 use http::{HeaderMap, HeaderName};
 
+pub use self::authz::{Authorizer, AuthzRequest, Refusal, Reviewer, IMPERSONATE_PREFIX};
 use self::requestheader::RequestHeaderNames;
 pub use self::token::TokenCache;
 use self::token::{TokenFile, TokenReviewer};
@@ -35,6 +39,9 @@ pub enum Method {
     TokenReview,
     /// No credentials.
     Anonymous,
+    /// `Impersonate-*` headers of a caller authenticated otherwise, authorized by apiagg: the
+    /// delegate sees apiagg impersonating the result.
+    Impersonation,
 }
 
 /// An authenticated caller.
@@ -74,6 +81,7 @@ pub struct Authenticator {
     token_file: Option<Arc<TokenFile>>,
     reviewer: Option<TokenReviewer>,
     reloadable: Vec<Arc<dyn Reload>>,
+    authorizer: Authorizer,
 }
 
 impl Authenticator {
@@ -132,7 +140,19 @@ impl Authenticator {
             token_file,
             reviewer: config.token_review.map(TokenReviewer::new),
             reloadable,
+            authorizer: Authorizer::default(),
         })
+    }
+
+    /// The same authenticators, followed by the authorizer `config` asks for.
+    pub fn authorizing(mut self, config: &Authorization) -> Authenticator {
+        self.authorizer = Authorizer::new(config);
+        self
+    }
+
+    /// What authenticated callers may do.
+    pub fn authorizer(&self) -> &Authorizer {
+        &self.authorizer
     }
 
     /// The client-certificate checks the TLS listener runs per connection, when configured.

@@ -3,6 +3,7 @@
 //! Everything here reads published snapshots only: no lock, no document built per request.
 
 mod apiservices;
+mod authorize;
 mod classify;
 mod errors;
 mod forward;

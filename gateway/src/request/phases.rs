@@ -94,6 +94,12 @@ impl ProxyHttp for ApiaggProxy {
             }
         }
 
+        // 3b. What the caller may do (authorization.mode: Webhook): impersonation is authorized
+        // and applied, then the request; 403 Status when refused, 500 when nobody could decide.
+        if let Err(reply) = self.authorize(session, ctx).await {
+            return self.answer(session, ctx, RouteKind::Refused, reply).await;
+        }
+
         // 4. What apiagg answers itself.
         if let Some((kind, reply)) = self.local(session.req_header(), ctx, route) {
             return self.answer(session, ctx, kind, reply).await;

@@ -29,6 +29,8 @@ pub struct Metrics {
     pub registered: IntGauge,
     /// `apiagg_requests_in_flight`
     pub in_flight: IntGauge,
+    /// `apiagg_authorization_decisions_total{decision,cache}`
+    pub authorization_decisions: IntCounterVec,
     /// `aggregator_discovery_aggregation_count_total`
     pub discovery_aggregations: IntCounter,
     /// `aggregator_unavailable_apiservice{name}`
@@ -85,6 +87,15 @@ const APISERVER_LABELS: [&str; 9] =
 #[rustfmt::skip]
 const TERMINATION_LABELS: [&str; 8] =
     ["verb", "group", "version", "resource", "subresource", "scope", "component", "code"];
+
+/// The series `apiagg_authorization_decisions_total` can have (failures are never cached).
+const AUTHORIZATION_SERIES: [(&str, &str); 5] = [
+    ("allowed", "hit"),
+    ("allowed", "miss"),
+    ("denied", "hit"),
+    ("denied", "miss"),
+    ("error", "miss"),
+];
 
 /// Reasons an `aggregator_unavailable_apiservice_total` series can carry.
 const REASONS: [&str; 5] = [
@@ -180,6 +191,16 @@ impl Metrics {
                 "Requests being served right now.",
             )?,
         )?;
+        let authorization_decisions = counter(
+            &r,
+            "apiagg_authorization_decisions_total",
+            "Authorization decisions (authorization.mode: Webhook), by decision (allowed, denied, \
+             error) and whether the cache answered (hit) or the delegate was asked (miss).",
+            &["decision", "cache"],
+        )?;
+        for (decision, cache) in AUTHORIZATION_SERIES {
+            authorization_decisions.with_label_values(&[decision, cache]);
+        }
         let discovery_aggregations = single(
             &r,
             IntCounter::new(
@@ -277,6 +298,7 @@ impl Metrics {
             last_reload_ok,
             registered,
             in_flight,
+            authorization_decisions,
             discovery_aggregations,
             unavailable,
             unavailable_total,
@@ -296,6 +318,15 @@ impl Metrics {
             terminated_series: Mutex::new(Vec::new()),
         })
     }
+    /// Counts one authorization decision; labels outside the closed sets are not recorded.
+    pub fn authorization_decision(&self, decision: &str, cache: &str) {
+        if AUTHORIZATION_SERIES.contains(&(decision, cache)) {
+            self.authorization_decisions
+                .with_label_values(&[decision, cache])
+                .inc();
+        }
+    }
+
     /// Text exposition of every metric.
     pub fn render(&self) -> Vec<u8> {
         let mut out = Vec::new();

@@ -1,0 +1,72 @@
+//! Step 3b of `request_filter`: what the authenticated caller may do. With
+//! `authorization.mode: Webhook` the caller's `Impersonate-*` headers are authorized first and,
+//! once allowed, replace the caller (the headers are removed: the impersonated user is what
+//! backends and the delegate see), then the request itself. Refusals are kube-apiserver's
+//! Status: 403 `Forbidden`, or 500 `InternalError` when the delegate could not decide.
+
+use http::HeaderName;
+use pingora_proxy::Session;
+
+use super::reply::{self, Reply};
+use super::{ApiaggProxy, RequestCtx};
+use crate::auth::{AuthzRequest, Refusal, Reviewer, IMPERSONATE_PREFIX};
+
+impl ApiaggProxy {
+    /// Authorizes the request of `ctx.caller`. `Ok`: it goes on (as the impersonated user when
+    /// it asked for one); `Err(reply)`: the answer instead.
+    pub(super) async fn authorize(
+        &self,
+        session: &mut Session,
+        ctx: &mut RequestCtx,
+    ) -> Result<(), Reply> {
+        let authorizer = self.auth.authorizer();
+        let Some(caller) = ctx.caller.as_ref().filter(|_| authorizer.enabled()) else {
+            return Ok(());
+        };
+        let routes = self.gateway.routes.load();
+        let reviewer = Reviewer {
+            delegate: routes.delegate.as_deref(),
+            clients: &self.gateway.clients,
+            metrics: &self.gateway.metrics,
+        };
+        let outcome = {
+            let header = session.req_header();
+            let request = AuthzRequest {
+                method: header.method.as_str(),
+                path: header.uri.path(),
+                query: header.uri.query(),
+                headers: &header.headers,
+            };
+            authorizer.authorize(&request, caller, reviewer).await
+        };
+        match outcome {
+            Ok(None) => Ok(()),
+            Ok(Some(impersonated)) => {
+                let header = session.req_header_mut();
+                let honoured: Vec<HeaderName> = header
+                    .headers
+                    .keys()
+                    .filter(|n| n.as_str().starts_with(IMPERSONATE_PREFIX))
+                    .cloned()
+                    .collect();
+                for name in honoured {
+                    header.remove_header(&name);
+                }
+                ctx.caller = Some(impersonated);
+                Ok(())
+            }
+            Err(Refusal::Forbidden { message, details }) => {
+                tracing::debug!(
+                    path = session.req_header().uri.path(),
+                    "forbidden: {message}"
+                );
+                let body = reply::failure(403, "Forbidden", &message, Some(details));
+                Err(Reply::json(403, body))
+            }
+            Err(Refusal::Internal(message)) => {
+                tracing::warn!("authorization failed: {message}");
+                Err(reply::failure_reply(500, "InternalError", &message))
+            }
+        }
+    }
+}
