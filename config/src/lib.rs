@@ -6,6 +6,7 @@ pub mod cluster;
 pub mod content_hash;
 pub mod endpoint;
 pub mod file;
+pub mod managed_fields;
 pub mod priorities;
 pub mod registry;
 pub mod strategy;

@@ -1,11 +1,22 @@
 //! What the API server does to an APIService on its way into storage (spec §1.4): create wipes
 //! status (a local APIService is born `Available=True/Local`), update keeps the stored status,
-//! a `/status` update keeps spec and metadata; plus the patch formats kubectl sends. Pure: the
-//! caller supplies the time, the UID and the stored object.
+//! a `/status` update keeps spec and metadata; plus the patch formats kubectl sends, and the
+//! API's writes as a whole ([`create`], [`update`], [`apply`]: options, field ownership in
+//! `metadata.managedFields`, unknown-field warnings). Pure: the caller supplies the time, the UID
+//! and the stored object.
+
+mod patch;
+mod writes;
 
 use serde_json::{json, Map, Value};
 
 use crate::apiservice::{self, APIService, ValidationErrors};
+use crate::managed_fields::{ApplyError, Conflicts};
+
+pub use patch::{apply_patch, PatchKind};
+pub use writes::{
+    apply, create, update, FieldValidation, OptionsError, Prepared, Verb, WriteOptions,
+};
 
 /// Why a write is refused; each maps to a Kubernetes Status reason. None is retryable as is.
 #[derive(Debug, thiserror::Error)]
@@ -19,6 +30,21 @@ pub enum WriteError {
     /// The patch content type is not one of the four kubectl uses (`UnsupportedMediaType`, 415).
     #[error("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json")]
     UnsupportedPatch,
+    /// An apply would change fields other managers own (`Conflict`, 409); retry with `force`.
+    #[error("{0}")]
+    Conflict(Conflicts),
+    /// The request options are refused (`Invalid` on `*Options.meta.k8s.io`, 422).
+    #[error(transparent)]
+    Options(#[from] OptionsError),
+}
+
+impl From<ApplyError> for WriteError {
+    fn from(e: ApplyError) -> WriteError {
+        match e {
+            ApplyError::Conflicts(c) => WriteError::Conflict(c),
+            ApplyError::BadRequest(m) => WriteError::BadRequest(m),
+        }
+    }
 }
 
 /// A condition as the API writes it.
@@ -190,135 +216,6 @@ fn keep_server_metadata(old: &Value, value: &mut Value, spec_changed: bool) {
         generation
     };
     meta.insert("generation".into(), json!(generation));
-}
-
-/// How a PATCH body is to be applied.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PatchKind {
-    /// RFC 6902 (`application/json-patch+json`).
-    Json,
-    /// RFC 7386 (`application/merge-patch+json`).
-    Merge,
-    /// kubectl's strategic merge (`application/strategic-merge-patch+json`).
-    Strategic,
-    /// Server-side apply (`application/apply-patch+yaml`).
-    Apply,
-}
-
-impl PatchKind {
-    /// The kind a `Content-Type` names.
-    pub fn from_content_type(content_type: &str) -> Result<PatchKind, WriteError> {
-        let base = content_type.split(';').next().unwrap_or("").trim();
-        match base {
-            "application/json-patch+json" => Ok(PatchKind::Json),
-            "application/merge-patch+json" => Ok(PatchKind::Merge),
-            "application/strategic-merge-patch+json" => Ok(PatchKind::Strategic),
-            "application/apply-patch+yaml" | "application/apply-patch+json" => Ok(PatchKind::Apply),
-            _ => Err(WriteError::UnsupportedPatch),
-        }
-    }
-}
-
-/// Applies a patch body to `current` (the stored object), returning the patched object.
-pub fn apply_patch(current: &Value, kind: PatchKind, body: &[u8]) -> Result<Value, WriteError> {
-    let bad = |e: &dyn std::fmt::Display| WriteError::BadRequest(e.to_string());
-    let mut target = current.clone();
-    match kind {
-        PatchKind::Json => {
-            let patch: json_patch::Patch = serde_json::from_slice(body).map_err(|e| bad(&e))?;
-            json_patch::patch(&mut target, &patch).map_err(|e| bad(&e))?;
-        }
-        PatchKind::Merge => {
-            let patch: Value = serde_json::from_slice(body).map_err(|e| bad(&e))?;
-            json_patch::merge(&mut target, &patch);
-        }
-        PatchKind::Strategic => {
-            let patch: Value = serde_json::from_slice(body).map_err(|e| bad(&e))?;
-            strategic_merge(&mut target, &patch);
-        }
-        PatchKind::Apply => {
-            let text = std::str::from_utf8(body).map_err(|e| bad(&e))?;
-            let applied: Value = serde_yaml_ng::from_str(text).map_err(|e| bad(&e))?;
-            json_patch::merge(&mut target, &strip_directives(&applied));
-        }
-    }
-    Ok(target)
-}
-
-/// A strategic merge for APIService: maps merge as in a merge patch; `status.conditions` merge
-/// by `type`; `$patch`, `$retainKeys`, `$setElementOrder/…` and `$deleteFromPrimitiveList/…`
-/// directives are honoured where they matter here and otherwise dropped.
-fn strategic_merge(target: &mut Value, patch: &Value) {
-    let Value::Object(patch_map) = patch else {
-        *target = patch.clone();
-        return;
-    };
-    if patch_map.get("$patch").and_then(Value::as_str) == Some("replace") {
-        *target = strip_directives(patch);
-        return;
-    }
-    if !target.is_object() {
-        *target = json!({});
-    }
-    let Some(target_map) = target.as_object_mut() else {
-        return;
-    };
-    for (key, value) in patch_map {
-        if key.starts_with('$') {
-            continue;
-        }
-        match value {
-            Value::Null => {
-                target_map.remove(key);
-            }
-            Value::Array(items) if key == "conditions" => {
-                let existing = target_map.entry(key.clone()).or_insert_with(|| json!([]));
-                merge_by_type(existing, items);
-            }
-            Value::Object(_) => {
-                let entry = target_map.entry(key.clone()).or_insert(Value::Null);
-                strategic_merge(entry, value);
-            }
-            other => {
-                target_map.insert(key.clone(), strip_directives(other));
-            }
-        }
-    }
-}
-
-fn merge_by_type(existing: &mut Value, items: &[Value]) {
-    if !existing.is_array() {
-        *existing = json!([]);
-    }
-    let Some(list) = existing.as_array_mut() else {
-        return;
-    };
-    for item in items {
-        let key = item.get("type").cloned();
-        let position = list.iter().position(|e| e.get("type").cloned() == key);
-        let delete = item.get("$patch").and_then(Value::as_str) == Some("delete");
-        match (position, delete) {
-            (Some(i), true) => {
-                list.remove(i);
-            }
-            (Some(i), false) => strategic_merge(&mut list[i], item),
-            (None, false) => list.push(strip_directives(item)),
-            (None, true) => {}
-        }
-    }
-}
-
-fn strip_directives(value: &Value) -> Value {
-    match value {
-        Value::Object(map) => Value::Object(
-            map.iter()
-                .filter(|(k, _)| !k.starts_with('$'))
-                .map(|(k, v)| (k.clone(), strip_directives(v)))
-                .collect(),
-        ),
-        Value::Array(items) => Value::Array(items.iter().map(strip_directives).collect()),
-        other => other.clone(),
-    }
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 use serde_json::json;
 
 use super::*;
+use crate::managed_fields::Subresource;
 
 fn remote(name: &str, group: &str) -> Value {
     json!({"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
@@ -118,4 +119,120 @@ fn unknown_fields_are_named_with_their_path() {
     body["spec"]["caBundle"] = Value::Null;
     assert_eq!(unknown_fields(&body), ["metadata.labls", "spec.servce"]);
     assert!(unknown_fields(&remote("v1.a.io", "a.io")).is_empty());
+}
+
+fn options(verb: Verb, manager: Option<&str>, force: Option<&str>) -> WriteOptions {
+    WriteOptions::check(verb, manager, force, None, "kubectl/v1.32.0 (linux/amd64)")
+        .expect("options")
+}
+
+#[test]
+fn write_options_as_kube_apiserver_checks_them() {
+    let apply = Verb::Patch(PatchKind::Apply);
+    let err = WriteOptions::check(apply, None, None, None, "kubectl/v1.32").expect_err("required");
+    assert_eq!(
+        err.to_string(),
+        "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch"
+    );
+    assert_eq!(err.details()["causes"][0]["reason"], "FieldValueRequired");
+    let err = WriteOptions::check(Verb::Patch(PatchKind::Merge), None, Some("true"), None, "")
+        .expect_err("forbidden");
+    assert_eq!(
+        err.to_string(),
+        "PatchOptions.meta.k8s.io \"\" is invalid: force: Forbidden: may not be specified for non-apply patch"
+    );
+    let err = WriteOptions::check(Verb::Create, None, None, Some("Loud"), "").expect_err("value");
+    assert!(err.to_string().starts_with(
+        "CreateOptions.meta.k8s.io \"\" is invalid: fieldValidation: Unsupported value: \"Loud\""
+    ));
+    let defaulted = options(Verb::Update, None, None);
+    assert_eq!(defaulted.manager, "kubectl");
+    assert_eq!(defaulted.validation, FieldValidation::Warn);
+    assert!(options(apply, Some("a"), Some("true")).force);
+}
+
+#[test]
+fn writes_warn_about_unknown_fields_or_refuse_them_when_strict() {
+    let mut body = remote("v1.a.io", "a.io");
+    body["spec"]["foo"] = json!(1);
+    let mut opts = options(Verb::Create, Some("m"), None);
+    let created = create(&body, "uid-1", NOW, &opts).expect("create");
+    assert_eq!(created.warnings, ["unknown field \"spec.foo\""]);
+    assert!(created.object["spec"].get("foo").is_none());
+    assert_eq!(
+        created.object["metadata"]["managedFields"][0]["manager"],
+        "m"
+    );
+    opts.validation = FieldValidation::Ignore;
+    assert!(create(&body, "uid-1", NOW, &opts)
+        .expect("create")
+        .warnings
+        .is_empty());
+    opts.validation = FieldValidation::Strict;
+    let err = update(&created.object, &body, Subresource::Main, NOW, &opts).expect_err("strict");
+    assert_eq!(
+        err.to_string(),
+        "strict decoding error: unknown field \"spec.foo\""
+    );
+}
+
+const APPLIED: &[u8] = b"apiVersion: apiregistration.k8s.io/v1\nkind: APIService\nmetadata:\n  name: v1.a.io\nspec:\n  group: a.io\n  version: v1\n  groupPriorityMinimum: 1000\n  versionPriority: 15\n  service: {namespace: ns, name: svc}\n";
+
+#[test]
+fn apply_creates_then_conflicts_and_keeps_the_strategy() {
+    let a = options(Verb::Patch(PatchKind::Apply), Some("a"), None);
+    let created = apply(
+        None,
+        APPLIED,
+        "v1.a.io",
+        "uid-1",
+        Subresource::Main,
+        NOW,
+        &a,
+    )
+    .expect("create");
+    let object = created.object;
+    assert_eq!(object["metadata"]["uid"], "uid-1");
+    assert_eq!(object["spec"]["service"]["port"], 443);
+    assert_eq!(object["metadata"]["managedFields"][0]["operation"], "Apply");
+    let changed = String::from_utf8_lossy(APPLIED).replace("15", "20");
+    let b = options(Verb::Patch(PatchKind::Apply), Some("b"), None);
+    let sub = Subresource::Main;
+    let err = apply(
+        Some(&object),
+        changed.as_bytes(),
+        "v1.a.io",
+        "",
+        sub,
+        NOW,
+        &b,
+    )
+    .expect_err("conflict");
+    assert!(matches!(err, WriteError::Conflict(_)), "{err}");
+    let forced = WriteOptions { force: true, ..b };
+    let moved = apply(
+        Some(&object),
+        changed.as_bytes(),
+        "v1.a.io",
+        "",
+        sub,
+        NOW,
+        &forced,
+    )
+    .expect("force");
+    assert_eq!(moved.object["spec"]["versionPriority"], 20);
+    assert_eq!(moved.object["metadata"]["generation"], 2);
+    for (body, message) in [
+        (
+            &b"kind: APIService\nmetadata: {name: v1.a.io}\n"[..],
+            "invalid object type: /, Kind=APIService",
+        ),
+        (
+            &b"apiVersion: apiregistration.k8s.io/v1\nkind: APIService\nmetadata: {name: x}\n"[..],
+            "the name of the object (x) does not match the name on the URL (v1.a.io)",
+        ),
+    ] {
+        let err = apply(Some(&object), body, "v1.a.io", "", sub, NOW, &a).expect_err("bad");
+        assert_eq!(err.to_string(), message);
+    }
 }

@@ -1,7 +1,7 @@
 //! The answers of the API: objects, `Status` errors with the upstream reasons, and the
 //! server-set values (UIDs, timestamps).
 
-use apiagg_config::strategy::{self, WriteError};
+use apiagg_config::strategy::WriteError;
 use serde_json::{json, Value};
 
 use super::Answer;
@@ -14,16 +14,19 @@ pub fn status(code: u16, reason: &str, message: &str, details: Option<Value>) ->
         body["details"] = details;
     }
     body["code"] = json!(code);
-    Answer::Done {
-        code,
-        body: body.to_string().into_bytes(),
-    }
+    done(code, &body)
 }
 
 pub fn done(code: u16, value: &Value) -> Answer {
+    warned(code, value, Vec::new())
+}
+
+/// An answer with `Warning` headers (one per text).
+pub fn warned(code: u16, value: &Value, warnings: Vec<String>) -> Answer {
     Answer::Done {
         code,
         body: value.to_string().into_bytes(),
+        warnings,
     }
 }
 
@@ -59,6 +62,14 @@ pub fn write_error(name: &str, e: WriteError) -> Answer {
         }
         WriteError::BadRequest(_) => status(400, "BadRequest", &text, None),
         WriteError::UnsupportedPatch => status(415, "UnsupportedMediaType", &text, None),
+        // As upstream's NewApplyConflict: the causes only, no name.
+        WriteError::Conflict(conflicts) => status(
+            409,
+            "Conflict",
+            &text,
+            Some(json!({"causes": conflicts.causes()})),
+        ),
+        WriteError::Options(options) => status(422, "Invalid", &text, Some(options.details())),
     }
 }
 
@@ -90,21 +101,4 @@ pub fn now() -> String {
     jiff::Timestamp::now()
         .strftime("%Y-%m-%dT%H:%M:%SZ")
         .to_string()
-}
-
-/// With `fieldValidation=Strict`, a body with fields an APIService does not have is refused.
-pub fn strictly(strict: bool, body: &Value) -> Option<Answer> {
-    if !strict {
-        return None;
-    }
-    let unknown = strategy::unknown_fields(body);
-    if unknown.is_empty() {
-        return None;
-    }
-    let fields: Vec<String> = unknown
-        .iter()
-        .map(|f| format!("unknown field {f:?}"))
-        .collect();
-    let message = format!("strict decoding error: {}", fields.join(", "));
-    Some(status(400, "BadRequest", &message, None))
 }

@@ -1,7 +1,8 @@
 //! Layer 2: the `apiregistration.k8s.io/v1` REST API — `apiservices` and `apiservices/status`:
-//! list (selectors, `limit`/`continue`, Table), get, watch, create, update, the four patch
-//! formats, delete and deletecollection. Strategy and patches come from the config crate; the
-//! objects from the [`Store`]. APIServices of the config file are listed too, read-only.
+//! list (selectors, `limit`/`continue`, Table), get, watch here; create, update, the four patch
+//! formats (server-side apply with field ownership), delete and deletecollection in `writes`.
+//! Strategy, patches and `managedFields` come from the config crate; the objects from the
+//! [`Store`]. APIServices of the config file are listed too, read-only.
 
 mod answers;
 mod discovery;
@@ -9,21 +10,20 @@ mod openapi;
 mod query;
 mod table;
 mod watch;
+mod writes;
 
 use std::sync::Arc;
 
-use apiagg_config::strategy::{self, PatchKind};
 use serde_json::{json, Value};
 
 use self::query::Query;
-use crate::store::{revision_of, Store, StoreError};
+use crate::store::{Store, StoreError};
 
-pub use self::answers::now;
 pub use self::discovery::{discovery_entry, resource_list};
 pub use self::openapi::{v2_spec, v3_document, V3_KEY};
 pub use self::watch::WatchStream;
 
-use self::answers::{details, done, new_uid, status, store_error, strictly, write_error};
+use self::answers::{details, done, status, store_error};
 
 /// The group apiagg serves itself.
 pub const GROUP: &str = "apiregistration.k8s.io";
@@ -46,6 +46,8 @@ pub struct ApiRequest<'a> {
     pub content_type: &'a str,
     /// The body (already capped).
     pub body: &'a [u8],
+    /// `User-Agent`: the field manager of a write that names none.
+    pub user_agent: &'a str,
 }
 
 /// What to answer.
@@ -56,9 +58,11 @@ pub enum Answer {
         code: u16,
         /// JSON body.
         body: Vec<u8>,
+        /// One `Warning: 299 - "<text>"` header each (unknown fields under `fieldValidation=Warn`).
+        warnings: Vec<String>,
     },
     /// A watch stream.
-    Watch(WatchStream),
+    Watch(Box<WatchStream>),
 }
 
 /// The API over a store, with the config file's APIServices (status filled in) beside it.
@@ -78,16 +82,15 @@ impl Api<'_> {
             ("GET", [""]) => done(200, &resource_list()),
             ("GET", ["apiservices"]) if query.watch => self.watch(&query).await,
             ("GET", ["apiservices"]) => self.list(&query, req.accept).await,
-            ("POST", ["apiservices"]) => self.create(req.body, query.strict).await,
+            ("POST", ["apiservices"]) => self.create(req, &query).await,
             ("DELETE", ["apiservices"]) => self.delete_collection(&query).await,
             ("GET", ["apiservices", name]) => self.get(name, req.accept).await,
             ("GET", ["apiservices", name, "status"]) => self.get(name, "").await,
             ("PUT", ["apiservices", name, sub @ ..]) if sub.len() <= 1 => {
-                self.replace(name, sub == ["status"], req.body, query.strict)
-                    .await
+                self.replace(name, sub == ["status"], req, &query).await
             }
             ("PATCH", ["apiservices", name, sub @ ..]) if sub.len() <= 1 => {
-                self.patch(name, sub == ["status"], req, query.strict).await
+                self.patch(name, sub == ["status"], req, &query).await
             }
             ("DELETE", ["apiservices", name]) => self.delete(name).await,
             (_, ["apiservices", ..]) | (_, [""]) => status(
@@ -174,208 +177,6 @@ impl Api<'_> {
         done(200, &object)
     }
 
-    async fn create(&self, body: &[u8], strict: bool) -> Answer {
-        let value: Value = match serde_json::from_slice(body) {
-            Ok(v) => v,
-            Err(e) => return status(400, "BadRequest", &format!("invalid JSON: {e}"), None),
-        };
-        if let Some(refused) = strictly(strict, &value) {
-            return refused;
-        }
-        let name = value["metadata"]["name"].as_str().unwrap_or("").to_string();
-        if self.declared(&name).is_some() {
-            return store_error(StoreError::AlreadyExists(name));
-        }
-        match strategy::prepare_create(&value, &new_uid(), &now()) {
-            Ok(object) => match self.store.create(&name, object).await {
-                Ok(stored) => done(201, &stored),
-                Err(e) => store_error(e),
-            },
-            Err(e) => write_error(&name, e),
-        }
-    }
-
-    async fn replace(&self, name: &str, status_only: bool, body: &[u8], strict: bool) -> Answer {
-        if let Some(refused) = self.read_only(name) {
-            return refused;
-        }
-        let value: Value = match serde_json::from_slice(body) {
-            Ok(v) => v,
-            Err(e) => return status(400, "BadRequest", &format!("invalid JSON: {e}"), None),
-        };
-        if let Some(refused) = strictly(strict, &value) {
-            return refused;
-        }
-        if value["metadata"]["name"]
-            .as_str()
-            .is_some_and(|n| n != name)
-        {
-            return status(
-                400,
-                "BadRequest",
-                "the name in the body does not match the URL",
-                None,
-            );
-        }
-        let expected = value["metadata"]["resourceVersion"]
-            .as_str()
-            .and_then(|v| v.parse().ok());
-        let Some(old) = self.store.get(name) else {
-            return store_error(StoreError::NotFound(name.into()));
-        };
-        let next = if status_only {
-            strategy::prepare_status_update(&old, &value)
-        } else {
-            strategy::prepare_update(&old, &value)
-        };
-        match next {
-            Ok(object) => {
-                match self
-                    .store
-                    .update(name, object, expected.or(Some(revision_of(&old))))
-                    .await
-                {
-                    Ok(stored) => self.settle(name, stored).await,
-                    Err(e) => store_error(e),
-                }
-            }
-            Err(e) => write_error(name, e),
-        }
-    }
-
-    async fn patch(
-        &self,
-        name: &str,
-        status_only: bool,
-        req: &ApiRequest<'_>,
-        strict: bool,
-    ) -> Answer {
-        if let Some(refused) = self.read_only(name) {
-            return refused;
-        }
-        let kind = match PatchKind::from_content_type(req.content_type) {
-            Ok(kind) => kind,
-            Err(e) => return write_error(name, e),
-        };
-        // Optimistic concurrency: re-read and re-apply when another write came in between.
-        for _ in 0..5 {
-            let Some(old) = self.store.get(name) else {
-                if kind == PatchKind::Apply && !status_only {
-                    return self.apply_create(name, req.body).await;
-                }
-                return store_error(StoreError::NotFound(name.into()));
-            };
-            let patched = match strategy::apply_patch(&old, kind, req.body) {
-                Ok(p) => p,
-                Err(e) => return write_error(name, e),
-            };
-            if let Some(refused) = strictly(strict, &patched) {
-                return refused;
-            }
-            let next = if status_only {
-                strategy::prepare_status_update(&old, &patched)
-            } else {
-                strategy::prepare_update(&old, &patched)
-            };
-            let object = match next {
-                Ok(o) => o,
-                Err(e) => return write_error(name, e),
-            };
-            match self
-                .store
-                .update(name, object, Some(revision_of(&old)))
-                .await
-            {
-                Ok(stored) => return self.settle(name, stored).await,
-                Err(StoreError::Conflict(_)) => continue,
-                Err(e) => return store_error(e),
-            }
-        }
-        store_error(StoreError::Conflict(name.into()))
-    }
-
-    /// Server-side apply of an object that does not exist yet: a create.
-    async fn apply_create(&self, name: &str, body: &[u8]) -> Answer {
-        let applied = match strategy::apply_patch(&json!({}), PatchKind::Apply, body) {
-            Ok(v) => v,
-            Err(e) => return write_error(name, e),
-        };
-        match strategy::prepare_create(&applied, &new_uid(), &now()) {
-            Ok(object) => match self.store.create(name, object).await {
-                Ok(stored) => done(201, &stored),
-                Err(e) => store_error(e),
-            },
-            Err(e) => write_error(name, e),
-        }
-    }
-
-    /// Deletes at once, or, while finalizers remain, marks the object with a
-    /// `deletionTimestamp` and deletes it when an update removes the last one. A concurrent
-    /// write (a status update) makes it read again.
-    async fn delete(&self, name: &str) -> Answer {
-        if let Some(refused) = self.read_only(name) {
-            return refused;
-        }
-        for _ in 0..5 {
-            let Some(current) = self.store.get(name) else {
-                return store_error(StoreError::NotFound(name.into()));
-            };
-            let expected = Some(revision_of(&current));
-            let finalizers = current["metadata"]["finalizers"]
-                .as_array()
-                .is_some_and(|f| !f.is_empty());
-            let result = if !finalizers {
-                self.store.delete(name, expected).await
-            } else if current["metadata"].get("deletionTimestamp").is_some() {
-                return done(200, &current);
-            } else {
-                let mut marked = (*current).clone();
-                marked["metadata"]["deletionTimestamp"] = json!(now());
-                marked["metadata"]["deletionGracePeriodSeconds"] = json!(0);
-                self.store.update(name, marked, expected).await
-            };
-            match result {
-                Ok(object) => return done(200, &object),
-                Err(StoreError::Conflict(_)) => continue,
-                Err(e) => return store_error(e),
-            }
-        }
-        store_error(StoreError::Conflict(name.into()))
-    }
-
-    /// After a write: an object being deleted whose last finalizer is gone is deleted now.
-    async fn settle(&self, name: &str, stored: Arc<Value>) -> Answer {
-        let terminating = stored["metadata"].get("deletionTimestamp").is_some();
-        let finalizers = stored["metadata"]["finalizers"]
-            .as_array()
-            .is_some_and(|f| !f.is_empty());
-        if !terminating || finalizers {
-            return done(200, &stored);
-        }
-        match self.store.delete(name, Some(revision_of(&stored))).await {
-            Ok(last) => done(200, &last),
-            Err(e) => store_error(e),
-        }
-    }
-
-    async fn delete_collection(&self, query: &Query) -> Answer {
-        let (stored, revision) = self.store.list();
-        let mut deleted = Vec::new();
-        for object in stored.iter().filter(|o| query.selects(o)) {
-            let name = object["metadata"]["name"].as_str().unwrap_or("");
-            match self.store.delete(name, None).await {
-                Ok(last) => deleted.push((*last).clone()),
-                Err(StoreError::NotFound(_)) => {}
-                Err(e) => return store_error(e),
-            }
-        }
-        done(
-            200,
-            &json!({"kind": "APIServiceList", "apiVersion": "apiregistration.k8s.io/v1",
-                "metadata": {"resourceVersion": revision.to_string()}, "items": deleted}),
-        )
-    }
-
     async fn watch(&self, query: &Query) -> Answer {
         let from = query.resource_version.filter(|rv| *rv > 0);
         let initial = query.send_initial_events.unwrap_or(from.is_none());
@@ -392,6 +193,6 @@ impl Api<'_> {
                     .map(|o| ("ADDED".to_string(), Arc::new(o))),
             );
         }
-        Answer::Watch(WatchStream::new(first, watch, query.clone()))
+        Answer::Watch(Box::new(WatchStream::new(first, watch, query.clone())))
     }
 }

@@ -1,6 +1,7 @@
 //! List and watch parameters: `labelSelector` (`k=v`, `k==v`, `k!=v`, `k`, `!k`),
 //! `fieldSelector` (`metadata.name`), `limit`/`continue`, `resourceVersion`, `watch`,
-//! `allowWatchBookmarks`, `sendInitialEvents`.
+//! `allowWatchBookmarks`, `sendInitialEvents`; and the write options `fieldManager`, `force`,
+//! `fieldValidation` (checked by the config crate's `WriteOptions`).
 
 use base64::Engine;
 use serde_json::Value;
@@ -18,8 +19,12 @@ pub struct Query {
     pub send_initial_events: Option<bool>,
     /// `timeoutSeconds` of a watch.
     pub timeout_seconds: Option<u64>,
-    /// `fieldValidation=Strict`: unknown fields are an error.
-    pub strict: bool,
+    /// `fieldManager` of a write.
+    pub field_manager: Option<String>,
+    /// `force` of an apply, as sent.
+    pub force: Option<String>,
+    /// `fieldValidation` of a write, as sent (`Strict`, `Warn`, `Ignore`).
+    pub field_validation: Option<String>,
 }
 
 /// One label requirement.
@@ -75,7 +80,9 @@ impl Query {
                 "allowWatchBookmarks" => q.bookmarks = value == "true",
                 "sendInitialEvents" => q.send_initial_events = Some(value == "true"),
                 "timeoutSeconds" => q.timeout_seconds = value.parse().ok(),
-                "fieldValidation" => q.strict = value == "Strict",
+                "fieldManager" => q.field_manager = Some(value),
+                "force" => q.force = Some(value),
+                "fieldValidation" => q.field_validation = Some(value),
                 _ => {}
             }
         }
@@ -140,6 +147,12 @@ mod tests {
                 .continue_after
                 .as_deref(),
             Some("v1.a.io")
+        );
+        let w = Query::parse("fieldManager=a%2Fb&force=true&fieldValidation=Warn");
+        assert_eq!(w.field_manager.as_deref(), Some("a/b"));
+        assert_eq!(
+            (w.force.as_deref(), w.field_validation.as_deref()),
+            (Some("true"), Some("Warn"))
         );
     }
 }

@@ -1,6 +1,6 @@
 //! The APIService API on the request path: reads the body (capped), lets `apiservices` answer,
-//! and streams watches. The config file's APIServices are shown with the status the
-//! availability controller published.
+//! sends its answer (with one `Warning` header per warning) or streams its watch. The config
+//! file's APIServices are shown with the status the availability controller published.
 
 use bytes::Bytes;
 use pingora_error::Result;
@@ -69,6 +69,7 @@ pub async fn serve(session: &mut Session, gateway: &Gateway, rest: &str) -> Resu
             .to_string()
     };
     let (accept, content_type) = (header("accept"), header("content-type"));
+    let user_agent = header("user-agent");
     let req = session.req_header();
     let method = req.method.as_str().to_string();
     let query = req.uri.query().unwrap_or("").to_string();
@@ -85,19 +86,61 @@ pub async fn serve(session: &mut Session, gateway: &Gateway, rest: &str) -> Resu
             accept: &accept,
             content_type: &content_type,
             body: &body,
+            user_agent: &user_agent,
         })
         .await;
     match answer {
-        Answer::Done { code, body } => {
+        Answer::Done {
+            code,
+            body,
+            warnings,
+        } if warnings.is_empty() => {
             let reply = Reply::json(code, Bytes::from(body));
             reply.send(session).await?;
             Ok(code)
         }
+        Answer::Done {
+            code,
+            body,
+            warnings,
+        } => {
+            send_warned(session, code, Bytes::from(body), &warnings).await?;
+            Ok(code)
+        }
         Answer::Watch(stream) => {
-            stream_watch(session, stream, &gateway.lifecycle).await?;
+            stream_watch(session, *stream, &gateway.lifecycle).await?;
             Ok(200)
         }
     }
+}
+
+/// The `Warning` header value kube-apiserver sends: code 299, agent `-`, the text quoted
+/// (control characters, which a header cannot carry, become spaces).
+fn warning_header(text: &str) -> String {
+    let text: String = text
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    let quoted = text.replace('\\', "\\\\").replace('"', "\\\"");
+    format!("299 - \"{quoted}\"")
+}
+
+/// A JSON answer with `Warning` headers (several of one name, which [`Reply`] cannot send).
+async fn send_warned(
+    session: &mut Session,
+    code: u16,
+    body: Bytes,
+    warnings: &[String],
+) -> Result<()> {
+    let mut head = ResponseHeader::build(code, Some(4 + warnings.len()))?;
+    head.insert_header("Content-Type", reply::JSON)?;
+    head.insert_header("Content-Length", body.len().to_string())?;
+    head.insert_header("X-Content-Type-Options", "nosniff")?;
+    for text in warnings {
+        head.append_header("Warning", warning_header(text))?;
+    }
+    session.write_response_header(Box::new(head), false).await?;
+    session.write_response_body(Some(body), true).await
 }
 
 /// Sends a watch until it ends, the client leaves, its timeout passes or shutdown refuses new
@@ -134,4 +177,15 @@ async fn stream_watch(
     }
     let _ = session.write_response_body(None, true).await;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn warnings_are_quoted_as_kube_apiserver_quotes_them() {
+        assert_eq!(
+            super::warning_header("unknown field \"spec.foo\""),
+            r#"299 - "unknown field \"spec.foo\"""#
+        );
+    }
 }

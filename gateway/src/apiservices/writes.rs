@@ -1,0 +1,254 @@
+//! The writes: create, update (PUT, main resource and `/status`), the four patch formats with
+//! server-side apply among them, delete and deletecollection. The options, the strategy, field
+//! ownership and unknown-field warnings come from the config crate; this file only reads the
+//! request and talks to the store, re-reading on a concurrent write.
+
+use std::sync::Arc;
+
+use apiagg_config::managed_fields::Subresource;
+use apiagg_config::strategy::{self, PatchKind, Prepared, Verb, WriteError, WriteOptions};
+use serde_json::{json, Value};
+
+use super::answers::{done, new_uid, now, status, store_error, warned, write_error};
+use super::query::Query;
+use super::{Answer, Api, ApiRequest};
+use crate::store::{revision_of, StoreError};
+
+/// The checked options of a write, or the 422 that refuses them.
+fn options(verb: Verb, query: &Query, req: &ApiRequest<'_>) -> Result<WriteOptions, Answer> {
+    WriteOptions::check(
+        verb,
+        query.field_manager.as_deref(),
+        query.force.as_deref(),
+        query.field_validation.as_deref(),
+        req.user_agent,
+    )
+    .map_err(|e| write_error("", WriteError::Options(e)))
+}
+
+fn subresource(status_only: bool) -> Subresource {
+    if status_only {
+        Subresource::Status
+    } else {
+        Subresource::Main
+    }
+}
+
+/// The options and the JSON body of a create or an update.
+fn read(verb: Verb, query: &Query, req: &ApiRequest<'_>) -> Result<(WriteOptions, Value), Answer> {
+    let options = options(verb, query, req)?;
+    let value = serde_json::from_slice(req.body)
+        .map_err(|e| status(400, "BadRequest", &format!("invalid JSON: {e}"), None))?;
+    Ok((options, value))
+}
+
+impl Api<'_> {
+    pub(super) async fn create(&self, req: &ApiRequest<'_>, query: &Query) -> Answer {
+        let (options, value) = match read(Verb::Create, query, req) {
+            Ok(read) => read,
+            Err(answer) => return answer,
+        };
+        let name = value["metadata"]["name"].as_str().unwrap_or("").to_string();
+        if self.declared(&name).is_some() {
+            return store_error(StoreError::AlreadyExists(name));
+        }
+        match strategy::create(&value, &new_uid(), &now(), &options) {
+            Ok(Prepared { object, warnings }) => match self.store.create(&name, object).await {
+                Ok(stored) => warned(201, &stored, warnings),
+                Err(e) => store_error(e),
+            },
+            Err(e) => write_error(&name, e),
+        }
+    }
+
+    pub(super) async fn replace(
+        &self,
+        name: &str,
+        status_only: bool,
+        req: &ApiRequest<'_>,
+        query: &Query,
+    ) -> Answer {
+        if let Some(refused) = self.read_only(name) {
+            return refused;
+        }
+        let (options, value) = match read(Verb::Update, query, req) {
+            Ok(read) => read,
+            Err(answer) => return answer,
+        };
+        if value["metadata"]["name"]
+            .as_str()
+            .is_some_and(|n| n != name)
+        {
+            return status(
+                400,
+                "BadRequest",
+                "the name in the body does not match the URL",
+                None,
+            );
+        }
+        let expected = value["metadata"]["resourceVersion"]
+            .as_str()
+            .and_then(|v| v.parse().ok());
+        let Some(old) = self.store.get(name) else {
+            return store_error(StoreError::NotFound(name.into()));
+        };
+        let sub = subresource(status_only);
+        match strategy::update(&old, &value, sub, &now(), &options) {
+            Ok(Prepared { object, warnings }) => {
+                let expected = expected.or(Some(revision_of(&old)));
+                match self.store.update(name, object, expected).await {
+                    Ok(stored) => self.settle(name, stored, warnings).await,
+                    Err(e) => store_error(e),
+                }
+            }
+            Err(e) => write_error(name, e),
+        }
+    }
+
+    pub(super) async fn patch(
+        &self,
+        name: &str,
+        status_only: bool,
+        req: &ApiRequest<'_>,
+        query: &Query,
+    ) -> Answer {
+        if let Some(refused) = self.read_only(name) {
+            return refused;
+        }
+        let kind = match PatchKind::from_content_type(req.content_type) {
+            Ok(kind) => kind,
+            Err(e) => return write_error(name, e),
+        };
+        let options = match options(Verb::Patch(kind), query, req) {
+            Ok(o) => o,
+            Err(answer) => return answer,
+        };
+        let sub = subresource(status_only);
+        // Optimistic concurrency: re-read and re-apply when another write came in between.
+        for _ in 0..5 {
+            let Some(old) = self.store.get(name) else {
+                if kind != PatchKind::Apply || status_only {
+                    return store_error(StoreError::NotFound(name.into()));
+                }
+                match self.apply_create(name, req.body, &options).await {
+                    Some(answer) => return answer,
+                    None => continue,
+                }
+            };
+            let next = if kind == PatchKind::Apply {
+                strategy::apply(Some(&old), req.body, name, "", sub, &now(), &options)
+            } else {
+                strategy::apply_patch(&old, kind, req.body)
+                    .and_then(|patched| strategy::update(&old, &patched, sub, &now(), &options))
+            };
+            let Prepared { object, warnings } = match next {
+                Ok(p) => p,
+                Err(e) => return write_error(name, e),
+            };
+            match self
+                .store
+                .update(name, object, Some(revision_of(&old)))
+                .await
+            {
+                Ok(stored) => return self.settle(name, stored, warnings).await,
+                Err(StoreError::Conflict(_)) => continue,
+                Err(e) => return store_error(e),
+            }
+        }
+        store_error(StoreError::Conflict(name.into()))
+    }
+
+    /// Server-side apply of an object that does not exist yet: a create. `None` when another
+    /// request created it meanwhile (apply to it then).
+    async fn apply_create(
+        &self,
+        name: &str,
+        body: &[u8],
+        options: &WriteOptions,
+    ) -> Option<Answer> {
+        let prepared = strategy::apply(
+            None,
+            body,
+            name,
+            &new_uid(),
+            Subresource::Main,
+            &now(),
+            options,
+        );
+        Some(match prepared {
+            Ok(Prepared { object, warnings }) => match self.store.create(name, object).await {
+                Ok(stored) => warned(201, &stored, warnings),
+                Err(StoreError::AlreadyExists(_)) => return None,
+                Err(e) => store_error(e),
+            },
+            Err(e) => write_error(name, e),
+        })
+    }
+
+    /// Deletes at once, or, while finalizers remain, marks the object with a
+    /// `deletionTimestamp` and deletes it when an update removes the last one. A concurrent
+    /// write (a status update) makes it read again.
+    pub(super) async fn delete(&self, name: &str) -> Answer {
+        if let Some(refused) = self.read_only(name) {
+            return refused;
+        }
+        for _ in 0..5 {
+            let Some(current) = self.store.get(name) else {
+                return store_error(StoreError::NotFound(name.into()));
+            };
+            let expected = Some(revision_of(&current));
+            let finalizers = current["metadata"]["finalizers"]
+                .as_array()
+                .is_some_and(|f| !f.is_empty());
+            let result = if !finalizers {
+                self.store.delete(name, expected).await
+            } else if current["metadata"].get("deletionTimestamp").is_some() {
+                return done(200, &current);
+            } else {
+                let mut marked = (*current).clone();
+                marked["metadata"]["deletionTimestamp"] = json!(now());
+                marked["metadata"]["deletionGracePeriodSeconds"] = json!(0);
+                self.store.update(name, marked, expected).await
+            };
+            match result {
+                Ok(object) => return done(200, &object),
+                Err(StoreError::Conflict(_)) => continue,
+                Err(e) => return store_error(e),
+            }
+        }
+        store_error(StoreError::Conflict(name.into()))
+    }
+
+    /// After a write: an object being deleted whose last finalizer is gone is deleted now.
+    async fn settle(&self, name: &str, stored: Arc<Value>, warnings: Vec<String>) -> Answer {
+        let terminating = stored["metadata"].get("deletionTimestamp").is_some();
+        let finalizers = stored["metadata"]["finalizers"]
+            .as_array()
+            .is_some_and(|f| !f.is_empty());
+        if !terminating || finalizers {
+            return warned(200, &stored, warnings);
+        }
+        match self.store.delete(name, Some(revision_of(&stored))).await {
+            Ok(last) => warned(200, &last, warnings),
+            Err(e) => store_error(e),
+        }
+    }
+
+    pub(super) async fn delete_collection(&self, query: &Query) -> Answer {
+        let (stored, revision) = self.store.list();
+        let mut deleted = Vec::new();
+        for object in stored.iter().filter(|o| query.selects(o)) {
+            let name = object["metadata"]["name"].as_str().unwrap_or("");
+            match self.store.delete(name, None).await {
+                Ok(last) => deleted.push((*last).clone()),
+                Err(StoreError::NotFound(_)) => {}
+                Err(e) => return store_error(e),
+            }
+        }
+        done(
+            200,
+            &json!({"kind": "APIServiceList", "apiVersion": "apiregistration.k8s.io/v1",
+                "metadata": {"resourceVersion": revision.to_string()}, "items": deleted}),
+        )
+    }
+}
