@@ -46,15 +46,34 @@ pub fn delegate_tokens(apiagg_token: &str) -> String {
 
 /// The delegate (a token-requiring kube-apiserver stand-in) with its token file in `dir`.
 pub fn token_delegate(dir: &Path, apiagg_token: &str, tls: bool) -> Sample {
+    token_delegate_with(dir, apiagg_token, tls, &[])
+}
+
+/// [`token_delegate`] with further arguments.
+pub fn token_delegate_with(dir: &Path, apiagg_token: &str, tls: bool, extra: &[&str]) -> Sample {
     let tokens = dir.join("delegate-tokens.csv");
     std::fs::write(&tokens, delegate_tokens(apiagg_token)).expect("delegate tokens");
-    let args = ["--require-token", tokens.to_str().expect("utf8")];
+    let mut args = vec!["--require-token", tokens.to_str().expect("utf8")];
+    args.extend_from_slice(extra);
     kube_delegate_over(tls, true, &args)
 }
+
+/// Where [`Cluster::start_authorizing`] keeps the delegate's authorization policy.
+pub const POLICY_FILE: &str = "policy.json";
 
 impl Cluster {
     /// Starts the cluster; `anonymous` is apiagg's `authentication.anonymous`.
     pub async fn start(anonymous: bool) -> Cluster {
+        Cluster::start_with(anonymous, None).await
+    }
+
+    /// [`Cluster::start`] with apiagg's `authorization:` (a YAML flow mapping) and the delegate
+    /// answering SubjectAccessReviews from `policy` (JSON, in [`POLICY_FILE`] of `dir`).
+    pub async fn start_authorizing(anonymous: bool, authorization: &str, policy: &str) -> Cluster {
+        Cluster::start_with(anonymous, Some((authorization, policy))).await
+    }
+
+    async fn start_with(anonymous: bool, authorization: Option<(&str, &str)>) -> Cluster {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().to_path_buf();
         let (client_ca, front_proxy_ca, serving_ca) = (
@@ -96,12 +115,27 @@ impl Cluster {
             ],
             true,
         );
-        let delegate = token_delegate(&path, "apiagg-token-1", false);
+        let policy = path.join(POLICY_FILE);
+        let delegate = match authorization {
+            Some((_, rules)) => {
+                std::fs::write(&policy, rules).expect("policy");
+                let policy = policy.to_str().expect("utf8");
+                token_delegate_with(
+                    &path,
+                    "apiagg-token-1",
+                    false,
+                    &["--authorization-policy", policy],
+                )
+            }
+            None => token_delegate(&path, "apiagg-token-1", false),
+        };
+        let authorization =
+            authorization.map_or_else(String::new, |(a, _)| format!("authorization: {a}\n"));
         let config = format!(
             "tls: {{certFile: serving.crt, keyFile: serving.key}}\n\
              authentication:\n  anonymous: {anonymous}\n  clientCAFile: client-ca.crt\n  \
              requestHeader: {{clientCAFile: front-proxy-ca.crt, allowedNames: [{OUTER_PROXY_CN}]}}\n  \
-             tokenFile: tokens.csv\n  tokenReview: true\n\
+             tokenFile: tokens.csv\n  tokenReview: true\n{authorization}\
              proxyClient: {{certFile: proxy-client.crt, keyFile: proxy-client.key}}\n\
              delegate: {{url: \"{}\", bearerTokenFile: apiagg-token}}\n\
              services:\n  - {{namespace: test, name: secure, port: 443, endpoints: [\"{}\"]}}\n\

@@ -91,6 +91,12 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     pub require_token: Option<PathBuf>,
 
+    /// Authorization policy (JSON rules of users or groups, verbs, resources, nonResourceURLs,
+    /// namespaces; see `sar.rs`), read on every review: enables `POST
+    /// /apis/authorization.k8s.io/v1/subjectaccessreviews`, answered as RBAC would.
+    #[arg(long, value_name = "FILE")]
+    pub authorization_policy: Option<PathBuf>,
+
     /// Also serve core `services` and `discovery.k8s.io/v1` `endpointslices` (list with
     /// `labelSelector`, watch, create, replace, delete), as a cluster's API server does.
     #[arg(long)]

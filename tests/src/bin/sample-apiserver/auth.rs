@@ -206,7 +206,8 @@ impl Auth {
     }
 }
 
-/// Paths open without authentication: health checks and `/debug/*` but `/debug/whoami`.
+/// Paths open without authentication: health checks, `/version` (kube-apiserver's
+/// `system:public-info-viewer`) and `/debug/*` but `/debug/whoami`.
 pub fn is_open(path: &str) -> bool {
     let path = match path.strip_suffix('/') {
         Some(p) if !p.is_empty() => p,
@@ -214,6 +215,9 @@ pub fn is_open(path: &str) -> bool {
     };
     if path == "/debug/whoami" {
         return false;
+    }
+    if path == "/version" {
+        return true;
     }
     ["/healthz", "/livez", "/readyz", "/debug"]
         .iter()

@@ -14,6 +14,7 @@ mod openapi_files;
 mod resource;
 mod response;
 mod routes;
+mod sar;
 mod selector;
 mod store;
 mod tls;
@@ -120,6 +121,7 @@ fn build_state(args: &Args) -> Result<State> {
         gv_path: format!("/apis/{api_version}"),
         store: Arc::new(Store::new(api_version, args.kind.clone())),
         cluster: args.cluster.then(cluster::ClusterResources::new),
+        policy: args.authorization_policy.clone().map(sar::Policy::new),
         requests: Default::default(),
         info: ResourceInfo {
             group: args.group.clone(),

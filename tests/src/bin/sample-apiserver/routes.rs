@@ -19,7 +19,7 @@ use crate::openapi_files::OpenApiFiles;
 use crate::resource::{self, ResourceInfo};
 use crate::response::{bytes, json, method_not_allowed, not_found, status, text, Body, JSON};
 use crate::store::Store;
-use crate::{tokens, upgrade};
+use crate::{sar, tokens, upgrade};
 
 pub const SERVER_HEADER: HeaderName = HeaderName::from_static("x-sample-server");
 
@@ -42,6 +42,8 @@ pub struct State {
     pub store: Arc<Store>,
     /// Services and EndpointSlices (`--cluster`).
     pub cluster: Option<ClusterResources>,
+    /// SubjectAccessReview policy (`--authorization-policy`).
+    pub policy: Option<sar::Policy>,
     /// Requests served so far, by path (`GET /debug/requests` shows them): tests prove with it
     /// that a refresh they wait for reached the backend.
     pub requests: std::sync::Mutex<std::collections::BTreeMap<String, u64>>,
@@ -97,6 +99,12 @@ async fn route(state: &Arc<State>, req: Request<Incoming>) -> Response<Body> {
     if let (tokens::TOKEN_REVIEW_PATH, Some(tokens)) = (path.as_str(), &state.auth.tokens) {
         return match *req.method() {
             Method::POST => tokens::review(tokens, req).await,
+            _ => method_not_allowed(req.method()),
+        };
+    }
+    if let (sar::REVIEW_PATH, Some(policy)) = (path.as_str(), &state.policy) {
+        return match *req.method() {
+            Method::POST => sar::review(policy, req).await,
             _ => method_not_allowed(req.method()),
         };
     }
