@@ -103,6 +103,14 @@ struct ServeArgs {
     /// Largest body read from a backend or the delegate (discovery, OpenAPI), e.g. `64MiB`.
     #[arg(long, value_parser = body_limit, default_value = "64MiB")]
     backend_body_limit: u64,
+    /// Bound of a forwarded request that is not long-running (watch, proxy, exec, attach, log,
+    /// portforward): 504 Status after it. `?timeout=` may ask for less.
+    #[arg(long, value_parser = interval, default_value = "60s")]
+    request_timeout: Duration,
+    /// Bound of connecting to a backend or the delegate, TLS handshake included: a black-holed
+    /// endpoint answers 503 after it.
+    #[arg(long, value_parser = interval, default_value = "5s")]
+    backend_connect_timeout: Duration,
     /// Stop serving `apidiscovery.k8s.io/v2beta1` (as kube-apiserver 1.33+ does).
     #[arg(long)]
     disable_discovery_v2beta1: bool,
@@ -206,6 +214,8 @@ fn launch(args: ServeArgs) -> Launch {
         openapi_timeout: args.openapi_timeout,
         openapi_startup_timeout: args.openapi_startup_timeout,
         backend_body_limit: args.backend_body_limit,
+        request_timeout: args.request_timeout,
+        connect_timeout: args.backend_connect_timeout,
         ..Options::default()
     };
     let store = if args.etcd_servers.is_empty() {

@@ -103,10 +103,32 @@ impl Upstream {
             .find(|&i| self.endpoints[i].health.is_healthy())
     }
 
+    /// Like [`Upstream::pick`], skipping the endpoints whose bit is set in `tried` (a retry goes
+    /// to another endpoint, never back to one that just failed).
+    pub fn pick_untried(&self, tried: u64) -> Option<usize> {
+        let n = self.endpoints.len();
+        let start = self.next.fetch_add(1, Ordering::Relaxed);
+        (0..n)
+            .map(|i| (start + i) % n)
+            .find(|&i| !was_tried(tried, i) && self.endpoints[i].health.is_healthy())
+    }
+
+    /// Whether a healthy endpoint is left that `tried` does not include.
+    pub fn has_untried(&self, tried: u64) -> bool {
+        (0..self.endpoints.len())
+            .any(|i| !was_tried(tried, i) && self.endpoints[i].health.is_healthy())
+    }
+
     /// Whether some endpoint is healthy.
     pub fn available(&self) -> bool {
         self.endpoints.iter().any(|e| e.health.is_healthy())
     }
+}
+
+/// Whether bit `index` of a tried-endpoints mask is set (endpoints past 64 never count as
+/// tried: a retry may then reach one of them twice, never more than the retry budget).
+pub fn was_tried(tried: u64, index: usize) -> bool {
+    index < 64 && tried & (1 << index) != 0
 }
 
 /// TLS settings shared by the endpoints of one upstream.

@@ -5,7 +5,9 @@
 mod health;
 mod lifecycle;
 mod metrics;
+mod repeats;
 
 pub use health::{answer as health_answer, Endpoint as HealthEndpoint};
 pub use lifecycle::{InFlight, Lifecycle, Milestone};
 pub use metrics::{GroupVersionMetrics, Metrics, RouteKind};
+pub use repeats::Repeats;

@@ -58,6 +58,47 @@ pub fn classify(path: &str) -> Route<'_> {
     }
 }
 
+/// Why a request path is refused before routing: apiagg routes and forwards only canonical
+/// paths, so the route it picks is the path every backend sees (no `..`, `//` or `%2F` can
+/// make the two differ).
+pub fn non_canonical(path: &str) -> Option<&'static str> {
+    let Some(rest) = path.strip_prefix('/') else {
+        return Some("it does not start with \"/\"");
+    };
+    let bytes = path.as_bytes();
+    for (i, &b) in bytes.iter().enumerate() {
+        if b < 0x20 || b == 0x7f || b == b'\\' {
+            return Some("it contains a control character or a backslash");
+        }
+        if b == b'%' {
+            let hex = bytes
+                .get(i + 1..i + 3)
+                .and_then(|h| std::str::from_utf8(h).ok());
+            match hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
+                None => return Some("it contains an invalid percent-encoding"),
+                Some(b'/' | b'\\') => return Some("it contains an encoded \"/\" or \"\\\""),
+                Some(c) if c < 0x20 || c == 0x7f => {
+                    return Some("it contains an encoded control character")
+                }
+                Some(_) => {}
+            }
+        }
+    }
+    let segments: Vec<&str> = rest.split('/').collect();
+    let last = segments.len() - 1;
+    for (i, segment) in segments.iter().enumerate() {
+        // One trailing slash is a real path (`/apis/`); an empty segment elsewhere is `//`.
+        if segment.is_empty() && i != last {
+            return Some("it contains an empty segment (\"//\")");
+        }
+        let dots = segment.to_ascii_lowercase().replace("%2e", ".");
+        if dots == "." || dots == ".." {
+            return Some("it contains a \".\" or \"..\" segment");
+        }
+    }
+    None
+}
+
 /// Whether a route is still served while shutting down (spec §11.3): health and metrics.
 pub fn exempt_from_shutdown(route: &Route<'_>) -> bool {
     matches!(route, Route::Health(..) | Route::Metrics)
@@ -98,6 +139,39 @@ mod tests {
         ];
         for (path, expected) in cases {
             assert_eq!(classify(path), expected, "{path}");
+        }
+    }
+
+    #[test]
+    fn only_canonical_paths_are_routed() {
+        for path in [
+            "/",
+            "/apis",
+            "/apis/",
+            "/apis/a.io/v1/namespaces/x/foos/y",
+            "/api/v1/namespaces/x/pods/y%3Az/proxy/",
+            "/apis/a.io/v1/foos/a%2eb",
+            "/openapi/v3/apis/a.io/v1",
+        ] {
+            assert_eq!(non_canonical(path), None, "{path}");
+        }
+        for path in [
+            "",
+            "*",
+            "//apis/a.io/v1/x",
+            "/apis//a.io/v1",
+            "/apis/a.io/v1/../../b.io/v1/x",
+            "/apis/a.io/v1/%2e%2E/x",
+            "/apis/a.io/./v1",
+            "/apis/a.io%2Fv1/x",
+            "/apis/a.io/v1%2fx",
+            "/apis/a.io/v1/x%5cy",
+            "/apis/a.io/v1/x%zz",
+            "/apis/a.io/v1/x%2",
+            "/apis/a.io/v1/x%00",
+            "/apis/a.io/v1/x\\y",
+        ] {
+            assert!(non_canonical(path).is_some(), "{path}");
         }
     }
 

@@ -55,7 +55,6 @@ pub fn replacement(
 /// The answer to a request whose backend could not be reached; `target` names it.
 pub fn unreachable(kind: RouteKind, arrived_complete: bool, target: &str, e: &Error) -> Reply {
     let message = format!("error trying to reach service {target}: {e}");
-    tracing::warn!("{message}");
     // Before mux completion the delegate may simply not be there yet: say so, with
     // Retry-After, exactly like an unknown path at that time.
     if kind == RouteKind::Delegate && !arrived_complete {

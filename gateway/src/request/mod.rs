@@ -5,6 +5,7 @@
 mod apiservices;
 mod authorize;
 mod classify;
+mod deadline;
 mod errors;
 mod forward;
 mod local;
@@ -27,7 +28,7 @@ use self::openapi::OpenApiPath;
 use self::reply::Reply;
 use crate::auth::{Authenticated, Authenticator, User};
 use crate::backends::Upstream;
-use crate::observe::{InFlight, RouteKind};
+use crate::observe::{InFlight, Repeats, RouteKind};
 use crate::state::Gateway;
 
 /// Per-request state.
@@ -49,6 +50,13 @@ pub struct RequestCtx {
     caller: Option<Authenticated>,
     /// The request goes on apiagg's own connections (impersonation at the delegate).
     own_connection: bool,
+    /// Endpoints already tried (bit per index): a retry goes elsewhere.
+    tried: u64,
+    /// The next attempt reuses the endpoint (its pooled connection was stale).
+    retry_same: bool,
+    /// What bounds the request, and when it expires.
+    limit: deadline::Limit,
+    deadline: Option<Instant>,
     _in_flight: Option<InFlight>,
 }
 
@@ -56,12 +64,31 @@ pub struct RequestCtx {
 pub struct ApiaggProxy {
     gateway: Arc<Gateway>,
     auth: Arc<Authenticator>,
+    /// Backend failures logged so far, to log repeats on change and then rate-limited.
+    repeats: Repeats,
 }
 
 impl ApiaggProxy {
     /// A proxy reading `gateway`'s snapshots and authenticating callers with `auth`.
     pub fn new(gateway: Arc<Gateway>, auth: Arc<Authenticator>) -> ApiaggProxy {
-        ApiaggProxy { gateway, auth }
+        ApiaggProxy {
+            gateway,
+            auth,
+            repeats: Repeats::new(std::time::Duration::from_secs(10)),
+        }
+    }
+
+    /// Logs a failure to proxy, unless it repeats the last one of its backend within ten
+    /// seconds (then it is counted, and the count goes into the next line).
+    fn log_failure(&self, ctx: &RequestCtx, e: &pingora_error::Error) {
+        let label = ctx
+            .upstream
+            .as_ref()
+            .map_or("no backend", |u| u.label.as_str());
+        let kind = format!("{:?} {:?}", e.esource(), e.etype());
+        if let Some(suppressed) = self.repeats.admit(label, &kind) {
+            tracing::warn!(backend = label, suppressed, "request failed: {e}");
+        }
     }
 
     /// Writes a reply apiagg answers itself and ends the request.
@@ -146,6 +173,26 @@ impl ApiaggProxy {
             };
             ctx.code = code;
             return Ok(true);
+        }
+        let header = session.req_header();
+        match deadline::limit(
+            header.uri.path(),
+            header.uri.query(),
+            self.gateway.options.request_timeout,
+        ) {
+            Ok(limit) => {
+                ctx.limit = limit;
+                ctx.deadline = match limit {
+                    deadline::Limit::LongRunning => None,
+                    deadline::Limit::Discovery(d) | deadline::Limit::Request(d) => {
+                        Some(ctx.started + d)
+                    }
+                };
+            }
+            Err(message) => {
+                let reply = reply::failure_reply(400, "BadRequest", &message);
+                return self.answer(session, ctx, RouteKind::Refused, reply).await;
+            }
         }
         ctx.kind = kind;
         ctx.upstream = Some(upstream);

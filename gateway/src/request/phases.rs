@@ -9,9 +9,9 @@ use pingora_error::{Error, ErrorSource, ErrorType, Result};
 use pingora_http::{RequestHeader, ResponseHeader};
 use pingora_proxy::{FailToProxy, ProxyHttp, Session};
 
-use super::classify::{classify, exempt_from_shutdown, Route};
+use super::classify::{classify, exempt_from_shutdown, non_canonical, Route};
 use super::reply::{self, Reply};
-use super::{apiservices, errors, forward, ApiaggProxy, RequestCtx};
+use super::{apiservices, deadline, errors, forward, ApiaggProxy, RequestCtx};
 use crate::auth::ConnectionIdentity;
 use crate::observe::{Milestone, RouteKind};
 
@@ -34,6 +34,10 @@ impl ProxyHttp for ApiaggProxy {
             subresource: "",
             caller: None,
             own_connection: false,
+            tried: 0,
+            retry_same: false,
+            limit: deadline::Limit::LongRunning,
+            deadline: None,
             _in_flight: Some(self.gateway.lifecycle.track()),
         }
     }
@@ -43,6 +47,14 @@ impl ProxyHttp for ApiaggProxy {
     async fn request_filter(&self, session: &mut Session, ctx: &mut RequestCtx) -> Result<bool> {
         // A Uri clone shares its bytes: no allocation on the request path.
         let uri = session.req_header().uri.clone();
+
+        // 0. Only canonical paths are routed: what apiagg routes on is what the backend sees.
+        if let Some(why) = non_canonical(uri.path()) {
+            let message =
+                format!("the request path is refused because {why}; send its canonical form");
+            let reply = reply::failure_reply(400, "BadRequest", &message);
+            return self.answer(session, ctx, RouteKind::Refused, reply).await;
+        }
         let route = classify(uri.path());
 
         // 1. Shutdown gate: after the shutdown delay only health and metrics are served.
@@ -164,17 +176,39 @@ impl ProxyHttp for ApiaggProxy {
         let Some(upstream) = &ctx.upstream else {
             return Error::e_explain(ErrorType::InternalError, "no upstream selected");
         };
-        let Some(index) = upstream.pick() else {
+        let picked = if std::mem::take(&mut ctx.retry_same) {
+            Some(ctx.endpoint)
+        } else {
+            upstream.pick_untried(ctx.tried)
+        };
+        let Some(index) = picked else {
             return Error::e_explain(ErrorType::ConnectNoRoute, "upstream has no endpoints");
         };
         ctx.endpoint = index;
+        if index < 64 {
+            ctx.tried |= 1 << index;
+        }
         let endpoint = &upstream.endpoints[index];
-        let peer = if ctx.own_connection {
-            &endpoint.own_peer
+        let mut peer = Box::new(if ctx.own_connection {
+            endpoint.own_peer.clone()
         } else {
-            &endpoint.peer
-        };
-        Ok(Box::new(peer.clone()))
+            endpoint.peer.clone()
+        });
+        let connect = self.gateway.options.connect_timeout;
+        let options = &mut peer.options;
+        options.connection_timeout = Some(connect);
+        options.total_connection_timeout = Some(connect);
+        if let Some(deadline) = ctx.deadline {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Error::e_explain(ErrorType::ReadTimedout, "the request deadline passed");
+            }
+            options.total_connection_timeout = Some(connect.min(left));
+            options.connection_timeout = Some(connect.min(left));
+            options.read_timeout = Some(left);
+            options.write_timeout = Some(left);
+        }
+        Ok(peer)
     }
 
     /// Connecting failed: eject the endpoint; retry on another healthy one (the request never
@@ -188,7 +222,7 @@ impl ProxyHttp for ApiaggProxy {
     ) -> Box<Error> {
         if let Some(upstream) = &ctx.upstream {
             errors::eject(&self.gateway.health, upstream, ctx.endpoint, &e);
-            e.set_retry(upstream.available());
+            e.set_retry(upstream.has_untried(ctx.tried));
         }
         e
     }
@@ -212,7 +246,10 @@ impl ProxyHttp for ApiaggProxy {
         {
             e.set_retry(false);
         } else {
+            // Only a stale pooled connection is retried (the request never reached the
+            // backend), on the same endpoint with a fresh connection.
             e.retry.decide_reuse(client_reused);
+            ctx.retry_same = e.retry();
         }
         e
     }
@@ -276,11 +313,14 @@ impl ProxyHttp for ApiaggProxy {
         &self,
         _session: &mut Session,
         body: &mut Option<Bytes>,
-        _end_of_stream: bool,
+        end_of_stream: bool,
         ctx: &mut RequestCtx,
     ) -> Result<Option<std::time::Duration>> {
         if ctx.replacing {
             *body = ctx.replacement.take();
+        } else if !end_of_stream && ctx.deadline.is_some_and(|d| Instant::now() >= d) {
+            // The answer started in time but does not end in time: cut it, as upstream does.
+            return Error::e_explain(ErrorType::ReadTimedout, "the request deadline passed");
         }
         Ok(None)
     }
@@ -294,6 +334,9 @@ impl ProxyHttp for ApiaggProxy {
         ctx: &mut RequestCtx,
     ) -> FailToProxy {
         let downstream_gone = e.esource() == &ErrorSource::Downstream;
+        if !downstream_gone {
+            self.log_failure(ctx, e);
+        }
         if downstream_gone || session.response_written().is_some() {
             ctx.code = 0;
             return FailToProxy {
@@ -308,14 +351,32 @@ impl ProxyHttp for ApiaggProxy {
                 format!("{} at {authority}", u.label)
             },
         );
-        let mut reply = errors::unreachable(ctx.kind, ctx.arrived_complete, &target, e);
-        // The connection can carry the next request only if this one's body was fully read.
-        let reusable = session.is_body_done();
+        let expired = ctx.deadline.is_some_and(|d| Instant::now() >= d)
+            && matches!(
+                e.etype(),
+                ErrorType::ReadTimedout
+                    | ErrorType::WriteTimedout
+                    | ErrorType::ConnectTimedout
+                    | ErrorType::TLSHandshakeTimedout
+            );
+        let mut reply = match (expired, ctx.limit) {
+            (true, deadline::Limit::Request(_)) => reply::timeout_reply(),
+            (true, _) => reply::failure_reply(
+                503,
+                "ServiceUnavailable",
+                &format!("error trying to reach service {target}: context deadline exceeded"),
+            ),
+            _ => errors::unreachable(ctx.kind, ctx.arrived_complete, &target, e),
+        };
+        // The connection can carry the next request only if this one's body was fully read
+        // (and not after a timeout: pingora may still be reading the abandoned upstream side).
+        let reusable = session.is_body_done() && !expired;
+        let reply_code = reply.code();
         if !reusable {
             reply = reply.header("Connection", "close");
         }
         let code = match reply.send(session).await {
-            Ok(()) => 503,
+            Ok(()) => reply_code,
             Err(_) => 0,
         };
         if ctx.kind == RouteKind::Proxy {
@@ -327,7 +388,7 @@ impl ProxyHttp for ApiaggProxy {
             let method = session.req_header().method.as_str().to_string();
             self.gateway
                 .metrics
-                .terminated(&method, group, version, 503);
+                .terminated(&method, group, version, reply_code);
         }
         ctx.code = code;
         FailToProxy {
@@ -336,14 +397,14 @@ impl ProxyHttp for ApiaggProxy {
         }
     }
 
-    /// A client that went away (a watch closed, kubectl interrupted) is an expected event, not an
-    /// error: pingora's error line is dropped for it, and kept for everything else.
+    /// pingora's error line is never printed: `fail_to_proxy` logs failures itself, a client
+    /// that went away (a watch closed, kubectl interrupted) at debug level, a backend failure
+    /// once when it starts or changes and then once every ten seconds with a count.
     fn suppress_error_log(&self, _session: &Session, _ctx: &RequestCtx, e: &Error) -> bool {
-        let downstream = e.esource() == &ErrorSource::Downstream;
-        if downstream {
+        if e.esource() == &ErrorSource::Downstream {
             tracing::debug!("client went away: {e}");
         }
-        downstream
+        true
     }
 
     /// Runs last for every request: in-flight accounting and request metrics.

@@ -128,6 +128,12 @@ pub fn failure_reply(code: u16, reason: &str, message: &str) -> Reply {
     Reply::json(code, failure(code, reason, message, None))
 }
 
+/// 504 for a request that did not finish within its timeout (spec §3.5).
+pub fn timeout_reply() -> Reply {
+    let message = "Timeout: request did not complete within the allotted timeout";
+    Reply::json(504, failure(504, "Timeout", message, Some(json!({}))))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -55,6 +55,10 @@ pub struct Options {
     pub openapi_startup_timeout: Duration,
     /// Largest body apiagg reads from a backend or the delegate (discovery, OpenAPI).
     pub backend_body_limit: u64,
+    /// Bound of a forwarded request that is not long-running (`--request-timeout`).
+    pub request_timeout: Duration,
+    /// Bound of connecting to a backend or the delegate, TLS handshake included.
+    pub connect_timeout: Duration,
 }
 
 impl Default for Options {
@@ -76,6 +80,8 @@ impl Default for Options {
             openapi_timeout: Duration::from_secs(30),
             openapi_startup_timeout: Duration::from_secs(10),
             backend_body_limit: 64 << 20,
+            request_timeout: Duration::from_secs(60),
+            connect_timeout: Duration::from_secs(5),
         }
     }
 }

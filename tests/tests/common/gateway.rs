@@ -27,6 +27,33 @@ impl Apiagg {
         extra: &[&str],
         env: &[(&str, &str)],
     ) -> Apiagg {
+        Self::spawn(dir, config, extra, env, false)
+    }
+
+    /// [`Apiagg::start`] with its log written to `apiagg.log` in its folder (see
+    /// [`Apiagg::log`]) instead of the test's stderr.
+    pub fn start_logged(config: &str, extra: &[&str]) -> Apiagg {
+        Self::spawn(
+            tempfile::tempdir().expect("tempdir"),
+            config,
+            extra,
+            &[],
+            true,
+        )
+    }
+
+    /// The log so far of an apiagg started with [`Apiagg::start_logged`].
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("apiagg.log")).unwrap_or_default()
+    }
+
+    fn spawn(
+        dir: tempfile::TempDir,
+        config: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+        logged: bool,
+    ) -> Apiagg {
         std::fs::write(dir.path().join("apiagg.yaml"), config).expect("write config");
         let mut cmd = Command::new(binary("apiagg", "apiagg-gateway"));
         cmd.arg("serve")
@@ -36,8 +63,13 @@ impl Apiagg {
             .args(extra)
             .env("RUST_LOG", "info")
             .envs(env.iter().copied())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
+            .stdout(Stdio::piped());
+        if logged {
+            let log = std::fs::File::create(dir.path().join("apiagg.log")).expect("log file");
+            cmd.stderr(log).env("NO_COLOR", "1");
+        } else {
+            cmd.stderr(Stdio::inherit());
+        }
         if !extra.contains(&"--listen") {
             cmd.args(["--listen", "127.0.0.1:0"]);
         }

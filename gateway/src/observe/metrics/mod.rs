@@ -4,7 +4,7 @@
 mod availability;
 mod requests;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use dashmap::DashMap;
 use prometheus::{
@@ -65,7 +65,7 @@ pub struct Metrics {
     pub openapi_download_failures: IntCounterVec,
     /// Label sets of `terminations` (`verb`, `group`, `version`, `code`), to drop them with
     /// their APIService.
-    terminated_series: Mutex<Vec<[String; 4]>>,
+    terminated_series: dashmap::DashSet<[String; 4]>,
 }
 
 const APISERVER_BUCKETS: [f64; 23] = [
@@ -315,7 +315,7 @@ impl Metrics {
             openapi_v2_regeneration_duration,
             openapi_v3_index_regenerations,
             openapi_download_failures,
-            terminated_series: Mutex::new(Vec::new()),
+            terminated_series: dashmap::DashSet::new(),
         })
     }
     /// Counts one authorization decision; labels outside the closed sets are not recorded.

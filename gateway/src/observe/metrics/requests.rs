@@ -49,6 +49,22 @@ impl RouteKind {
     }
 }
 
+/// A metric label for an HTTP method: the standard methods as they are, anything else `other`
+/// (a closed set, as kube-apiserver's verb label).
+pub fn standard_method(method: &str) -> &'static str {
+    match method {
+        "GET" => "GET",
+        "HEAD" => "HEAD",
+        "POST" => "POST",
+        "PUT" => "PUT",
+        "PATCH" => "PATCH",
+        "DELETE" => "DELETE",
+        "OPTIONS" => "OPTIONS",
+        "CONNECT" => "CONNECT",
+        _ => "other",
+    }
+}
+
 /// Status codes whose per-backend counters are created up front (the hot path then needs no
 /// label lookup for them).
 const COMMON_CODES: [u16; 10] = [200, 201, 204, 304, 400, 401, 403, 404, 409, 503];
@@ -97,6 +113,12 @@ impl GroupVersionMetrics {
 impl Metrics {
     /// Records one finished request.
     pub fn observe(&self, kind: RouteKind, code: u16, seconds: f64) {
+        // A read lock on one shard for a known series; the write lock only once per series.
+        if let Some(series) = self.by_kind.get(&(kind, code)) {
+            series.0.inc();
+            series.1.observe(seconds);
+            return;
+        }
         let series = self.by_kind.entry((kind, code)).or_insert_with(|| {
             let code = code.to_string();
             let labels = [kind.as_str(), code.as_str()];
@@ -112,6 +134,11 @@ impl Metrics {
     /// Records a request apiagg answered itself, labelled like kube-apiserver does (`component`
     /// is `apiserver` for `/apis`, empty otherwise).
     pub fn observe_apiserver(&self, subresource: &'static str, code: u16, seconds: f64) {
+        if let Some(series) = self.by_subresource.get(&(subresource, code)) {
+            series.0.inc();
+            series.1.observe(seconds);
+            return;
+        }
         let series = self
             .by_subresource
             .entry((subresource, code))
@@ -134,7 +161,10 @@ impl Metrics {
     }
 
     /// Records a request apiagg ended because its backend could not serve it.
-    pub fn terminated(&self, verb: &str, group: &str, version: &str, code: u16) {
+    /// The verb label is the HTTP method when it is a standard one, `other` otherwise, so a
+    /// client cannot grow the series.
+    pub fn terminated(&self, method: &str, group: &str, version: &str, code: u16) {
+        let verb = standard_method(method);
         let code = code.to_string();
         self.terminations
             .with_label_values(&[verb, group, version, "", "", "", "aggregator", &code])
@@ -145,12 +175,8 @@ impl Metrics {
             version.to_string(),
             code,
         ];
-        let mut known = self
-            .terminated_series
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        if !known.contains(&series) {
-            known.push(series);
+        if !self.terminated_series.contains(&series) {
+            self.terminated_series.insert(series);
         }
     }
 
@@ -181,28 +207,24 @@ impl Metrics {
 
     /// Drops the per-backend series of group-versions no APIService serves any more.
     pub fn retain_group_versions(&self, live: &HashSet<String>) {
-        let mut known = self
-            .terminated_series
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        known.retain(|[verb, group, version, code]| {
-            let keep = live.contains(&format!("{group}/{version}"));
-            if !keep {
-                let labels = [
-                    verb.as_str(),
-                    group,
-                    version,
-                    "",
-                    "",
-                    "",
-                    "aggregator",
-                    code,
-                ];
-                let _ = self.terminations.remove_label_values(&labels);
-            }
-            keep
-        });
-        drop(known);
+        self.terminated_series
+            .retain(|[verb, group, version, code]| {
+                let keep = live.contains(&format!("{group}/{version}"));
+                if !keep {
+                    let labels = [
+                        verb.as_str(),
+                        group,
+                        version,
+                        "",
+                        "",
+                        "",
+                        "aggregator",
+                        code,
+                    ];
+                    let _ = self.terminations.remove_label_values(&labels);
+                }
+                keep
+            });
         let gone: Vec<Arc<GroupVersionMetrics>> = self
             .per_gv
             .iter()

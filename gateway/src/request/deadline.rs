@@ -1,0 +1,158 @@
+//! How long a forwarded request may take (spec §4.6): long-running requests (watch, proxy,
+//! attach, exec, log, portforward) are unbounded; a backend's discovery document
+//! (`/apis/<g>/<v>`) gets 5 s; everything else `--request-timeout`, or a shorter `?timeout=`.
+
+use std::time::Duration;
+
+/// What bounds a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Limit {
+    /// Watches, proxies, exec and friends: no deadline.
+    LongRunning,
+    /// `/apis/<g>/<v>`: expiry is a 503, as the aggregator's discovery context.
+    Discovery(Duration),
+    /// Any other request: expiry is a 504 Timeout Status.
+    Request(Duration),
+}
+
+/// The discovery bound kube-aggregator gives `/apis/<g>/<v>`.
+pub const DISCOVERY: Duration = Duration::from_secs(5);
+
+/// Subresources kube-apiserver treats as long-running.
+const LONG_RUNNING_SUBRESOURCES: [&str; 5] = ["attach", "exec", "log", "portforward", "proxy"];
+
+/// A query parameter's raw value.
+fn param<'q>(query: Option<&'q str>, name: &str) -> Option<&'q str> {
+    query?
+        .split('&')
+        .filter_map(|pair| pair.split_once('=').or(Some((pair, ""))))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v)
+}
+
+/// The limit of a request for `path` (canonical) and `query`; `Err` for an unreadable
+/// `?timeout=` (a 400, as upstream).
+pub fn limit(path: &str, query: Option<&str>, default: Duration) -> Result<Limit, String> {
+    let segments: Vec<&str> = path
+        .trim_start_matches('/')
+        .trim_end_matches('/')
+        .split('/')
+        .collect();
+    let rest = match segments.as_slice() {
+        ["api", _version, rest @ ..] => rest,
+        ["apis", _group, _version] => return Ok(Limit::Discovery(DISCOVERY)),
+        ["apis", _group, _version, rest @ ..] => rest,
+        _ => &[][..],
+    };
+    let watching = matches!(
+        param(query, "watch"),
+        Some("1" | "t" | "T" | "true" | "TRUE" | "True")
+    );
+    let verb_segment = matches!(rest.first(), Some(&"watch" | &"proxy"));
+    let parts = match rest {
+        ["namespaces", _ns, more @ ..] if !more.is_empty() => more,
+        other => other,
+    };
+    let subresource = parts.get(2).copied().unwrap_or("");
+    if watching || verb_segment || LONG_RUNNING_SUBRESOURCES.contains(&subresource) {
+        return Ok(Limit::LongRunning);
+    }
+    let asked = match param(query, "timeout").filter(|t| !t.is_empty()) {
+        None => None,
+        Some(text) => Some(
+            go_duration(text)
+                .ok_or_else(|| "invalid timeout specified in the request URL".to_string())?,
+        ),
+    };
+    Ok(Limit::Request(asked.map_or(default, |t| t.min(default))))
+}
+
+/// Parses a Go duration (`30s`, `1m30s`, `1.5h`, `250ms`), as `?timeout=` carries it.
+pub fn go_duration(text: &str) -> Option<Duration> {
+    let mut rest = text;
+    let mut total = 0f64;
+    if rest.is_empty() {
+        return None;
+    }
+    while !rest.is_empty() {
+        let number_len = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        let number: f64 = rest[..number_len].parse().ok()?;
+        rest = &rest[number_len..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let seconds = match &rest[..unit_len] {
+            "ns" => 1e-9,
+            "us" | "µs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            _ => return None,
+        };
+        rest = &rest[unit_len..];
+        total += number * seconds;
+    }
+    (total.is_finite() && total < 1e9).then(|| Duration::from_secs_f64(total))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MINUTE: Duration = Duration::from_secs(60);
+
+    #[test]
+    fn long_running_discovery_and_bounded_requests() {
+        let request = Limit::Request(MINUTE);
+        let cases = [
+            ("/apis/a.io/v1", None, Limit::Discovery(DISCOVERY)),
+            ("/apis/a.io/v1/", None, Limit::Discovery(DISCOVERY)),
+            ("/apis/a.io/v1/foos", None, request),
+            ("/apis/a.io/v1/foos", Some("watch=true"), Limit::LongRunning),
+            (
+                "/apis/a.io/v1/foos",
+                Some("watch=1&x=y"),
+                Limit::LongRunning,
+            ),
+            ("/apis/a.io/v1/foos", Some("watch=false"), request),
+            ("/apis/a.io/v1/watch/foos", None, Limit::LongRunning),
+            ("/api/v1/namespaces/x/pods/p/exec", None, Limit::LongRunning),
+            ("/api/v1/namespaces/x/pods/p/log", None, Limit::LongRunning),
+            ("/api/v1/namespaces/x/pods/p/status", None, request),
+            (
+                "/api/v1/namespaces/x/services/s/proxy",
+                None,
+                Limit::LongRunning,
+            ),
+            ("/api/v1/nodes/n/proxy", None, Limit::LongRunning),
+            ("/api/v1/namespaces/exec", None, request),
+            ("/api/v1/pods", None, request),
+            ("/version", None, request),
+            (
+                "/apis/a.io/v1/foos",
+                Some("timeout=5s"),
+                Limit::Request(Duration::from_secs(5)),
+            ),
+            ("/apis/a.io/v1/foos", Some("timeout=5m"), request),
+        ];
+        for (path, query, expected) in cases {
+            assert_eq!(limit(path, query, MINUTE), Ok(expected), "{path}?{query:?}");
+        }
+        assert!(limit("/api/v1/pods", Some("timeout=soon"), MINUTE).is_err());
+    }
+
+    #[test]
+    fn go_durations() {
+        let ms = Duration::from_millis;
+        assert_eq!(go_duration("30s"), Some(ms(30_000)));
+        assert_eq!(go_duration("1m30s"), Some(ms(90_000)));
+        assert_eq!(go_duration("1.5h"), Some(ms(5_400_000)));
+        assert_eq!(go_duration("250ms"), Some(ms(250)));
+        for bad in ["", "5", "s", "5x", "-1s", "1e3s"] {
+            assert_eq!(go_duration(bad), None, "{bad}");
+        }
+    }
+}

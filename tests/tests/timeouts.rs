@@ -1,0 +1,121 @@
+//! Every wait has an end: a backend that never answers gets the client a 504 Status after
+//! `--request-timeout` (or a shorter `?timeout=`) while watches through it stay open; a
+//! black-holed delegate answers 503 within `--backend-connect-timeout`, after one attempt.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use tokio::net::TcpListener;
+
+const GV: &str = "/apis/wardle.example.com/v1alpha1";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_backends_time_out_and_watches_do_not() {
+    let backend = sample(G, "wardle", false);
+    let config = format!(
+        "services:\n{}apiServices:\n{}",
+        service("wardle", &backend.url),
+        apiservice(G, V, "wardle", ""),
+    );
+    let gw = Apiagg::start(&config, &["--request-timeout", "1s"]);
+    gw.wait_ready().await;
+    let c = client();
+
+    let started = Instant::now();
+    let slow = c
+        .get(gw.url(&format!("{GV}/slow?ms=10000")))
+        .send()
+        .await
+        .expect("slow request");
+    let took = started.elapsed();
+    assert_eq!(slow.status(), 504);
+    let status = json_of(slow).await;
+    assert_eq!(status["reason"], "Timeout");
+    assert_eq!(
+        status["message"],
+        "Timeout: request did not complete within the allotted timeout"
+    );
+    assert!(
+        took >= Duration::from_millis(950) && took < Duration::from_secs(3),
+        "{took:?}"
+    );
+
+    // A shorter ?timeout= wins; a longer one is capped; a bad one is a 400.
+    let started = Instant::now();
+    let short = c
+        .get(gw.url(&format!("{GV}/slow?ms=10000&timeout=300ms")))
+        .send()
+        .await
+        .expect("short timeout");
+    assert_eq!(short.status(), 504);
+    assert!(
+        started.elapsed() < Duration::from_millis(900),
+        "{:?}",
+        started.elapsed()
+    );
+    let bad = c
+        .get(gw.url(&format!("{GV}/flunders?timeout=soon")))
+        .send()
+        .await
+        .expect("bad timeout");
+    assert_eq!(bad.status(), 400);
+    // A request within its time is untouched.
+    let fine = c
+        .get(gw.url(&format!("{GV}/slow?ms=200")))
+        .send()
+        .await
+        .expect("fine");
+    assert_eq!(fine.status(), 200);
+
+    // A watch is long-running: it stays open past the request timeout and delivers events.
+    let mut watch = c
+        .get(gw.url(&format!("{GV}/flunders?watch=true&timeoutSeconds=30")))
+        .send()
+        .await
+        .expect("watch");
+    assert_eq!(watch.status(), 200);
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let created = c
+        .post(gw.url(&format!("{GV}/flunders")))
+        .json(&serde_json::json!({"apiVersion": format!("{G}/{V}"), "kind": "Flunder", "metadata": {"name": "late"}}))
+        .send()
+        .await
+        .expect("create");
+    assert_eq!(created.status(), 201);
+    let event = tokio::time::timeout(Duration::from_secs(5), watch.chunk())
+        .await
+        .expect("the watch delivers after the request timeout")
+        .expect("read")
+        .expect("the watch is still open");
+    assert!(String::from_utf8_lossy(&event).contains("late"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_black_holed_delegate_answers_503_within_the_connect_timeout() {
+    // Accepts connections and never reads or writes: a TLS handshake never completes.
+    let hole = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let port = hole.local_addr().expect("addr").port();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((stream, _)) = hole.accept().await {
+            held.push(stream);
+        }
+    });
+    let config =
+        format!("delegate: {{url: \"https://127.0.0.1:{port}\", insecureSkipTLSVerify: true}}\n");
+    let gw = Apiagg::start(&config, &["--backend-connect-timeout", "1s"]);
+    let c = client();
+    for path in ["/api/v1/namespaces", "/apis/apps/v1/deployments"] {
+        let started = Instant::now();
+        let r = c.get(gw.url(path)).send().await.expect("request");
+        let took = started.elapsed();
+        assert_eq!(r.status(), 503, "{path}");
+        // One attempt of at most the connect timeout: a retry would double it.
+        assert!(
+            took >= Duration::from_millis(950) && took < Duration::from_millis(1900),
+            "{path}: answered after {took:?}"
+        );
+    }
+}
