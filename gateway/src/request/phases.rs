@@ -249,7 +249,13 @@ impl ProxyHttp for ApiaggProxy {
             // Only a stale pooled connection is retried (the request never reached the
             // backend), on the same endpoint with a fresh connection.
             e.retry.decide_reuse(client_reused);
-            ctx.retry_same = e.retry();
+            // Another endpoint if there is one (this one may be going away), else a fresh
+            // connection to the same.
+            ctx.retry_same = e.retry()
+                && !ctx
+                    .upstream
+                    .as_ref()
+                    .is_some_and(|u| u.has_untried(ctx.tried));
         }
         e
     }

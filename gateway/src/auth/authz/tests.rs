@@ -1,0 +1,342 @@
+use super::*;
+
+fn derive(method: &str, target: &str) -> Attributes {
+    let (path, query) = match target.split_once('?') {
+        Some((p, q)) => (p, Some(q)),
+        None => (target, None),
+    };
+    let headers = HeaderMap::new();
+    let request = AuthzRequest {
+        method,
+        path,
+        query,
+        headers: &headers,
+    };
+    attributes(&request).unwrap_or_else(|e| panic!("{method} {target}: {e}"))
+}
+
+/// `(verb, namespace, group, version, resource, subresource, name)`.
+type Row<'a> = (
+    &'a str,
+    &'a str,
+    &'a str,
+    &'a str,
+    &'a str,
+    &'a str,
+    &'a str,
+);
+
+fn resource(a: &Attributes) -> Row<'_> {
+    assert!(a.resource_request, "{a:?}");
+    (
+        &a.verb,
+        &a.namespace,
+        &a.group,
+        &a.version,
+        &a.resource,
+        &a.subresource,
+        &a.name,
+    )
+}
+
+#[test]
+fn resource_requests_follow_requestinfo() {
+    #[rustfmt::skip]
+    let table: [(&str, &str, Row); 26] = [
+        ("GET", "/api/v1/pods", ("list", "", "", "v1", "pods", "", "")),
+        ("GET", "/api/v1/namespaces/ns/pods", ("list", "ns", "", "v1", "pods", "", "")),
+        ("GET", "/api/v1/namespaces/ns/pods/p", ("get", "ns", "", "v1", "pods", "", "p")),
+        ("HEAD", "/api/v1/namespaces/ns/pods/p", ("get", "ns", "", "v1", "pods", "", "p")),
+        ("GET", "/api/v1/namespaces/ns/pods/p/log", ("get", "ns", "", "v1", "pods", "log", "p")),
+        ("POST", "/api/v1/namespaces/ns/pods/p/exec", ("create", "ns", "", "v1", "pods", "exec", "p")),
+        ("GET", "/api/v1/namespaces/ns/pods?watch=true", ("watch", "ns", "", "v1", "pods", "", "")),
+        ("GET", "/api/v1/namespaces/ns/pods?watch=1&limit=5", ("watch", "ns", "", "v1", "pods", "", "")),
+        ("GET", "/api/v1/namespaces/ns/pods?watch=false", ("list", "ns", "", "v1", "pods", "", "")),
+        ("GET", "/api/v1/namespaces/ns/pods?watch=0", ("list", "ns", "", "v1", "pods", "", "")),
+        ("GET", "/api/v1/watch/namespaces/ns/pods", ("watch", "ns", "", "v1", "pods", "", "")),
+        ("GET", "/api/v1/watch/namespaces/ns/pods/p", ("watch", "ns", "", "v1", "pods", "", "p")),
+        ("GET", "/api/v1/namespaces/ns/pods?fieldSelector=metadata.name%3Dp", ("list", "ns", "", "v1", "pods", "", "p")),
+        ("GET", "/api/v1/namespaces/ns/pods?watch=true&fieldSelector=metadata.name==p,spec.x!=y", ("watch", "ns", "", "v1", "pods", "", "p")),
+        ("GET", "/api/v1/namespaces/ns/pods?fieldSelector=metadata.name!%3Dp", ("list", "ns", "", "v1", "pods", "", "")),
+        ("GET", "/api/v1/namespaces", ("list", "", "", "v1", "namespaces", "", "")),
+        ("GET", "/api/v1/namespaces/ns", ("get", "ns", "", "v1", "namespaces", "", "ns")),
+        ("PUT", "/api/v1/namespaces/ns/finalize", ("update", "ns", "", "v1", "namespaces", "finalize", "ns")),
+        ("PATCH", "/api/v1/namespaces/ns/status", ("patch", "ns", "", "v1", "namespaces", "status", "ns")),
+        ("DELETE", "/api/v1/namespaces/ns/pods/p", ("delete", "ns", "", "v1", "pods", "", "p")),
+        ("DELETE", "/api/v1/namespaces/ns/pods", ("deletecollection", "ns", "", "v1", "pods", "", "")),
+        ("POST", "/apis/apps/v1/namespaces/ns/deployments", ("create", "ns", "apps", "v1", "deployments", "", "")),
+        ("PUT", "/apis/apps/v1/namespaces/ns/deployments/d/scale", ("update", "ns", "apps", "v1", "deployments", "scale", "d")),
+        ("GET", "/apis/apiregistration.k8s.io/v1/apiservices/v1.a.io/status", ("get", "", "apiregistration.k8s.io", "v1", "apiservices", "status", "v1.a.io")),
+        ("GET", "/api/v1/proxy/namespaces/ns/pods/p/x/y", ("proxy", "ns", "", "v1", "pods", "", "p")),
+        ("OPTIONS", "/apis/a.io/v1/foos", ("", "", "a.io", "v1", "foos", "", "")),
+    ];
+    for (method, target, expected) in table {
+        let got = derive(method, target);
+        assert_eq!(resource(&got), expected, "{method} {target}");
+    }
+}
+
+#[test]
+fn everything_else_is_a_non_resource_request() {
+    for (method, target, verb, path) in [
+        ("GET", "/api", "get", "/api"),
+        ("GET", "/api/", "get", "/api/"),
+        ("GET", "/api/v1", "get", "/api/v1"),
+        ("GET", "/apis", "get", "/apis"),
+        ("GET", "/apis/apps", "get", "/apis/apps"),
+        ("GET", "/apis/apps/v1", "get", "/apis/apps/v1"),
+        ("GET", "/apis/apps/v1/", "get", "/apis/apps/v1/"),
+        (
+            "GET",
+            "/openapi/v3/apis/apps/v1?hash=x",
+            "get",
+            "/openapi/v3/apis/apps/v1",
+        ),
+        ("GET", "/metrics", "get", "/metrics"),
+        (
+            "HEAD",
+            "/debug/apiagg/status",
+            "head",
+            "/debug/apiagg/status",
+        ),
+        ("POST", "/logs/x%20y", "post", "/logs/x y"),
+    ] {
+        let got = derive(method, target);
+        assert!(!got.resource_request, "{target}: {got:?}");
+        assert_eq!((got.verb.as_str(), got.path.as_str()), (verb, path));
+    }
+}
+
+#[test]
+fn a_bare_watch_prefix_cannot_be_described() {
+    let headers = HeaderMap::new();
+    let request = AuthzRequest {
+        method: "GET",
+        path: "/api/v1/watch",
+        query: None,
+        headers: &headers,
+    };
+    assert!(attributes(&request).is_err());
+}
+
+fn user(name: &str) -> User {
+    User::new(name.into(), String::new(), vec!["dev".into()], Vec::new())
+}
+
+fn message(refusal: Refusal) -> (String, Value) {
+    match refusal {
+        Refusal::Forbidden { message, details } => (message, details),
+        Refusal::Internal(m) => panic!("not a 403: {m}"),
+    }
+}
+
+#[test]
+fn refusals_are_worded_as_upstream() {
+    let a = derive("GET", "/api/v1/namespaces/default/pods/p");
+    let (text, details) = message(forbidden(&user("bob"), &a, ""));
+    assert_eq!(
+        text,
+        r#"pods "p" is forbidden: User "bob" cannot get resource "pods" in API group "" in the namespace "default""#
+    );
+    assert_eq!(details, json!({"name": "p", "kind": "pods"}));
+
+    let a = derive("GET", "/apis/wardle.example.com/v1alpha1/flunders");
+    let (text, details) = message(forbidden(&user("bob"), &a, "no rule"));
+    assert_eq!(
+        text,
+        r#"flunders.wardle.example.com is forbidden: User "bob" cannot list resource "flunders" in API group "wardle.example.com" at the cluster scope: no rule"#
+    );
+    assert_eq!(
+        details,
+        json!({"group": "wardle.example.com", "kind": "flunders"})
+    );
+
+    let a = derive("PUT", "/apis/apps/v1/namespaces/ns/deployments/d/scale");
+    let (text, _) = message(forbidden(&user("bob"), &a, ""));
+    assert_eq!(
+        text,
+        r#"deployments.apps "d" is forbidden: User "bob" cannot update resource "deployments/scale" in API group "apps" in the namespace "ns""#
+    );
+
+    let a = derive("GET", "/metrics");
+    let (text, details) = message(forbidden(&user("bob"), &a, ""));
+    assert_eq!(text, r#"forbidden: User "bob" cannot get path "/metrics""#);
+    assert_eq!(details, json!({}));
+}
+
+fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
+    let mut map = HeaderMap::new();
+    for (name, value) in pairs {
+        map.append(
+            http::HeaderName::from_bytes(name.as_bytes()).expect("name"),
+            value.parse().expect("value"),
+        );
+    }
+    map
+}
+
+#[test]
+fn impersonation_checks_each_thing_asked_for() {
+    let wanted = impersonation(&headers(&[
+        ("Impersonate-User", "bob"),
+        ("Impersonate-Group", "dev"),
+        ("Impersonate-Extra-Example.org%2Fscopes", "read"),
+        ("Impersonate-Uid", "u-1"),
+    ]))
+    .expect("valid")
+    .expect("some");
+    let rows: Vec<(String, String, String, String)> = wanted
+        .checks
+        .iter()
+        .map(|c| {
+            (
+                c.resource.clone(),
+                c.subresource.clone(),
+                c.group.clone(),
+                c.name.clone(),
+            )
+        })
+        .collect();
+    let row = |r: &str, s: &str, g: &str, n: &str| (r.into(), s.into(), g.into(), n.into());
+    assert_eq!(
+        rows,
+        [
+            row("users", "", "", "bob"),
+            row("groups", "", "", "dev"),
+            row(
+                "userextras",
+                "example.org/scopes",
+                "authentication.k8s.io",
+                "read"
+            ),
+            row("uids", "", "authentication.k8s.io", "u-1"),
+        ]
+    );
+    assert!(wanted.checks.iter().all(|c| c.verb == "impersonate"));
+    assert_eq!(wanted.user.name, "bob");
+    assert_eq!(wanted.user.uid, "u-1");
+    assert_eq!(wanted.user.groups, ["dev", AUTHENTICATED]);
+    assert_eq!(
+        wanted.user.extra,
+        [("example.org/scopes".to_string(), vec!["read".to_string()])]
+    );
+
+    let (text, details) = message(forbidden(&user("alice"), &wanted.checks[0], ""));
+    assert_eq!(
+        text,
+        r#"users "bob" is forbidden: User "alice" cannot impersonate resource "users" in API group "" at the cluster scope"#
+    );
+    assert_eq!(details, json!({"name": "bob", "kind": "users"}));
+}
+
+#[test]
+fn service_accounts_are_impersonated_in_their_namespace() {
+    let wanted = impersonation(&headers(&[(
+        "Impersonate-User",
+        "system:serviceaccount:ns:builder",
+    )]))
+    .expect("valid")
+    .expect("some");
+    let check = &wanted.checks[0];
+    assert_eq!(
+        (
+            check.resource.as_str(),
+            check.namespace.as_str(),
+            check.name.as_str()
+        ),
+        ("serviceaccounts", "ns", "builder")
+    );
+    assert_eq!(
+        wanted.user.groups,
+        [
+            "system:serviceaccounts",
+            "system:serviceaccounts:ns",
+            AUTHENTICATED
+        ]
+    );
+    let (text, _) = message(forbidden(&user("alice"), check, ""));
+    assert_eq!(
+        text,
+        r#"serviceaccounts "builder" is forbidden: User "alice" cannot impersonate resource "serviceaccounts" in API group "" in the namespace "ns""#
+    );
+}
+
+#[test]
+fn impersonation_needs_a_user() {
+    assert!(impersonation(&headers(&[("Impersonate-Group", "x")])).is_err());
+    assert!(impersonation(&headers(&[])).expect("none").is_none());
+}
+
+#[test]
+fn the_cache_key_covers_user_and_attributes() {
+    let a = derive("GET", "/api/v1/pods");
+    let b = derive("GET", "/api/v1/pods?watch=1");
+    assert_ne!(cache_key(&user("x"), &a), cache_key(&user("x"), &b));
+    assert_ne!(cache_key(&user("x"), &a), cache_key(&user("y"), &a));
+    assert_eq!(cache_key(&user("x"), &a), cache_key(&user("x"), &a));
+    // Length prefixes keep field boundaries apart.
+    let joined = User::new("ab".into(), String::new(), vec![], vec![]);
+    let split = User::new("a".into(), "b".into(), vec![], vec![]);
+    assert_ne!(cache_key(&joined, &a), cache_key(&split, &a));
+}
+
+#[test]
+fn the_cache_is_bounded_and_expires() {
+    let cache = DecisionCache::default();
+    let d = Decision {
+        allowed: true,
+        reason: String::new(),
+    };
+    cache.put([1; 32], d.clone(), Duration::from_secs(60));
+    assert_eq!(cache.get(&[1; 32]), Some(d.clone()));
+    cache.put([2; 32], d.clone(), Duration::ZERO);
+    assert_eq!(cache.get(&[2; 32]), None);
+    for i in 0..CACHE_LIMIT + 10 {
+        let mut key = [0u8; 32];
+        key[..8].copy_from_slice(&(i as u64).to_le_bytes());
+        cache.put(key, d.clone(), Duration::from_secs(60));
+    }
+    assert!(cache.entries.len() <= CACHE_LIMIT);
+}
+
+#[test]
+fn public_paths_need_no_review() {
+    for open in [
+        "/healthz",
+        "/livez/ping",
+        "/readyz/",
+        "/version",
+        "/version/",
+    ] {
+        assert!(always_allowed(open), "{open}");
+    }
+    for closed in ["/healthzx", "/versions", "/metrics", "/version/x", "/"] {
+        assert!(!always_allowed(closed), "{closed}");
+    }
+}
+
+#[test]
+fn the_review_spec_leaves_empty_fields_out() {
+    let u = User::new(
+        "alice".into(),
+        "u-1".into(),
+        vec!["dev".into()],
+        vec![("scopes".into(), vec!["a".into()])],
+    );
+    let spec = review_spec(&u, &derive("GET", "/apis/a.io/v1/foos"));
+    assert_eq!(
+        spec,
+        json!({
+            "resourceAttributes": {"verb": "list", "group": "a.io", "version": "v1", "resource": "foos"},
+            "user": "alice",
+            "groups": ["dev", AUTHENTICATED],
+            "extra": {"scopes": ["a"]},
+            "uid": "u-1",
+        })
+    );
+    let spec = review_spec(&u, &derive("GET", "/metrics"));
+    assert_eq!(
+        spec["nonResourceAttributes"],
+        json!({"path": "/metrics", "verb": "get"})
+    );
+}
