@@ -149,11 +149,6 @@ impl Registry {
             let obj = &sourced.object;
             let name = obj.metadata.name.clone().unwrap_or_default();
             let spec = obj.spec.clone().unwrap_or_default();
-            let fail = |message: String| RegistryError {
-                name: name.clone(),
-                origin: sourced.origin.clone(),
-                message,
-            };
             let backend = match &spec.service {
                 None => Backend::Local,
                 Some(svc) => {
@@ -165,13 +160,16 @@ impl Registry {
                         .as_ref()
                         .filter(|b| !b.0.is_empty())
                         .map(|b| Arc::<[u8]>::from(b.0.as_slice()));
-                    if let Some(ca) = &ca_bundle {
-                        if count_pem_certificates(ca) == 0 {
-                            return Err(fail(
-                                "spec.caBundle: no PEM certificate found".to_string(),
-                            ));
-                        }
-                    }
+                    // A bad bundle or endpoint fails this APIService only (its condition says
+                    // why), never the registry.
+                    let unusable = |message: String| Unresolved {
+                        status: "False",
+                        reason: "FailedDiscoveryCheck",
+                        message,
+                    };
+                    let bad_bundle = ca_bundle
+                        .as_ref()
+                        .is_some_and(|ca| count_pem_certificates(ca) == 0);
                     let urls = match services.get(&(namespace.as_str(), service.as_str(), port)) {
                         Some(entry) => Ok(entry.endpoints.clone()),
                         None => match cluster {
@@ -182,11 +180,14 @@ impl Registry {
                         },
                     };
                     let endpoints = match urls {
-                        Ok(urls) => Ok(urls
+                        _ if bad_bundle => Err(unusable(
+                            "spec.caBundle: no PEM certificate found".to_string(),
+                        )),
+                        Ok(urls) => urls
                             .iter()
                             .map(|e| parse_endpoint(e))
                             .collect::<Result<Vec<_>, _>>()
-                            .map_err(|e| fail(e.to_string()))?),
+                            .map_err(|e| unusable(e.to_string())),
                         Err(unresolved) => Err(unresolved),
                     };
                     Backend::Remote(RemoteBackend {
@@ -339,12 +340,14 @@ mod tests {
         let missing = remote.endpoints.as_ref().unwrap_err();
         assert_eq!(missing.reason, "ServiceNotFound");
 
-        let yaml = "apiServices:\n  - {apiVersion: apiregistration.k8s.io/v1, kind: APIService, metadata: {name: v1.a.io}, spec: {group: a.io, version: v1, groupPriorityMinimum: 1, versionPriority: 1, caBundle: bm90IGEgY2VydA==, service: {namespace: ns, name: s}}}\n";
-        let err = Registry::build(&config(yaml), &[]).unwrap_err();
-        assert!(
-            err.to_string()
-                .contains("spec.caBundle: no PEM certificate found"),
-            "{err}"
-        );
+        let yaml = "services: [{namespace: ns, name: s, endpoints: [\"https://127.0.0.1:1\"]}]\napiServices:\n  - {apiVersion: apiregistration.k8s.io/v1, kind: APIService, metadata: {name: v1.a.io}, spec: {group: a.io, version: v1, groupPriorityMinimum: 1, versionPriority: 1, caBundle: bm90IGEgY2VydA==, service: {namespace: ns, name: s}}}\n";
+        let reg =
+            Registry::build(&config(yaml), &[]).expect("a bad bundle fails only its APIService");
+        let Backend::Remote(remote) = &reg.entries()[0].backend else {
+            panic!()
+        };
+        let unusable = remote.endpoints.as_ref().unwrap_err();
+        assert_eq!(unusable.reason, "FailedDiscoveryCheck");
+        assert_eq!(unusable.message, "spec.caBundle: no PEM certificate found");
     }
 }

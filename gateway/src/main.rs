@@ -120,6 +120,10 @@ struct ServeArgs {
     /// Timeout of one availability probe.
     #[arg(long, value_parser = interval, default_value = "500ms")]
     probe_timeout: Duration,
+    /// Probes that must time out or fail in a row before an endpoint is ejected; a refused
+    /// connection, or a failure on the proxy path, ejects at once.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
+    probe_failure_threshold: u32,
     /// Do not record per-request metrics (only to measure what they cost).
     #[arg(long, hide = true)]
     disable_request_metrics: bool,
@@ -208,6 +212,7 @@ fn launch(args: ServeArgs) -> Launch {
         probes: ProbeOptions {
             interval: args.probe_interval,
             timeout: args.probe_timeout,
+            failure_threshold: args.probe_failure_threshold,
         },
         request_metrics: !args.disable_request_metrics,
         openapi_refresh: args.openapi_refresh,

@@ -196,8 +196,10 @@ async fn load_moves_to_the_surviving_endpoint_and_back() {
         workers.push(tokio::spawn(async move {
             let c = client();
             while !stop.load(Ordering::Relaxed) {
-                let result = c.get(&url).send().await;
+                // Only requests sent after the ejection count: one in flight to the endpoint
+                // when it died may fail, as it would with kube-aggregator.
                 let counted = counting.load(Ordering::Relaxed);
+                let result = c.get(&url).send().await;
                 if !counted {
                     continue;
                 }

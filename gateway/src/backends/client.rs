@@ -34,7 +34,10 @@ pub enum FetchError {
     /// The client for an endpoint cannot be built.
     #[error("client for {label}: {message}")]
     Client { label: String, message: String },
-    /// Connecting, sending or reading failed, or the timeout passed.
+    /// Connecting failed: refused, unreachable, or the TLS handshake failed.
+    #[error("GET {url}: {message}")]
+    Connect { url: String, message: String },
+    /// Sending or reading failed, or the timeout passed.
     #[error("GET {url}: {message}")]
     Request { url: String, message: String },
     /// The body is larger than the configured limit; it was not read further.
@@ -310,14 +313,14 @@ impl Client {
     pub async fn probe(&self, path: &str) -> Result<u16, FetchError> {
         let url = format!("{}{path}", self.base);
         let request = self.http.get(&url).header("Accept", "application/json");
-        let response = self
-            .identified(request)
-            .send()
-            .await
-            .map_err(|e| FetchError::Request {
-                url,
-                message: error_chain(&e),
-            })?;
+        let response = self.identified(request).send().await.map_err(|e| {
+            let message = error_chain(&e);
+            if e.is_connect() {
+                FetchError::Connect { url, message }
+            } else {
+                FetchError::Request { url, message }
+            }
+        })?;
         Ok(response.status().as_u16())
     }
 }

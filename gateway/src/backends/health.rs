@@ -2,7 +2,7 @@
 //! proxy path, and the availability controller's active probes. Kept per endpoint identity so a
 //! config reload does not forget what is known about a backend.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 
 use arc_swap::ArcSwapOption;
@@ -13,6 +13,8 @@ use tokio::sync::Notify;
 pub struct EndpointHealth {
     healthy: AtomicBool,
     last_error: ArcSwapOption<String>,
+    /// Probes failed in a row (reset by a success).
+    failed_probes: AtomicU32,
 }
 
 impl Default for EndpointHealth {
@@ -20,6 +22,7 @@ impl Default for EndpointHealth {
         EndpointHealth {
             healthy: AtomicBool::new(true),
             last_error: ArcSwapOption::empty(),
+            failed_probes: AtomicU32::new(0),
         }
     }
 }
@@ -32,6 +35,7 @@ impl EndpointHealth {
 
     /// Marks the endpoint healthy; returns whether that changed anything.
     pub fn mark_healthy(&self) -> bool {
+        self.failed_probes.store(0, Ordering::Relaxed);
         self.last_error.store(None);
         !self.healthy.swap(true, Ordering::AcqRel)
     }
@@ -40,6 +44,17 @@ impl EndpointHealth {
     pub fn mark_failed(&self, error: String) -> bool {
         self.last_error.store(Some(Arc::new(error)));
         self.healthy.swap(false, Ordering::AcqRel)
+    }
+
+    /// A probe failed: the endpoint is marked failed once `threshold` probes in a row have
+    /// failed (one slow answer does not eject an endpoint that serves traffic fine); returns
+    /// whether that changed it.
+    pub fn probe_failed(&self, error: String, threshold: u32) -> bool {
+        let in_a_row = self.failed_probes.fetch_add(1, Ordering::Relaxed) + 1;
+        if in_a_row < threshold.max(1) {
+            return false;
+        }
+        self.mark_failed(error)
     }
 
     /// The last failure, if the endpoint is failed.

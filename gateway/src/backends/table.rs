@@ -13,15 +13,12 @@ use apiagg_discovery::{
 
 use super::credentials::ClientIdentity;
 use super::health::HealthBook;
-use super::upstream::{build_upstream, trust_anchors, BuildError, Own, TlsSettings, Upstream};
+use super::upstream::{build_upstream, trust_anchors, Own, TlsSettings, Upstream};
 use crate::observe::Metrics;
 
 /// Why a route table cannot be built (the previous one keeps serving).
 #[derive(Debug, thiserror::Error)]
 pub enum TableError {
-    /// One APIService's upstream cannot be built.
-    #[error("APIService {name}: {source}")]
-    Upstream { name: String, source: BuildError },
     /// The legacy discovery documents cannot be rendered (a bug, not an input problem).
     #[error("legacy discovery: {0}")]
     Legacy(#[from] RenderError),
@@ -34,6 +31,10 @@ pub struct RouteTable {
     /// Upstream per registry entry (same order); `None` for local APIServices and for remote ones
     /// whose Service has no endpoints.
     pub upstreams: Vec<Option<Arc<Upstream>>>,
+    /// Why a remote APIService has no upstream although its Service resolved (a name that does
+    /// not resolve, an unusable CA bundle), by registry index: that APIService fails, not the
+    /// table.
+    pub broken: HashMap<usize, String>,
     /// The delegate, when configured.
     pub delegate: Option<Arc<Upstream>>,
     /// Legacy discovery built from the APIServices (spec §5): `/apis` and `/apis/<group>`.
@@ -94,6 +95,7 @@ impl RouteTable {
         RouteTable {
             registry,
             upstreams: Vec::new(),
+            broken: HashMap::new(),
             delegate: None,
             legacy,
             declared: Arc::default(),
@@ -102,8 +104,8 @@ impl RouteTable {
 }
 
 /// Builds the route table for a registry; remote backends get `proxy_identity` as client
-/// certificate. Fails with the APIService and the reason when an endpoint cannot be resolved or
-/// a CA bundle is unusable.
+/// certificate. An APIService whose endpoints cannot be resolved or whose CA bundle is unusable
+/// gets no upstream and its reason in [`RouteTable::broken`]; the rest of the table is built.
 pub fn build(
     registry: Arc<Registry>,
     delegate: Option<Arc<Upstream>>,
@@ -112,45 +114,49 @@ pub fn build(
     metrics: &Metrics,
 ) -> Result<RouteTable, TableError> {
     let mut upstreams = Vec::with_capacity(registry.entries().len());
-    for entry in registry.entries() {
-        let upstream = match &entry.backend {
-            Backend::Local => None,
-            Backend::Remote(remote) => match &remote.endpoints {
-                Ok(endpoints) if !endpoints.is_empty() => {
-                    let ca = trust_anchors(remote.ca_bundle.as_deref(), "spec.caBundle").map_err(
-                        |source| TableError::Upstream {
-                            name: entry.name.clone(),
-                            source,
-                        },
-                    )?;
-                    let mut upstream = build_upstream(
-                        entry.name.clone(),
-                        endpoints,
-                        TlsSettings {
-                            ca: ca.as_deref(),
-                            insecure: remote.insecure_skip_tls_verify,
-                            server_name: &remote.server_name,
-                            identity: proxy_identity,
-                        },
-                        Own::Shared,
-                        book,
-                    )
-                    .map_err(|source| TableError::Upstream {
-                        name: entry.name.clone(),
-                        source,
-                    })?;
-                    upstream.metrics = Some(metrics.group_version(&entry.group, &entry.version));
-                    Some(Arc::new(upstream))
-                }
-                _ => None,
-            },
+    let mut broken = HashMap::new();
+    for (index, entry) in registry.entries().iter().enumerate() {
+        let Backend::Remote(remote) = &entry.backend else {
+            upstreams.push(None);
+            continue;
         };
-        upstreams.push(upstream);
+        let endpoints = match &remote.endpoints {
+            Ok(endpoints) if !endpoints.is_empty() => endpoints,
+            _ => {
+                upstreams.push(None);
+                continue;
+            }
+        };
+        let built = trust_anchors(remote.ca_bundle.as_deref(), "spec.caBundle").and_then(|ca| {
+            build_upstream(
+                entry.name.clone(),
+                endpoints,
+                TlsSettings {
+                    ca: ca.as_deref(),
+                    insecure: remote.insecure_skip_tls_verify,
+                    server_name: &remote.server_name,
+                    identity: proxy_identity,
+                },
+                Own::Shared,
+                book,
+            )
+        });
+        match built {
+            Ok(mut upstream) => {
+                upstream.metrics = Some(metrics.group_version(&entry.group, &entry.version));
+                upstreams.push(Some(Arc::new(upstream)));
+            }
+            Err(e) => {
+                broken.insert(index, e.to_string());
+                upstreams.push(None);
+            }
+        }
     }
     let legacy = LegacyDiscovery::build(&registry)?;
     Ok(RouteTable {
         registry,
         upstreams,
+        broken,
         delegate,
         legacy,
         declared: Arc::default(),

@@ -143,15 +143,23 @@ pub struct TlsSettings<'a> {
     pub identity: Option<&'a ClientIdentity>,
 }
 
-fn resolve(host: &str, port: u16) -> Result<SocketAddr, BuildError> {
-    (host, port)
+/// Every address of an endpoint (a name may have several: each becomes an endpoint of its
+/// own), sorted so an unchanged answer builds identical routes. Runs in the registry
+/// controller, off the request path.
+fn resolve(host: &str, port: u16) -> Result<Vec<SocketAddr>, BuildError> {
+    let mut addrs: Vec<SocketAddr> = (host, port)
         .to_socket_addrs()
         .map_err(|source| BuildError::Resolve {
             authority: authority(host, port),
             source,
         })?
-        .next()
-        .ok_or_else(|| BuildError::NoAddress(authority(host, port)))
+        .collect();
+    addrs.sort();
+    addrs.dedup();
+    if addrs.is_empty() {
+        return Err(BuildError::NoAddress(authority(host, port)));
+    }
+    Ok(addrs)
 }
 
 fn authority(host: &str, port: u16) -> String {
@@ -173,11 +181,12 @@ pub enum Own<'a> {
 
 fn build_endpoint<'a>(
     ep: &Endpoint,
+    addr: SocketAddr,
+    named: bool,
     settings: &TlsSettings<'a>,
     own: Own<'a>,
     book: &HealthBook,
 ) -> Result<UpstreamEndpoint, BuildError> {
-    let addr = resolve(&ep.host, ep.port)?;
     let mut peer = HttpPeer::new(addr, ep.tls, settings.server_name.to_string());
     let options = &mut peer.options;
     options.connection_timeout = Some(Duration::from_secs(5));
@@ -211,6 +220,7 @@ fn build_endpoint<'a>(
     // URL alone identifies it.
     let mut hasher = DefaultHasher::new();
     ep.url.hash(&mut hasher);
+    addr.hash(&mut hasher);
     if ep.tls {
         settings.server_name.hash(&mut hasher);
         settings.insecure.hash(&mut hasher);
@@ -247,7 +257,12 @@ fn build_endpoint<'a>(
         addr,
         tls: ep.tls,
         authority: authority(&ep.host, ep.port),
-        url: ep.url.clone(),
+        // A name with several addresses shows which one this is.
+        url: if named {
+            format!("{} ({})", ep.url, addr.ip())
+        } else {
+            ep.url.clone()
+        },
     })
 }
 
@@ -260,10 +275,14 @@ pub fn build_upstream(
     own: Own<'_>,
     book: &HealthBook,
 ) -> Result<Upstream, BuildError> {
-    let built = endpoints
-        .iter()
-        .map(|e| build_endpoint(e, &settings, own, book))
-        .collect::<Result<Vec<_>, _>>()?;
+    let mut built = Vec::with_capacity(endpoints.len());
+    for endpoint in endpoints {
+        let addrs = resolve(&endpoint.host, endpoint.port)?;
+        let named = addrs.len() > 1;
+        for addr in addrs {
+            built.push(build_endpoint(endpoint, addr, named, &settings, own, book)?);
+        }
+    }
     let config = |identity: Option<&ClientIdentity>| {
         tls::client_config(settings.ca, settings.insecure, &[b"http/1.1"], identity).map_err(
             |source| BuildError::Trust {

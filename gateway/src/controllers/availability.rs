@@ -34,7 +34,11 @@ struct Verdict {
     message: String,
 }
 
-fn verdict(entry: &ApiServiceEntry, upstream: Option<&Upstream>) -> Verdict {
+fn verdict(
+    entry: &ApiServiceEntry,
+    upstream: Option<&Upstream>,
+    broken: Option<&String>,
+) -> Verdict {
     let Backend::Remote(remote) = &entry.backend else {
         return Verdict {
             status: "True",
@@ -48,6 +52,11 @@ fn verdict(entry: &ApiServiceEntry, upstream: Option<&Upstream>) -> Verdict {
             status: unresolved.status,
             reason: unresolved.reason,
             message: unresolved.message.clone(),
+        },
+        (Ok(_), None) if broken.is_some() => Verdict {
+            status: "False",
+            reason: "FailedDiscoveryCheck",
+            message: broken.cloned().unwrap_or_default(),
         },
         (Ok(_), None) => Verdict {
             status: "False",
@@ -74,20 +83,35 @@ fn verdict(entry: &ApiServiceEntry, upstream: Option<&Upstream>) -> Verdict {
     }
 }
 
-/// One probe: `None` on a 2xx answer within `timeout`, else the message of the failed condition.
-async fn probe(client: &Client, url: &str, path: &str, timeout: Duration) -> Option<String> {
+/// A failed probe: the message of the failed condition, and whether it is definitive (nobody
+/// accepts connections there) rather than slow or erring (which must repeat to count).
+struct ProbeFailure {
+    message: String,
+    definitive: bool,
+}
+
+/// One probe: `None` on a 2xx answer within `timeout`.
+async fn probe(client: &Client, url: &str, path: &str, timeout: Duration) -> Option<ProbeFailure> {
     let failing = "failing or missing response from";
-    match tokio::time::timeout(timeout, client.probe(path)).await {
-        Ok(Ok(code)) if (200..300).contains(&code) => None,
-        Ok(Ok(code)) => Some(format!(
-            "{failing} {url}{path}: bad status from {url}{path}: {code}"
-        )),
-        Ok(Err(FetchError::Request { message, .. })) => {
-            Some(format!("{failing} {url}{path}: {message}"))
+    let (message, definitive) = match tokio::time::timeout(timeout, client.probe(path)).await {
+        Ok(Ok(code)) if (200..300).contains(&code) => return None,
+        Ok(Ok(code)) => (
+            format!("{failing} {url}{path}: bad status from {url}{path}: {code}"),
+            false,
+        ),
+        Ok(Err(FetchError::Connect { message, .. })) => {
+            (format!("{failing} {url}{path}: {message}"), true)
         }
-        Ok(Err(e)) => Some(format!("{failing} {url}{path}: {e}")),
-        Err(_) => Some(format!("timed out waiting for {url}{path}")),
-    }
+        Ok(Err(FetchError::Request { message, .. })) => {
+            (format!("{failing} {url}{path}: {message}"), false)
+        }
+        Ok(Err(e)) => (format!("{failing} {url}{path}: {e}"), false),
+        Err(_) => (format!("timed out waiting for {url}{path}"), false),
+    };
+    Some(ProbeFailure {
+        message,
+        definitive,
+    })
 }
 
 /// Keeps every APIService's availability current.
@@ -151,6 +175,7 @@ impl AvailabilityController {
         };
         let count = probes.len().max(1) as u32;
         let timeout = self.options.timeout;
+        let threshold = self.options.failure_threshold;
         let changed = &self.health.changed;
         futures_util::future::join_all(probes.into_iter().enumerate().map(
             |(k, (client, health, path, url))| async move {
@@ -159,7 +184,8 @@ impl AvailabilityController {
                 // A flip is published at once, not at the end of the round.
                 let flipped = match failure {
                     None => health.mark_healthy(),
-                    Some(message) => health.mark_failed(message),
+                    Some(f) if f.definitive => health.mark_failed(f.message),
+                    Some(f) => health.probe_failed(f.message, threshold),
                 };
                 if flipped {
                     changed.notify_one();
@@ -180,7 +206,7 @@ impl AvailabilityController {
         for (index, entry) in routes.registry.entries().iter().enumerate() {
             live.insert(entry.name.clone());
             let upstream = routes.upstreams.get(index).and_then(|u| u.as_deref());
-            let v = verdict(entry, upstream);
+            let v = verdict(entry, upstream, routes.broken.get(&index));
             let (service, endpoints) = match (&entry.backend, upstream) {
                 (Backend::Local, _) => ("Local".to_string(), Vec::new()),
                 (Backend::Remote(r), up) => (

@@ -374,6 +374,8 @@ impl BackgroundService for DiscoveryController {
                     self.publish(&self.routes.load(), &rounds);
                 }
                 _ = tokio::time::sleep(refresh) => {}
+                // The delegate's groups may be registered after the routes woke this loop.
+                () = lifecycle.until(Milestone::DelegateRegistered), if !delegate_ready => {}
                 _ = shutdown.changed() => return,
             }
         }

@@ -365,7 +365,7 @@ impl ProxyHttp for ApiaggProxy {
                     | ErrorType::ConnectTimedout
                     | ErrorType::TLSHandshakeTimedout
             );
-        let mut reply = match (expired, ctx.limit) {
+        let reply = match (expired, ctx.limit) {
             (true, deadline::Limit::Request(_)) => reply::timeout_reply(),
             (true, _) => reply::failure_reply(
                 503,
@@ -374,13 +374,11 @@ impl ProxyHttp for ApiaggProxy {
             ),
             _ => errors::unreachable(ctx.kind, ctx.arrived_complete, &target, e),
         };
-        // The connection can carry the next request only if this one's body was fully read
-        // (and not after a timeout: pingora may still be reading the abandoned upstream side).
-        let reusable = session.is_body_done() && !expired;
+        // The connection is closed after a failed proxy attempt: pingora may not reuse it (a
+        // body half read, an abandoned upstream side), and a client must know before it sends
+        // the next request on it.
         let reply_code = reply.code();
-        if !reusable {
-            reply = reply.header("Connection", "close");
-        }
+        session.set_keepalive(None);
         let code = match reply.send(session).await {
             Ok(()) => reply_code,
             Err(_) => 0,
@@ -399,7 +397,7 @@ impl ProxyHttp for ApiaggProxy {
         ctx.code = code;
         FailToProxy {
             error_code: code,
-            can_reuse_downstream: code != 0 && reusable,
+            can_reuse_downstream: false,
         }
     }
 

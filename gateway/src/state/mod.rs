@@ -24,6 +24,9 @@ pub struct ProbeOptions {
     pub interval: Duration,
     /// Timeout of one probe.
     pub timeout: Duration,
+    /// Probes that must time out or fail in a row before an endpoint is ejected (a refused
+    /// connection ejects at once).
+    pub failure_threshold: u32,
 }
 
 /// Options that shape the gateway's behaviour.
@@ -74,6 +77,7 @@ impl Default for Options {
             probes: ProbeOptions {
                 interval: Duration::from_millis(500),
                 timeout: Duration::from_millis(500),
+                failure_threshold: 3,
             },
             request_metrics: true,
             openapi_refresh: Duration::from_secs(60),

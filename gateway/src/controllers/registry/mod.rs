@@ -15,6 +15,7 @@ use pingora_core::services::background::BackgroundService;
 use tokio::signal::unix::{signal, SignalKind};
 
 mod inputs;
+mod refresh;
 
 use self::inputs::{
     declared, fingerprints, next_registration, proxy_identity, with_stored, Backends,
@@ -25,6 +26,9 @@ use crate::backends::{build_table, BuildError, Clients, CredentialError, HealthB
 use crate::observe::{Lifecycle, Metrics, Milestone};
 use crate::state::{Gateway, Options, Routes};
 use crate::store::Store;
+
+/// How often endpoint names are resolved again.
+const NAME_REFRESH: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Why a config was rejected (the previous one keeps serving). Not retryable: the input must
 /// change.
@@ -141,7 +145,7 @@ impl RegistryController {
         delegate_groups: &[LocalGroupVersion],
     ) -> Result<(), Error> {
         let registry = self.registry(config, delegate_groups)?;
-        self.publish(registry, config, backends, delegate_groups)
+        self.publish(registry, config, backends, delegate_groups, false)
     }
 
     /// Publishes the routes of a built registry.
@@ -151,6 +155,7 @@ impl RegistryController {
         config: &GatewayConfig,
         backends: &Backends,
         delegate_groups: &[LocalGroupVersion],
+        only_if_changed: bool,
     ) -> Result<(), Error> {
         let count = registry.entries().len();
         let mut table = build_table(
@@ -160,6 +165,15 @@ impl RegistryController {
             &self.health,
             &self.metrics,
         )?;
+        if only_if_changed {
+            let current = self.routes.load();
+            let same = table.registry.entries() == current.registry.entries()
+                && table.endpoint_keys() == current.endpoint_keys()
+                && table.broken == current.broken;
+            if same {
+                return Ok(());
+            }
+        }
         let live = table
             .registry
             .entries()
@@ -300,43 +314,6 @@ impl RegistryController {
         }
     }
 
-    /// Starts, restarts (new delegate or mode) or stops the reflectors of the cluster's
-    /// Services as the serving config asks.
-    fn follow_cluster(&self, serving: &mut Serving) {
-        let mode = serving.config.service_resolution;
-        let delegate = serving.backends.delegate.clone();
-        let current = serving
-            .cluster_watch
-            .as_ref()
-            .map(|w| (w.mode, w.delegate.clone()));
-        let wanted = delegate.filter(|_| mode != ServiceResolution::Config);
-        let same = match (&current, &wanted) {
-            (Some((m, d)), Some(w)) => *m == mode && Arc::ptr_eq(d, w),
-            (None, None) => true,
-            _ => false,
-        };
-        if same {
-            return;
-        }
-        serving.cluster_watch = wanted.and_then(|delegate| {
-            ClusterWatch::spawn(mode, delegate, self.clients.clone(), self.cluster.clone())
-        });
-    }
-
-    /// Reinstalls the routes when a change of the cluster's Services changes a resolution.
-    fn apply_cluster(&self, serving: &Serving) {
-        let groups = serving.delegate_groups.groups.as_deref().unwrap_or(&[]);
-        let result = self.registry(&serving.config, groups).and_then(|registry| {
-            if registry.entries() == self.routes.load().registry.entries() {
-                return Ok(());
-            }
-            self.publish(registry, &serving.config, &serving.backends, groups)
-        });
-        if let Err(e) = result {
-            tracing::error!("cannot install the cluster's Services: {e}");
-        }
-    }
-
     /// Reads the config files; applies them when they changed or when `forced` (SIGHUP).
     fn poll_config(&self, serving: &mut Serving, forced: bool) {
         let sources = match Sources::read(&self.path) {
@@ -387,6 +364,8 @@ impl BackgroundService for RegistryController {
         };
         let mut poll = tokio::time::interval(self.options.reload_interval);
         let mut cluster_changes = self.cluster.subscribe();
+        let mut names = tokio::time::interval(NAME_REFRESH);
+        names.tick().await;
         let mut registered = match self.store.watch(None) {
             Ok(watch) => Some(watch.live),
             Err(e) => {
@@ -413,6 +392,10 @@ impl BackgroundService for RegistryController {
                 _ = tokio::time::sleep_until(next_delegate), if has_delegate => continue,
                 () = next_registration(&mut registered) => {
                     self.apply_registered(&serving);
+                    continue;
+                }
+                _ = names.tick() => {
+                    self.refresh_names(&serving);
                     continue;
                 }
                 Ok(()) = cluster_changes.changed() => {
