@@ -72,3 +72,37 @@ async fn a_bad_bundle_or_name_fails_only_its_apiservice() {
         "a reload failed"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apiservices_behind_one_endpoint_are_judged_on_their_own_paths() {
+    // The backend serves wardle only: `v1.other.example.com` on the same Service fails its own
+    // probe (404) while wardle stays available.
+    let backend = sample(G, "shared", false);
+    let config = format!(
+        "services:\n{}apiServices:\n{}{}",
+        service("shared", &backend.url),
+        apiservice(G, V, "shared", ""),
+        apiservice_v1("other.example.com", "shared"),
+    );
+    let gw = Apiagg::start(&config, &[]);
+    gw.wait_ready().await;
+    let c = client();
+    let reason = |name: &'static str| {
+        let url = gw.url(&format!(
+            "/apis/apiregistration.k8s.io/v1/apiservices/{name}"
+        ));
+        let c = c.clone();
+        async move {
+            let object = json_of(c.get(url).send().await.expect("get")).await;
+            object["status"]["conditions"][0]["reason"].clone()
+        }
+    };
+    let judged = eventually(Duration::from_secs(10), || async {
+        reason("v1.other.example.com").await == "FailedDiscoveryCheck"
+    })
+    .await;
+    assert!(judged, "the other APIService never failed its own probe");
+    assert_eq!(reason("v1alpha1.wardle.example.com").await, "Passed");
+    let flunders = gw.url(&format!("/apis/{G}/{V}/flunders"));
+    assert_eq!(c.get(&flunders).send().await.expect("wardle").status(), 200);
+}

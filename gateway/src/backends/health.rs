@@ -82,3 +82,32 @@ impl HealthBook {
         self.endpoints.retain(|k, _| live.contains(k));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn probes_must_fail_in_a_row_to_eject() {
+        let health = EndpointHealth::default();
+        assert!(!health.probe_failed("slow".into(), 3));
+        assert!(!health.probe_failed("slow".into(), 3));
+        assert!(
+            !health.mark_healthy(),
+            "still healthy: nothing to flip"
+        );
+        assert!(!health.probe_failed("slow".into(), 3));
+        assert!(!health.probe_failed("slow".into(), 3));
+        assert!(health.is_healthy());
+        assert!(
+            health.probe_failed("slow".into(), 3),
+            "the third in a row ejects"
+        );
+        assert!(!health.is_healthy());
+        assert!(health.mark_healthy());
+        assert!(
+            health.mark_failed("refused".into()),
+            "a passive failure ejects at once"
+        );
+    }
+}

@@ -164,6 +164,17 @@ pub fn build(
 }
 
 impl RouteTable {
+    /// The health keys of every endpoint in the table (delegate included).
+    pub fn health_keys(&self) -> HashSet<u64> {
+        self.upstreams
+            .iter()
+            .flatten()
+            .chain(&self.delegate)
+            .flat_map(|u| u.endpoints.iter())
+            .map(|e| e.health_key)
+            .collect()
+    }
+
     /// The pool keys of every endpoint in the table (delegate included).
     pub fn endpoint_keys(&self) -> HashSet<u64> {
         self.upstreams

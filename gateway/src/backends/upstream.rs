@@ -66,6 +66,8 @@ pub struct UpstreamEndpoint {
     pub url: String,
     /// Health shared with the availability controller.
     pub health: Arc<EndpointHealth>,
+    /// The key of `health` in the [`HealthBook`] (this endpoint for this APIService).
+    pub health_key: u64,
 }
 
 /// Where the requests of one APIService (or the delegate) go.
@@ -180,6 +182,7 @@ pub enum Own<'a> {
 }
 
 fn build_endpoint<'a>(
+    label: &str,
     ep: &Endpoint,
     addr: SocketAddr,
     named: bool,
@@ -250,8 +253,14 @@ fn build_endpoint<'a>(
         own_peer.client_cert_key = identity.map(|i| i.cert_key.clone());
         own_peer.group_key = keyed(identity, true);
     }
+    // Health is per APIService and endpoint: APIServices behind one endpoint are probed on
+    // their own paths and judged on their own.
+    let mut hasher = DefaultHasher::new();
+    (peer.group_key, label).hash(&mut hasher);
+    let health_key = hasher.finish();
     Ok(UpstreamEndpoint {
-        health: book.endpoint(peer.group_key),
+        health: book.endpoint(health_key),
+        health_key,
         peer,
         own_peer,
         addr,
@@ -280,7 +289,9 @@ pub fn build_upstream(
         let addrs = resolve(&endpoint.host, endpoint.port)?;
         let named = addrs.len() > 1;
         for addr in addrs {
-            built.push(build_endpoint(endpoint, addr, named, &settings, own, book)?);
+            built.push(build_endpoint(
+                &label, endpoint, addr, named, &settings, own, book,
+            )?);
         }
     }
     let config = |identity: Option<&ClientIdentity>| {

@@ -1,5 +1,7 @@
 //! The availability controller (spec §9, with DESIGN.md's improvements): probes every endpoint of
-//! every remote Service continuously with TLS verified like the proxy, folds in the failures the
+//! every remote APIService on its own path, continuously, with TLS verified like the proxy
+//! (ejecting after repeated slow or failed probes, at once on a refused connection), folds in the
+//! failures the
 //! proxy path reports, and keeps each APIService's `Available` condition, the endpoint health the
 //! request path reads, and the availability metrics.
 
@@ -139,7 +141,8 @@ impl AvailabilityController {
         }
     }
 
-    /// Probes every endpoint of every remote Service once, concurrently.
+    /// Probes every endpoint of every remote APIService once, on that APIService's own path,
+    /// concurrently.
     /// With `spread`, the probes are spread over half an interval (periodic rounds); without,
     /// they all start at once (start-up and route changes, so new APIServices get their
     /// condition at once).
@@ -151,7 +154,7 @@ impl AvailabilityController {
                 continue;
             };
             for (i, endpoint) in upstream.endpoints.iter().enumerate() {
-                if !seen.insert(endpoint.peer.group_key) {
+                if !seen.insert(endpoint.health_key) {
                     continue;
                 }
                 match self.clients.endpoint(&upstream, i) {
@@ -193,7 +196,7 @@ impl AvailabilityController {
             },
         ))
         .await;
-        self.health.retain(&routes.endpoint_keys());
+        self.health.retain(&routes.health_keys());
     }
 
     /// Recomputes every APIService's condition and the metrics; returns whether any condition

@@ -316,18 +316,13 @@ impl DiscoveryController {
         // apiagg serves apiregistration.k8s.io itself: the delegate's copy is hidden.
         entries.retain(|e| e.group != crate::apiservices::GROUP);
         entries.extend(crate::apiservices::discovery_entry());
-        for (index, entry) in routes.registry.entries().iter().enumerate() {
+        for entry in routes.registry.entries() {
             if entry.is_local() {
                 continue;
             }
-            let mut state = rounds.gvs.get(&entry.name).cloned().unwrap_or_default();
-            // An APIService that is not available is Stale whatever its last fetch said.
-            let available = routes
-                .upstreams
-                .get(index)
-                .and_then(|u| u.as_deref())
-                .is_some_and(|u| u.available());
-            state.ok &= available;
+            // Stale only when its discovery could not be fetched (an unavailable backend's
+            // fetch fails in the round its availability change starts).
+            let state = rounds.gvs.get(&entry.name).cloned().unwrap_or_default();
             entries.push(GroupVersionEntry::remote(
                 &entry.group,
                 &entry.version,
