@@ -31,6 +31,8 @@ pub(super) struct RawDelegate {
     #[serde(default)]
     in_cluster: bool,
     service_account_dir: Option<PathBuf>,
+    #[serde(default)]
+    endpoints: Vec<String>,
 }
 
 /// A bearer token apiagg presents: a file (re-read when it changes; projected service-account
@@ -97,6 +99,9 @@ pub struct DelegateConfig {
     pub token: Option<TokenSource>,
     /// Client certificate apiagg presents.
     pub client_cert: Option<CertSource>,
+    /// The API servers of an HA control plane behind `url` (its host is the name verified in
+    /// their certificates): requests spread over the healthy ones. Empty: `url` alone.
+    pub endpoints: Vec<url::Url>,
 }
 
 /// What is wrong with the `delegate:` section. None is retryable: the files must change.
@@ -186,14 +191,23 @@ pub(super) fn parse_delegate(
             return Err(DelegateError::Conflict(name));
         }
     }
+    let endpoints = raw
+        .endpoints
+        .iter()
+        .map(|e| parse_url(e))
+        .collect::<Result<Vec<_>, _>>()?;
+    let with_endpoints = |config: DelegateConfig| DelegateConfig {
+        endpoints: endpoints.clone(),
+        ..config
+    };
     if let Some(kubeconfig) = raw.kubeconfig {
-        return from_kubeconfig(&base.join(kubeconfig));
+        return from_kubeconfig(&base.join(kubeconfig)).map(with_endpoints);
     }
     if raw.in_cluster {
         let dir = raw
             .service_account_dir
             .map_or_else(|| PathBuf::from(SERVICE_ACCOUNT_DIR), |d| base.join(d));
-        return in_cluster(&dir, |name| std::env::var(name).ok());
+        return in_cluster(&dir, |name| std::env::var(name).ok()).map(with_endpoints);
     }
     let text = raw.url.unwrap_or_default();
     let url = parse_url(&text)?;
@@ -213,6 +227,7 @@ pub(super) fn parse_delegate(
         _ => return Err(DelegateError::CertPair),
     };
     Ok(DelegateConfig {
+        endpoints,
         url,
         ca_pem,
         insecure_skip_tls_verify: raw.insecure_skip_tls_verify,
@@ -244,6 +259,7 @@ pub fn in_cluster(
     // The token must be readable now; later reads follow its rotation.
     read("service account token", token.clone())?;
     Ok(DelegateConfig {
+        endpoints: Vec::new(),
         url: parse_url(&format!("https://{host}:{port}"))?,
         ca_pem: Some(read("service account CA", dir.join("ca.crt"))?),
         insecure_skip_tls_verify: false,
@@ -259,8 +275,20 @@ fn kubeconfig_error(path: &Path, message: impl std::fmt::Display) -> DelegateErr
     }
 }
 
+/// Refuses a kubeconfig with a UTF-16 byte order mark and an odd length: kube-client reads such
+/// a file two bytes at a time and panics on the last one. Read errors are left to kube-client.
+fn check_utf16_length(path: &Path) -> Result<(), DelegateError> {
+    match std::fs::read(path).as_deref() {
+        Ok([0xFF, 0xFE, rest @ ..] | [0xFE, 0xFF, rest @ ..]) if rest.len() % 2 == 1 => Err(
+            kubeconfig_error(path, "invalid UTF-16: the file has an odd number of bytes"),
+        ),
+        _ => Ok(()),
+    }
+}
+
 /// The current context of the kubeconfig at `path`: server, CA, and token or client certificate.
 pub fn from_kubeconfig(path: &Path) -> Result<DelegateConfig, DelegateError> {
+    check_utf16_length(path)?;
     let config = Kubeconfig::read_from(path).map_err(|e| kubeconfig_error(path, e))?;
     let current = config
         .current_context
@@ -295,6 +323,7 @@ pub fn from_kubeconfig(path: &Path) -> Result<DelegateConfig, DelegateError> {
     })?;
     let (token, client_cert) = credentials(path, &user)?;
     Ok(DelegateConfig {
+        endpoints: Vec::new(),
         url: parse_url(server)?,
         ca_pem: certificate_authority(path, cluster)?,
         insecure_skip_tls_verify: cluster.insecure_skip_tls_verify.unwrap_or(false),

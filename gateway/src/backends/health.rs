@@ -92,10 +92,7 @@ mod tests {
         let health = EndpointHealth::default();
         assert!(!health.probe_failed("slow".into(), 3));
         assert!(!health.probe_failed("slow".into(), 3));
-        assert!(
-            !health.mark_healthy(),
-            "still healthy: nothing to flip"
-        );
+        assert!(!health.mark_healthy(), "still healthy: nothing to flip");
         assert!(!health.probe_failed("slow".into(), 3));
         assert!(!health.probe_failed("slow".into(), 3));
         assert!(health.is_healthy());

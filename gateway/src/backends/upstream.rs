@@ -86,9 +86,6 @@ pub struct Upstream {
     pub own_tls_config: Arc<rustls::ClientConfig>,
     /// apiagg's bearer token for the delegate.
     pub token: Option<Arc<BearerToken>>,
-    /// Actively probed, so failed endpoints can be ejected (remote APIServices; the delegate is
-    /// never ejected).
-    pub health_checked: bool,
     /// Per-backend request metrics (remote APIServices only).
     pub metrics: Option<Arc<GroupVersionMetrics>>,
     next: AtomicUsize,
@@ -315,7 +312,6 @@ pub fn build_upstream(
         tls_config,
         own_tls_config,
         token: None,
-        health_checked: remote,
         metrics: None,
         next: AtomicUsize::new(0),
     })
@@ -364,13 +360,23 @@ pub fn build_delegate(
     book: &HealthBook,
 ) -> Result<Upstream, BuildError> {
     let ca = trust_anchors(config.ca_pem.as_deref(), "delegate caFile")?;
-    let endpoint =
-        apiagg_config::registry::parse_endpoint(config.url.origin().ascii_serialization().as_str())
-            .map_err(BuildError::DelegateUrl)?;
-    let server_name = endpoint.host.clone();
+    let parse = |url: &url::Url| {
+        apiagg_config::registry::parse_endpoint(url.origin().ascii_serialization().as_str())
+            .map_err(BuildError::DelegateUrl)
+    };
+    let server_name = parse(&config.url)?.host;
+    let endpoints = if config.endpoints.is_empty() {
+        vec![parse(&config.url)?]
+    } else {
+        config
+            .endpoints
+            .iter()
+            .map(parse)
+            .collect::<Result<_, _>>()?
+    };
     let mut upstream = build_upstream(
         "delegate".into(),
-        &[endpoint],
+        &endpoints,
         TlsSettings {
             ca: ca.as_deref(),
             insecure: config.insecure_skip_tls_verify,

@@ -29,6 +29,9 @@ fn now_rfc3339() -> String {
         .to_string()
 }
 
+/// Where the delegate's endpoints are probed (open to anyone on kube-apiserver).
+const DELEGATE_PROBE: &str = "/readyz";
+
 /// What the checks decided for one APIService, before time stamps.
 struct Verdict {
     status: &'static str,
@@ -167,6 +170,19 @@ impl AvailabilityController {
                     Err(e) => {
                         endpoint.health.mark_failed(e.to_string());
                     }
+                }
+            }
+        }
+        // The delegate's endpoints (an HA control plane) are probed on `/readyz`.
+        if let Some(delegate) = &routes.delegate {
+            for (i, endpoint) in delegate.endpoints.iter().enumerate() {
+                if let Ok(client) = self.clients.endpoint(delegate, i) {
+                    probes.push((
+                        client,
+                        endpoint.health.clone(),
+                        DELEGATE_PROBE.to_string(),
+                        endpoint.url.clone(),
+                    ));
                 }
             }
         }

@@ -9,14 +9,11 @@ use crate::backends::{HealthBook, Upstream};
 use crate::observe::RouteKind;
 
 /// Passive failure detection: the endpoint is ejected at once and the availability controller
-/// publishes it without waiting for its next probe. The delegate is never ejected.
+/// publishes it without waiting for its next probe.
 pub fn eject(health: &HealthBook, upstream: &Upstream, index: usize, e: &Error) {
     let Some(endpoint) = upstream.endpoints.get(index) else {
         return;
     };
-    if !upstream.health_checked {
-        return;
-    }
     let message = format!("failing or missing response from {}: {e}", endpoint.url);
     if endpoint.health.mark_failed(message) {
         tracing::warn!(backend = %upstream.label, endpoint = %endpoint.url, "endpoint ejected: {e}");
