@@ -337,3 +337,65 @@ async fn closed_watches_are_not_errors_and_methods_do_not_grow_metrics() {
     let errors: Vec<&str> = log.lines().filter(|l| l.contains("ERROR")).collect();
     assert!(errors.is_empty(), "ERROR lines: {errors:#?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_clients_do_not_hold_up_others() {
+    let backend = sample(G, "wardle", false);
+    let config = format!(
+        "services:\n{}apiServices:\n{}",
+        service("wardle", &backend.url),
+        apiservice(G, V, "wardle", ""),
+    );
+    let gw = Apiagg::start(&config, &[]);
+    gw.wait_ready().await;
+    // 200 connections trickle a request head one byte every 100 ms.
+    let head = format!(
+        "GET {GV}/slowloris HTTP/1.1\r\nHost: x\r\nX-Pad: {}\r\n",
+        "p".repeat(40)
+    );
+    let mut slow = Vec::new();
+    for _ in 0..200 {
+        let stream = TcpStream::connect(("127.0.0.1", gw.port))
+            .await
+            .expect("connect");
+        let head = head.clone().into_bytes();
+        slow.push(tokio::spawn(async move {
+            let mut stream = stream;
+            for byte in head {
+                if stream.write_all(&[byte]).await.is_err() {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }));
+    }
+    // Meanwhile an ordinary client is served at once, every time.
+    let c = client();
+    for _ in 0..20 {
+        let started = std::time::Instant::now();
+        let r = c
+            .get(gw.url(&format!("{GV}/flunders")))
+            .send()
+            .await
+            .expect("list");
+        assert_eq!(r.status(), 200);
+        assert!(
+            started.elapsed() < Duration::from_millis(500),
+            "{:?}",
+            started.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for task in slow {
+        task.abort();
+    }
+    // No incomplete head was forwarded.
+    let log = json_of(
+        c.get(format!("{}/debug/requests", backend.url))
+            .send()
+            .await
+            .expect("log"),
+    )
+    .await;
+    assert!(log.get(format!("{GV}/slowloris")).is_none(), "{log}");
+}
