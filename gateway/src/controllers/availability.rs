@@ -264,7 +264,11 @@ impl AvailabilityController {
             };
             if previous.as_ref().map(|p| p.condition.status) != Some(v.status) {
                 changed = true;
-                tracing::info!(apiservice = %entry.name, status = v.status, reason = v.reason, "{}", v.message);
+                if v.reason == "Local" {
+                    tracing::debug!(apiservice = %entry.name, "{}", v.message);
+                } else {
+                    tracing::info!(apiservice = %entry.name, status = v.status, reason = v.reason, "{}", v.message);
+                }
                 if previous
                     .as_ref()
                     .is_some_and(|p| p.condition.status == "True")

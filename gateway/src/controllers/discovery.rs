@@ -18,7 +18,10 @@ use pingora_core::services::background::BackgroundService;
 
 use super::targets::{group_version_path, targets, Target};
 use crate::backends::{Client, Clients, FetchError, Fetched, RouteTable, Upstream};
-use crate::observe::{Lifecycle, Metrics, Milestone};
+use crate::observe::{Lifecycle, Metrics, Milestone, Repeats};
+
+/// How often a failure that goes on is logged again (with the count of repeats).
+const REPEAT_INTERVAL: Duration = Duration::from_secs(600);
 use crate::state::{Gateway, Routes, StatusBook};
 
 /// What backends are asked for at `/apis`.
@@ -87,7 +90,9 @@ async fn fetch_service(
     target: &Target,
     state: &mut ServiceState,
     gvs: &mut HashMap<String, GvState>,
+    repeats: &Repeats,
 ) {
+    let key = format!("{:?}", target.key);
     let fail_all = |gvs: &mut HashMap<String, GvState>, why: &dyn std::fmt::Display| {
         for api in &target.apiservices {
             tracing::debug!(apiservice = %api.name, "discovery failed: {why}");
@@ -122,7 +127,7 @@ async fn fetch_service(
                 Some(docs)
             }
             Err(e) => {
-                tracing::warn!(service = ?target.key, "discovery: {e}");
+                repeats.warn(&key, &format!("discovery: {e}"));
                 fail_all(gvs, &e);
                 return;
             }
@@ -133,11 +138,12 @@ async fn fetch_service(
         }
         Ok(_) => None,
         Err(e) => {
-            tracing::warn!(service = ?target.key, "discovery: {e}");
+            repeats.warn(&key, &format!("discovery: {e}"));
             fail_all(gvs, &e);
             return;
         }
     };
+    repeats.recovered(&key, "discovery");
     match docs {
         Some(docs) => {
             for api in &target.apiservices {
@@ -166,7 +172,7 @@ async fn fetch_service(
                         slot.ok = true;
                     }
                     Err(e) => {
-                        tracing::warn!(apiservice = %api.name, "discovery: {e}");
+                        repeats.warn(&api.name, &format!("discovery: {e}"));
                         slot.ok = false;
                     }
                 }
@@ -215,6 +221,8 @@ pub struct DiscoveryController {
     lifecycle: Arc<Lifecycle>,
     metrics: Arc<Metrics>,
     refresh: Duration,
+    /// Failing backends, logged when their failure starts or changes, then every ten minutes.
+    repeats: Repeats,
 }
 
 impl DiscoveryController {
@@ -228,6 +236,7 @@ impl DiscoveryController {
             lifecycle: gateway.lifecycle.clone(),
             metrics: gateway.metrics.clone(),
             refresh: gateway.options.discovery_refresh,
+            repeats: Repeats::new(REPEAT_INTERVAL),
         }
     }
 }
@@ -246,6 +255,7 @@ impl DiscoveryController {
         let routes = self.routes.load();
         let targets = targets(&routes);
         let clients = &*self.clients;
+        let repeats = &self.repeats;
         let mut work = Vec::with_capacity(targets.len());
         for target in &targets {
             let mut state = rounds.services.remove(&target.key).unwrap_or_default();
@@ -258,7 +268,7 @@ impl DiscoveryController {
                 })
                 .collect();
             work.push(async move {
-                fetch_service(clients, target, &mut state, &mut gvs).await;
+                fetch_service(clients, target, &mut state, &mut gvs, repeats).await;
                 (target.key.clone(), state, gvs)
             });
         }

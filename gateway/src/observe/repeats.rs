@@ -60,6 +60,22 @@ impl Repeats {
         );
         Some(0)
     }
+
+    /// Logs `message` as a warning for `key` when [`Repeats::admit`] lets it through, with the
+    /// number of repeats not logged.
+    pub fn warn(&self, key: &str, message: &str) {
+        if let Some(suppressed) = self.admit(key, message) {
+            tracing::warn!(source = key, suppressed, "{message}");
+        }
+    }
+
+    /// `key` works again: forgets its failure (the next one is logged at once) and logs the
+    /// recovery when a failure had been logged.
+    pub fn recovered(&self, key: &str, what: &str) {
+        if self.seen.remove(key).is_some() {
+            tracing::info!(source = key, "{what} works again");
+        }
+    }
 }
 
 #[cfg(test)]
@@ -75,6 +91,8 @@ mod tests {
         assert_eq!(repeats.admit("b", "refused"), Some(0));
         assert_eq!(repeats.admit("a", "timed out"), Some(2));
         assert_eq!(repeats.admit("a", "timed out"), None);
+        repeats.recovered("a", "a");
+        assert_eq!(repeats.admit("a", "timed out"), Some(0));
         let quick = Repeats::new(Duration::ZERO);
         assert_eq!(quick.admit("a", "x"), Some(0));
         assert_eq!(quick.admit("a", "x"), Some(0));

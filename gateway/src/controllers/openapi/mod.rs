@@ -35,7 +35,10 @@ use self::sources::{delegate_identity, refresh_local, refresh_service, LocalSour
 use super::backoff::Backoff;
 use super::targets::targets;
 use crate::backends::{Client, Clients, FetchError, RouteTable, Upstream};
-use crate::observe::{Lifecycle, Metrics, Milestone};
+use crate::observe::{Lifecycle, Metrics, Milestone, Repeats};
+
+/// How often a download failure that goes on is logged again (with the count of repeats).
+const REPEAT_INTERVAL: Duration = Duration::from_secs(600);
 use crate::state::{Gateway, Routes};
 
 /// Name of the delegate's v2 document in the merge (kube-aggregator's naming).
@@ -62,6 +65,8 @@ pub struct OpenApiController {
     refresh: Duration,
     timeout: Duration,
     startup_timeout: Duration,
+    /// Failing sources, logged when their failure starts or changes, then every ten minutes.
+    repeats: Repeats,
 }
 
 impl OpenApiController {
@@ -77,6 +82,7 @@ impl OpenApiController {
             refresh: options.openapi_refresh,
             timeout: options.openapi_timeout,
             startup_timeout: options.openapi_startup_timeout,
+            repeats: Repeats::new(REPEAT_INTERVAL),
         }
     }
 
@@ -98,11 +104,14 @@ impl OpenApiController {
     /// schedule a retry.
     fn record(&self, label: &str, backoff: &mut Backoff, result: Result<(), Error>) {
         match result {
-            Ok(()) => backoff.succeeded(),
+            Ok(()) => {
+                backoff.succeeded();
+                self.repeats.recovered(label, "OpenAPI download");
+            }
             Err(why) => {
-                tracing::warn!(
-                    source = label,
-                    "OpenAPI download failed, the last good documents stay: {why}"
+                self.repeats.warn(
+                    label,
+                    &format!("OpenAPI download failed, the last good documents stay: {why}"),
                 );
                 self.metrics
                     .openapi_download_failures
