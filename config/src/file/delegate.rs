@@ -399,3 +399,22 @@ fn credentials(path: &Path, user: &AuthInfo) -> Result<Credentials, DelegateErro
 fn half_pair(path: &Path) -> DelegateError {
     kubeconfig_error(path, "a client certificate needs both certificate and key")
 }
+
+#[cfg(test)]
+mod fuzz_regressions {
+    use super::*;
+
+    /// Found by `fuzz/fuzz_targets/config_file.rs`; minimized input: the config
+    /// `delegate:\n kubeconfig: apiservices/a.yaml` and that file holding `FE FF FF`. kube-client
+    /// read the UTF-16 file two bytes at a time and panicked (index out of bounds).
+    #[test]
+    fn a_kubeconfig_of_odd_length_utf16_is_refused_not_a_panic() {
+        let dir = tempfile::tempdir().expect("temporary folder");
+        for bytes in [&[0xFE, 0xFF, 0xFF][..], &[0xFF, 0xFE, b'a', 0, b'b']] {
+            let path = dir.path().join("kubeconfig");
+            std::fs::write(&path, bytes).expect("write kubeconfig");
+            let error = from_kubeconfig(&path).expect_err("refused");
+            assert!(error.to_string().contains("invalid UTF-16"), "{error}");
+        }
+    }
+}

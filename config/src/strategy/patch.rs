@@ -148,6 +148,9 @@ mod fuzz_regressions {
         let current = json!({"metadata": {"name": "v1.a.io"}, "spec": {"group": "a.io"}});
         let body = br#"[{"op":"add","path":"/metadata/b","value":"o"},{"op":"move","from":"/metadata","path":"/e/"}]"#;
         let result = apply_patch(&current, PatchKind::Json, body);
-        assert!(matches!(result, Err(WriteError::BadRequest(_))), "{result:?}");
+        assert!(
+            matches!(result, Err(WriteError::BadRequest(_))),
+            "{result:?}"
+        );
     }
 }
