@@ -338,7 +338,11 @@ async fn closed_watches_are_not_errors_and_methods_do_not_grow_metrics() {
     assert!(errors.is_empty(), "ERROR lines: {errors:#?}");
     // The dead backend is reported when it dies, not once per request or round.
     let warnings: Vec<&str> = log.lines().filter(|l| l.contains("WARN")).collect();
-    assert!(warnings.len() <= 6, "{} WARN lines: {warnings:#?}", warnings.len());
+    assert!(
+        warnings.len() <= 6,
+        "{} WARN lines: {warnings:#?}",
+        warnings.len()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
