@@ -18,6 +18,4 @@ pub use file::{
     ProxyClient, RequestHeader, ServiceEntry, ServingTls, SniCertificate, Sources, TokenReview,
     TokenSource, TrustError,
 };
-pub use registry::{
-    ApiServiceEntry, Backend, LocalGroupVersion, Origin, Registry, RegistryError, RemoteBackend,
-};
+pub use registry::{ApiServiceEntry, Backend, LocalGroupVersion, Origin, Registry, RemoteBackend};

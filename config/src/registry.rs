@@ -85,18 +85,6 @@ pub struct LocalGroupVersion {
     pub version: String,
 }
 
-/// A problem that keeps a registry from being built.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{origin} ({name}): {message}")]
-pub struct RegistryError {
-    /// APIService name.
-    pub name: String,
-    /// Declaration site.
-    pub origin: String,
-    /// What is wrong.
-    pub message: String,
-}
-
 /// Immutable snapshot of every APIService.
 #[derive(Debug, Default)]
 pub struct Registry {
@@ -125,10 +113,7 @@ impl Registry {
     /// Builds the registry from a config plus the group-versions the delegate serves. A config
     /// APIService with the same name as a delegate group-version wins over the automatic one.
     /// Services resolve through the config's `services` table only.
-    pub fn build(
-        config: &GatewayConfig,
-        local: &[LocalGroupVersion],
-    ) -> Result<Registry, RegistryError> {
+    pub fn build(config: &GatewayConfig, local: &[LocalGroupVersion]) -> Registry {
         Registry::build_with(config, local, None)
     }
 
@@ -138,7 +123,7 @@ impl Registry {
         config: &GatewayConfig,
         local: &[LocalGroupVersion],
         cluster: Option<&ClusterServices>,
-    ) -> Result<Registry, RegistryError> {
+    ) -> Registry {
         let services: HashMap<(&str, &str, i32), &ServiceEntry> = config
             .services
             .iter()
@@ -234,7 +219,7 @@ impl Registry {
             .enumerate()
             .map(|(i, e)| (route_key(&e.group, &e.version).into_boxed_str(), i))
             .collect();
-        Ok(Registry { entries, routes })
+        Registry { entries, routes }
     }
 
     /// Every APIService, sorted by group priority (desc) then name.
@@ -281,7 +266,7 @@ mod tests {
             svc("v1.top.io", 500, 10),
             svc("v1beta1.zeta.io", 100, 10),
         );
-        let reg = Registry::build(&config(&yaml), &[]).expect("builds");
+        let reg = Registry::build(&config(&yaml), &[]);
         let names: Vec<&str> = reg.entries().iter().map(|e| e.name.as_str()).collect();
         assert_eq!(
             names,
@@ -311,8 +296,7 @@ mod tests {
                     version: "v1".into(),
                 },
             ],
-        )
-        .expect("builds");
+        );
         assert_eq!(reg.entries().len(), 3);
         assert_eq!(reg.lookup("/v1").map(|e| e.name.as_str()), Some("v1."));
         assert_eq!(
@@ -333,7 +317,7 @@ mod tests {
     #[test]
     fn missing_service_and_bad_ca() {
         let yaml = format!("apiServices:\n{}", svc("v1.a.io", 100, 10));
-        let reg = Registry::build(&config(&yaml), &[]).expect("builds");
+        let reg = Registry::build(&config(&yaml), &[]);
         let Backend::Remote(remote) = &reg.entries()[0].backend else {
             panic!()
         };
@@ -341,8 +325,7 @@ mod tests {
         assert_eq!(missing.reason, "ServiceNotFound");
 
         let yaml = "services: [{namespace: ns, name: s, endpoints: [\"https://127.0.0.1:1\"]}]\napiServices:\n  - {apiVersion: apiregistration.k8s.io/v1, kind: APIService, metadata: {name: v1.a.io}, spec: {group: a.io, version: v1, groupPriorityMinimum: 1, versionPriority: 1, caBundle: bm90IGEgY2VydA==, service: {namespace: ns, name: s}}}\n";
-        let reg =
-            Registry::build(&config(yaml), &[]).expect("a bad bundle fails only its APIService");
+        let reg = Registry::build(&config(yaml), &[]);
         let Backend::Remote(remote) = &reg.entries()[0].backend else {
             panic!()
         };

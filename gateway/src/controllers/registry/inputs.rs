@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use apiagg_config::file::SourcedApiService;
-use apiagg_config::{GatewayConfig, LocalGroupVersion, Registry};
+use apiagg_config::{GatewayConfig, LocalGroupVersion};
 use tokio::sync::broadcast;
 
 use super::Error;
@@ -114,7 +114,7 @@ pub(super) fn delegate_of(
 }
 
 /// `config` plus the APIServices registered through the API (a name in the config file
-/// wins; a stored object that cannot be routed is left out, with a warning).
+/// wins; a stored object that does not decode is left out).
 pub(super) fn with_stored(config: &GatewayConfig, store: &dyn Store) -> GatewayConfig {
     let (stored, _) = store.list();
     let mut combined = config.clone();
@@ -136,14 +136,6 @@ pub(super) fn with_stored(config: &GatewayConfig, store: &dyn Store) -> GatewayC
             object,
             origin: "the APIService API".into(),
         };
-        let alone = GatewayConfig {
-            api_services: vec![sourced.clone()],
-            ..config.clone()
-        };
-        if let Err(e) = Registry::build(&alone, &[]) {
-            tracing::warn!(apiservice = %name, "registered APIService left out of the routes: {e}");
-            continue;
-        }
         combined.api_services.push(sourced);
     }
     combined

@@ -6,9 +6,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use apiagg_config::cluster::ServiceResolution;
-use apiagg_config::{
-    ConfigError, GatewayConfig, LocalGroupVersion, Registry, RegistryError, Sources,
-};
+use apiagg_config::{ConfigError, GatewayConfig, LocalGroupVersion, Registry, Sources};
 use async_trait::async_trait;
 use pingora_core::server::ShutdownWatch;
 use pingora_core::services::background::BackgroundService;
@@ -37,9 +35,6 @@ pub enum Error {
     /// The files cannot be read or parsed.
     #[error(transparent)]
     Config(#[from] ConfigError),
-    /// An APIService is invalid or conflicts with another.
-    #[error(transparent)]
-    Registry(#[from] RegistryError),
     /// The delegate's upstream cannot be built.
     #[error(transparent)]
     Delegate(#[from] BuildError),
@@ -120,21 +115,13 @@ impl RegistryController {
 
     /// The registry of `config`, the stored APIServices and the delegate's group-versions, with
     /// Services resolved as the config says.
-    fn registry(
-        &self,
-        config: &GatewayConfig,
-        delegate_groups: &[LocalGroupVersion],
-    ) -> Result<Registry, Error> {
+    fn registry(&self, config: &GatewayConfig, delegate_groups: &[LocalGroupVersion]) -> Registry {
         let combined = with_stored(config, self.store.as_ref());
         if config.service_resolution == ServiceResolution::Config {
-            return Ok(Registry::build(&combined, delegate_groups)?);
+            return Registry::build(&combined, delegate_groups);
         }
         let cluster = self.cluster.lock();
-        Ok(Registry::build_with(
-            &combined,
-            delegate_groups,
-            Some(&cluster),
-        )?)
+        Registry::build_with(&combined, delegate_groups, Some(&cluster))
     }
 
     /// Builds and publishes the routes for `config`; nothing changes on error.
@@ -144,7 +131,7 @@ impl RegistryController {
         backends: &Backends,
         delegate_groups: &[LocalGroupVersion],
     ) -> Result<(), Error> {
-        let registry = self.registry(config, delegate_groups)?;
+        let registry = self.registry(config, delegate_groups);
         self.publish(registry, config, backends, delegate_groups, false)
     }
 

@@ -38,13 +38,11 @@ impl RegistryController {
     /// Reinstalls the routes when a change of the cluster's Services changes a resolution.
     pub(super) fn apply_cluster(&self, serving: &Serving) {
         let groups = serving.delegate_groups.groups.as_deref().unwrap_or(&[]);
-        let result = self.registry(&serving.config, groups).and_then(|registry| {
-            if registry.entries() == self.routes.load().registry.entries() {
-                return Ok(());
-            }
-            self.publish(registry, &serving.config, &serving.backends, groups, false)
-        });
-        if let Err(e) = result {
+        let registry = self.registry(&serving.config, groups);
+        if registry.entries() == self.routes.load().registry.entries() {
+            return;
+        }
+        if let Err(e) = self.publish(registry, &serving.config, &serving.backends, groups, false) {
             tracing::error!("cannot install the cluster's Services: {e}");
         }
     }
@@ -69,10 +67,8 @@ impl RegistryController {
             return;
         }
         let groups = serving.delegate_groups.groups.as_deref().unwrap_or(&[]);
-        let result = self.registry(&serving.config, groups).and_then(|registry| {
-            self.publish(registry, &serving.config, &serving.backends, groups, true)
-        });
-        if let Err(e) = result {
+        let registry = self.registry(&serving.config, groups);
+        if let Err(e) = self.publish(registry, &serving.config, &serving.backends, groups, true) {
             tracing::warn!("cannot re-resolve endpoint names: {e}");
         }
     }
