@@ -107,14 +107,15 @@ async fn a_black_holed_delegate_answers_503_within_the_connect_timeout() {
         format!("delegate: {{url: \"https://127.0.0.1:{port}\", insecureSkipTLSVerify: true}}\n");
     let gw = Apiagg::start(&config, &["--backend-connect-timeout", "1s"]);
     let c = client();
+    // A request that finds the API server hung makes one attempt, bounded by the connect
+    // timeout (a retry would double it); that ejects it, and the next ones are answered at once.
     for path in ["/api/v1/namespaces", "/apis/apps/v1/deployments"] {
         let started = Instant::now();
         let r = c.get(gw.url(path)).send().await.expect("request");
         let took = started.elapsed();
         assert_eq!(r.status(), 503, "{path}");
-        // One attempt of at most the connect timeout: a retry would double it.
         assert!(
-            took >= Duration::from_millis(950) && took < Duration::from_millis(1900),
+            took < Duration::from_millis(1900),
             "{path}: answered after {took:?}"
         );
     }
