@@ -167,6 +167,23 @@ async fn appliers_conflict_force_and_drop_only_what_they_alone_own() {
         list["items"][0]["metadata"]["managedFields"].is_array(),
         "{list}"
     );
+    // The availability controller's status writes are recorded as kube-apiserver's.
+    let url = gw.url(&format!("{API}/{NAME}"));
+    let recorded = common::eventually(std::time::Duration::from_secs(5), || async {
+        let object = json_of(client().get(&url).send().await.expect("get")).await;
+        object["metadata"]["managedFields"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|e| {
+                e["manager"] == "kube-apiserver"
+                    && e["operation"] == "Update"
+                    && e["subresource"] == "status"
+                    && e["fieldsV1"]["f:status"].is_object()
+            })
+    })
+    .await;
+    assert!(recorded, "no status entry of kube-apiserver");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

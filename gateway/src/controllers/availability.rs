@@ -9,7 +9,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use apiagg_config::strategy;
+use apiagg_config::{managed_fields, strategy};
 use apiagg_config::{ApiServiceEntry, Backend};
 use async_trait::async_trait;
 use pingora_core::server::ShutdownWatch;
@@ -28,6 +28,9 @@ fn now_rfc3339() -> String {
         .strftime("%Y-%m-%dT%H:%M:%SZ")
         .to_string()
 }
+
+/// The field manager of the `Available` conditions apiagg writes (kube-apiserver's name).
+const STATUS_MANAGER: &str = "kube-apiserver";
 
 /// Where the delegate's endpoints are probed (open to anyone on kube-apiserver).
 const DELEGATE_PROBE: &str = "/readyz";
@@ -370,6 +373,7 @@ impl AvailabilityController {
     /// writes run on their own; one that loses to a concurrent write is redone next round.
     fn write_status(&self) {
         let (stored, _) = self.store.list();
+        let now = now_rfc3339();
         let mut writes = Vec::new();
         for object in stored {
             let name = object["metadata"]["name"]
@@ -388,7 +392,14 @@ impl AvailabilityController {
                 continue;
             }
             let body = serde_json::json!({"status": {"conditions": [c]}});
-            if let Ok(next) = strategy::prepare_status_update(&object, &body) {
+            if let Ok(mut next) = strategy::prepare_status_update(&object, &body) {
+                // Recorded as kube-apiserver's own status writes are.
+                let writer = managed_fields::Writer {
+                    manager: STATUS_MANAGER,
+                    subresource: managed_fields::Subresource::Status,
+                    now: &now,
+                };
+                managed_fields::update(Some(&object), &mut next, None, &writer);
                 writes.push((name, next, store::revision_of(&object)));
             }
         }
