@@ -104,6 +104,19 @@ fn legacy_order(a: &ApiServiceEntry, b: &ApiServiceEntry) -> Ordering {
     )
 }
 
+/// The delegate's endpoint URLs: its `endpoints`, or its `url`.
+fn delegate_urls(delegate: Option<&crate::file::DelegateConfig>) -> Vec<String> {
+    let Some(delegate) = delegate else {
+        return Vec::new();
+    };
+    let origin = |u: &url::Url| u.origin().ascii_serialization();
+    if delegate.endpoints.is_empty() {
+        vec![origin(&delegate.url)]
+    } else {
+        delegate.endpoints.iter().map(origin).collect()
+    }
+}
+
 fn count_pem_certificates(pem: &[u8]) -> usize {
     let text = String::from_utf8_lossy(pem);
     text.matches("-----BEGIN CERTIFICATE-----").count()
@@ -155,8 +168,19 @@ impl Registry {
                     let bad_bundle = ca_bundle
                         .as_ref()
                         .is_some_and(|ca| count_pem_certificates(ca) == 0);
+                    let loopback = (namespace.as_str(), service.as_str(), port)
+                        == (
+                            "default",
+                            "kubernetes",
+                            crate::apiservice::DEFAULT_SERVICE_PORT,
+                        );
                     let urls = match services.get(&(namespace.as_str(), service.as_str(), port)) {
                         Some(entry) => Ok(entry.endpoints.clone()),
+                        // `default/kubernetes:443` is the API server itself (upstream's
+                        // loopback resolver): the delegate.
+                        None if loopback && config.delegate.is_some() => {
+                            Ok(delegate_urls(config.delegate.as_ref()))
+                        }
                         None => match cluster {
                             Some(c) => {
                                 c.resolve(config.service_resolution, &namespace, &service, port)
@@ -312,6 +336,17 @@ mod tests {
         assert_eq!((eps[0].tls, eps[0].port), (true, 9443));
         assert_eq!((eps[1].host.as_str(), eps[1].tls), ("::1", false));
         assert!(reg.lookup("a.io/v2").is_none());
+    }
+
+    #[test]
+    fn default_kubernetes_is_the_delegate() {
+        let yaml = "delegate: {url: \"https://10.0.0.1:6443\"}\napiServices:\n  - {apiVersion: apiregistration.k8s.io/v1, kind: APIService, metadata: {name: v1.a.io}, spec: {group: a.io, version: v1, groupPriorityMinimum: 1, versionPriority: 1, insecureSkipTLSVerify: true, service: {namespace: default, name: kubernetes}}}\n";
+        let reg = Registry::build(&config(yaml), &[]);
+        let Backend::Remote(remote) = &reg.entries()[0].backend else {
+            panic!()
+        };
+        let eps = remote.endpoints.as_ref().expect("the delegate");
+        assert_eq!((eps[0].host.as_str(), eps[0].port), ("10.0.0.1", 6443));
     }
 
     #[test]
