@@ -2,7 +2,7 @@
 //! attach, exec, log, portforward) are unbounded; a backend's discovery document
 //! (`/apis/<g>/<v>`) gets 5 s; everything else `--request-timeout`, or a shorter `?timeout=`.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// What bounds a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,6 +65,41 @@ pub fn limit(path: &str, query: Option<&str>, default: Duration) -> Result<Limit
         ),
     };
     Ok(Limit::Request(asked.map_or(default, |t| t.min(default))))
+}
+
+/// Bounds a peer's connect by `connect` and, when the request has a deadline, its connect,
+/// reads and writes by the time left; `false` when the deadline already passed.
+pub fn bound(
+    options: &mut pingora_core::upstreams::peer::PeerOptions,
+    connect: Duration,
+    deadline: Option<Instant>,
+) -> bool {
+    options.connection_timeout = Some(connect);
+    options.total_connection_timeout = Some(connect);
+    let Some(deadline) = deadline else {
+        return true;
+    };
+    let left = deadline.saturating_duration_since(Instant::now());
+    if left.is_zero() {
+        return false;
+    }
+    options.connection_timeout = Some(connect.min(left));
+    options.total_connection_timeout = Some(connect.min(left));
+    options.read_timeout = Some(left);
+    options.write_timeout = Some(left);
+    true
+}
+
+/// The limit that ended a failed request: `Some` when `e` is a timeout and the deadline passed.
+pub fn expired(deadline: Option<Instant>, limit: Limit, e: &pingora_error::Error) -> Option<Limit> {
+    use pingora_error::ErrorType::{
+        ConnectTimedout, ReadTimedout, TLSHandshakeTimedout, WriteTimedout,
+    };
+    let timed_out = matches!(
+        e.etype(),
+        ReadTimedout | WriteTimedout | ConnectTimedout | TLSHandshakeTimedout
+    );
+    (timed_out && deadline.is_some_and(|d| Instant::now() >= d)).then_some(limit)
 }
 
 /// Parses a Go duration (`30s`, `1m30s`, `1.5h`, `250ms`), as `?timeout=` carries it.

@@ -27,7 +27,7 @@ use self::forward::{Forwarding, Identity};
 use self::openapi::OpenApiPath;
 use self::reply::Reply;
 use crate::auth::{Authenticated, Authenticator, User};
-use crate::backends::Upstream;
+use crate::backends::{RouteTable, Upstream};
 use crate::observe::{InFlight, Repeats, RouteKind};
 use crate::state::Gateway;
 
@@ -197,6 +197,53 @@ impl ApiaggProxy {
         ctx.kind = kind;
         ctx.upstream = Some(upstream);
         Ok(false)
+    }
+
+    /// A remote APIService's request: to its backend, or 503 while it is unavailable.
+    async fn to_remote(
+        &self,
+        session: &mut Session,
+        ctx: &mut RequestCtx,
+        routes: &RouteTable,
+        index: usize,
+    ) -> Result<bool> {
+        if let Some(upstream) = routes.upstreams.get(index).cloned().flatten() {
+            if upstream.available() {
+                return self
+                    .to_upstream(session, ctx, RouteKind::Proxy, upstream)
+                    .await;
+            }
+        }
+        let entry = &routes.registry.entries()[index];
+        let method = session.req_header().method.as_str().to_string();
+        let metrics = &self.gateway.metrics;
+        metrics.terminated(&method, &entry.group, &entry.version, 503);
+        let reply = self.unavailable(&entry.name);
+        self.answer(session, ctx, RouteKind::Proxy, reply).await
+    }
+
+    /// A request nobody else serves: the delegate's; without one, 404 (503 before mux
+    /// completion).
+    async fn to_delegate(
+        &self,
+        session: &mut Session,
+        ctx: &mut RequestCtx,
+        routes: &RouteTable,
+    ) -> Result<bool> {
+        match routes.delegate.clone() {
+            Some(delegate) => {
+                self.to_upstream(session, ctx, RouteKind::Delegate, delegate)
+                    .await
+            }
+            None => {
+                let reply = if ctx.arrived_complete {
+                    Reply::json(404, reply::not_found())
+                } else {
+                    reply::mux_incomplete_reply()
+                };
+                self.answer(session, ctx, RouteKind::NotFound, reply).await
+            }
+        }
     }
 
     /// 503 for an APIService that is not available, saying why.

@@ -128,43 +128,15 @@ impl ProxyHttp for ApiaggProxy {
 
         // 6. A remote APIService: its backend, or 503 while it is unavailable.
         if let Route::GroupVersion(key) = route {
-            let remote = routes
-                .registry
-                .index_of(key)
-                .map(|i| (i, &routes.registry.entries()[i]))
-                .filter(|(_, entry)| !entry.is_local());
-            if let Some((index, entry)) = remote {
-                return match routes.upstreams.get(index).cloned().flatten() {
-                    Some(upstream) if upstream.available() => {
-                        self.to_upstream(session, ctx, RouteKind::Proxy, upstream)
-                            .await
-                    }
-                    _ => {
-                        let method = session.req_header().method.as_str().to_string();
-                        let metrics = &self.gateway.metrics;
-                        metrics.terminated(&method, &entry.group, &entry.version, 503);
-                        let reply = self.unavailable(&entry.name);
-                        self.answer(session, ctx, RouteKind::Proxy, reply).await
-                    }
-                };
+            if let Some(index) = routes.registry.index_of(key) {
+                if !routes.registry.entries()[index].is_local() {
+                    return self.to_remote(session, ctx, &routes, index).await;
+                }
             }
         }
 
         // 7. Everything else is the delegate's; without one, 404 (503 before mux completion).
-        match routes.delegate.clone() {
-            Some(delegate) => {
-                self.to_upstream(session, ctx, RouteKind::Delegate, delegate)
-                    .await
-            }
-            None => {
-                let reply = if ctx.arrived_complete {
-                    Reply::json(404, reply::not_found())
-                } else {
-                    reply::mux_incomplete_reply()
-                };
-                self.answer(session, ctx, RouteKind::NotFound, reply).await
-            }
-        }
+        self.to_delegate(session, ctx, &routes).await
     }
 
     /// Picks a healthy endpoint of the chosen upstream (again on each retry).
@@ -195,18 +167,8 @@ impl ProxyHttp for ApiaggProxy {
             endpoint.peer.clone()
         });
         let connect = self.gateway.options.connect_timeout;
-        let options = &mut peer.options;
-        options.connection_timeout = Some(connect);
-        options.total_connection_timeout = Some(connect);
-        if let Some(deadline) = ctx.deadline {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Error::e_explain(ErrorType::ReadTimedout, "the request deadline passed");
-            }
-            options.total_connection_timeout = Some(connect.min(left));
-            options.connection_timeout = Some(connect.min(left));
-            options.read_timeout = Some(left);
-            options.write_timeout = Some(left);
+        if !deadline::bound(&mut peer.options, connect, ctx.deadline) {
+            return Error::e_explain(ErrorType::ReadTimedout, "the request deadline passed");
         }
         Ok(peer)
     }
@@ -357,22 +319,14 @@ impl ProxyHttp for ApiaggProxy {
                 format!("{} at {authority}", u.label)
             },
         );
-        let expired = ctx.deadline.is_some_and(|d| Instant::now() >= d)
-            && matches!(
-                e.etype(),
-                ErrorType::ReadTimedout
-                    | ErrorType::WriteTimedout
-                    | ErrorType::ConnectTimedout
-                    | ErrorType::TLSHandshakeTimedout
-            );
-        let reply = match (expired, ctx.limit) {
-            (true, deadline::Limit::Request(_)) => reply::timeout_reply(),
-            (true, _) => reply::failure_reply(
+        let reply = match deadline::expired(ctx.deadline, ctx.limit, e) {
+            Some(deadline::Limit::Request(_)) => reply::timeout_reply(),
+            Some(_) => reply::failure_reply(
                 503,
                 "ServiceUnavailable",
                 &format!("error trying to reach service {target}: context deadline exceeded"),
             ),
-            _ => errors::unreachable(ctx.kind, ctx.arrived_complete, &target, e),
+            None => errors::unreachable(ctx.kind, ctx.arrived_complete, &target, e),
         };
         // The connection is closed after a failed proxy attempt: pingora may not reuse it (a
         // body half read, an abandoned upstream side), and a client must know before it sends

@@ -9,14 +9,17 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
+use apiagg_config::Backend;
 use apiagg_config::{managed_fields, strategy};
-use apiagg_config::{ApiServiceEntry, Backend};
 use async_trait::async_trait;
 use pingora_core::server::ShutdownWatch;
 use pingora_core::services::background::BackgroundService;
 
+mod checks;
+
+use self::checks::{probe, verdict};
 use super::targets::group_version_path;
-use crate::backends::{Client, Clients, FetchError, HealthBook, RouteTable, Upstream};
+use crate::backends::{Clients, HealthBook, RouteTable};
 use crate::observe::Metrics;
 use crate::state::{
     ApiServiceStatus, Condition, EndpointStatus, Gateway, ProbeOptions, Routes, StatusBook,
@@ -34,93 +37,6 @@ const STATUS_MANAGER: &str = "kube-apiserver";
 
 /// Where the delegate's endpoints are probed (open to anyone on kube-apiserver).
 const DELEGATE_PROBE: &str = "/readyz";
-
-/// What the checks decided for one APIService, before time stamps.
-struct Verdict {
-    status: &'static str,
-    reason: &'static str,
-    message: String,
-}
-
-fn verdict(
-    entry: &ApiServiceEntry,
-    upstream: Option<&Upstream>,
-    broken: Option<&String>,
-) -> Verdict {
-    let Backend::Remote(remote) = &entry.backend else {
-        return Verdict {
-            status: "True",
-            reason: "Local",
-            message: "Local APIServices are always available".into(),
-        };
-    };
-    let (name, ns) = (&remote.service, &remote.namespace);
-    match (&remote.endpoints, upstream) {
-        (Err(unresolved), _) => Verdict {
-            status: unresolved.status,
-            reason: unresolved.reason,
-            message: unresolved.message.clone(),
-        },
-        (Ok(_), None) if broken.is_some() => Verdict {
-            status: "False",
-            reason: "FailedDiscoveryCheck",
-            message: broken.cloned().unwrap_or_default(),
-        },
-        (Ok(_), None) => Verdict {
-            status: "False",
-            reason: "MissingEndpoints",
-            message: format!(
-                "endpoints for service/{name} in \"{ns}\" have no addresses with port name \"\""
-            ),
-        },
-        (Ok(_), Some(up)) if up.available() => Verdict {
-            status: "True",
-            reason: "Passed",
-            message: "all checks passed".into(),
-        },
-        (Ok(_), Some(up)) => Verdict {
-            status: "False",
-            reason: "FailedDiscoveryCheck",
-            message: up
-                .endpoints
-                .iter()
-                .rev()
-                .find_map(|e| e.health.last_error())
-                .map_or_else(|| "all endpoints failed".to_string(), |e| (*e).clone()),
-        },
-    }
-}
-
-/// A failed probe: the message of the failed condition, and whether it is definitive (nobody
-/// accepts connections there) rather than slow or erring (which must repeat to count).
-struct ProbeFailure {
-    message: String,
-    definitive: bool,
-}
-
-/// One probe: `None` on a 2xx answer within `timeout`.
-async fn probe(client: &Client, url: &str, path: &str, timeout: Duration) -> Option<ProbeFailure> {
-    let failing = "failing or missing response from";
-    let (message, definitive) = match tokio::time::timeout(timeout, client.probe(path)).await {
-        Ok(Ok(code)) if (200..300).contains(&code) => return None,
-        Ok(Ok(code)) => (
-            format!("{failing} {url}{path}: bad status from {url}{path}: {code}"),
-            false,
-        ),
-        Ok(Err(FetchError::Connect { message, .. })) => {
-            (format!("{failing} {url}{path}: {message}"), true)
-        }
-        Ok(Err(FetchError::Request { message, .. })) => {
-            (format!("{failing} {url}{path}: {message}"), false)
-        }
-        Ok(Err(e)) => (format!("{failing} {url}{path}: {e}"), false),
-        Err(_) => (format!("timed out waiting for {url}{path}"), false),
-    };
-    Some(ProbeFailure {
-        message,
-        definitive,
-    })
-}
 
 /// Keeps every APIService's availability current.
 pub struct AvailabilityController {
