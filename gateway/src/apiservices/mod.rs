@@ -8,6 +8,7 @@ mod answers;
 mod discovery;
 mod openapi;
 mod query;
+mod schemas;
 mod table;
 mod watch;
 mod writes;
