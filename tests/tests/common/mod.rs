@@ -4,6 +4,7 @@
 // Every test file includes this module and uses a different part of it.
 #![allow(dead_code, unused_imports)]
 
+pub mod api;
 mod backends;
 mod gateway;
 pub mod openapi;
