@@ -20,19 +20,20 @@
 #
 # Seeds are built at run time from the fixtures (nothing is copied into the repo): APIService
 # manifests, discovery documents, OpenAPI v2 documents cut into one document per group-version
-# (paths plus the definitions and parameters they reach), OpenAPI v3 documents and indexes, and a
-# few hand-written patches and Accept headers. The corpus grows across runs in $FUZZ_WORK.
+# (paths plus the definitions and parameters they reach), OpenAPI v3 documents and indexes, and
+# a few hand-written patches, Accept headers, Services and EndpointSlices. The corpus grows
+# across runs in $FUZZ_WORK.
 #
 # Each fuzzer runs under `nice -n 19` as one libFuzzer process (no -jobs), stops at the first
 # finding, and is bounded by -max_total_time. Minimize a finding with
 #   cargo +nightly fuzz tmin -s <sanitizer> <target> <file>
 # and reproduce it with  cargo +nightly fuzz run -s <sanitizer> <target> <file>
 #
-# Environment: TARGETS (space-separated subset, default all), FUZZ_SANITIZER (none; `address`
-# is about 2x slower: the code under test is safe Rust, but unsafe-libyaml is not), MAX_LEN
-# (65536: the largest input, 8192 for Accept headers, and the size cap of seeds), FUZZ_WORK (<repo>/target/fuzz: seeds,
-# corpus, artifacts, logs, tmp), APIAGG_FIXTURES (<repo>/../shared/fixtures), SKIP_BUILD=1,
-# FUZZ_ARGS (extra libFuzzer flags).
+# Environment: TARGETS (space-separated subset, default all), FUZZ_SANITIZER (none: the code
+# under test is safe Rust; `address` is slower but also checks unsafe-libyaml's C-style code),
+# MAX_LEN (65536: the largest input, 8192 for Accept headers, and the size cap of seeds),
+# FUZZ_WORK (<repo>/target/fuzz: seeds, corpus, artifacts, logs, tmp), APIAGG_FIXTURES
+# (<repo>/../shared/fixtures), SKIP_BUILD=1, FUZZ_ARGS (extra libFuzzer flags).
 # Needs: rustup with a nightly toolchain, cargo-fuzz (cargo install cargo-fuzz), python3.
 
 set -euo pipefail
