@@ -246,11 +246,7 @@ async fn hostile_requests_are_refused_before_any_backend_sees_them() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_exemptions_are_exact_paths() {
     let backend = sample(G, "wardle", false);
-    let config = format!(
-        "services:\n{}apiServices:\n{}",
-        service("wardle", &backend.url),
-        apiservice(G, V, "wardle", ""),
-    );
+    let config = one_backend("wardle", &backend);
     let gw = Apiagg::start(&config, &["--shutdown-drain-timeout", "10s"]);
     gw.wait_ready().await;
     // An open watch keeps apiagg draining (and answering) after SIGTERM.
@@ -278,11 +274,7 @@ async fn shutdown_exemptions_are_exact_paths() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn closed_watches_are_not_errors_and_methods_do_not_grow_metrics() {
     let backend = sample(G, "wardle", false);
-    let config = format!(
-        "services:\n{}apiServices:\n{}",
-        service("wardle", &backend.url),
-        apiservice(G, V, "wardle", ""),
-    );
+    let config = one_backend("wardle", &backend);
     let gw = Apiagg::start_logged(&config, &[]);
     gw.wait_ready().await;
 
@@ -348,11 +340,7 @@ async fn closed_watches_are_not_errors_and_methods_do_not_grow_metrics() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slow_clients_do_not_hold_up_others() {
     let backend = sample(G, "wardle", false);
-    let config = format!(
-        "services:\n{}apiServices:\n{}",
-        service("wardle", &backend.url),
-        apiservice(G, V, "wardle", ""),
-    );
+    let config = one_backend("wardle", &backend);
     let gw = Apiagg::start(&config, &[]);
     gw.wait_ready().await;
     // 200 connections trickle a request head one byte every 100 ms.

@@ -14,11 +14,7 @@ const GV: &str = "/apis/wardle.example.com/v1alpha1";
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slow_backends_time_out_and_watches_do_not() {
     let backend = sample(G, "wardle", false);
-    let config = format!(
-        "services:\n{}apiServices:\n{}",
-        service("wardle", &backend.url),
-        apiservice(G, V, "wardle", ""),
-    );
+    let config = one_backend("wardle", &backend);
     let gw = Apiagg::start(&config, &["--request-timeout", "1s"]);
     gw.wait_ready().await;
     let c = client();

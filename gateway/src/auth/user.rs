@@ -146,7 +146,16 @@ pub fn escape_key(key: &str) -> String {
 
 /// The inverse of [`escape_key`] (for front-proxy headers): `%XX` decoded, lower-cased.
 pub fn unescape_key(escaped: &str) -> String {
-    let bytes = escaped.as_bytes();
+    percent_decode(escaped).to_lowercase()
+}
+
+/// `%XX` sequences decoded (as Go's `URL.Path` and `url.PathUnescape`); invalid ones are kept as
+/// they are.
+pub fn percent_decode(text: &str) -> String {
+    if !text.contains('%') {
+        return text.to_string();
+    }
+    let bytes = text.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while i < bytes.len() {
@@ -165,7 +174,7 @@ pub fn unescape_key(escaped: &str) -> String {
             }
         }
     }
-    String::from_utf8_lossy(&out).to_lowercase()
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 #[cfg(test)]

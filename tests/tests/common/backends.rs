@@ -140,6 +140,16 @@ pub fn service(name: &str, url: &str) -> String {
     format!("  - {{namespace: test, name: {name}, port: 443, endpoints: [\"{url}\"]}}\n")
 }
 
+/// A config with one remote APIService, `v1alpha1.wardle.example.com`, served by `backend` as
+/// Service `test/<name>`.
+pub fn one_backend(name: &str, backend: &Sample) -> String {
+    format!(
+        "services:\n{}apiServices:\n{}",
+        service(name, &backend.url),
+        apiservice(G, V, name, "")
+    )
+}
+
 /// The group and version of the wardle sample backends.
 pub const G: &str = "wardle.example.com";
 

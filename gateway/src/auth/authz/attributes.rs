@@ -136,30 +136,3 @@ pub(super) fn selected_name(selector: &str) -> Option<String> {
     }
     found.filter(|n| n != "." && n != ".." && !n.contains('/') && !n.contains('%'))
 }
-
-/// `%XX` sequences decoded (Go's `URL.Path`); invalid ones are kept as they are.
-pub(super) fn percent_decode(path: &str) -> String {
-    if !path.contains('%') {
-        return path.to_string();
-    }
-    let bytes = path.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = bytes
-            .get(i + 1..i + 3)
-            .and_then(|h| std::str::from_utf8(h).ok())
-            .and_then(|h| u8::from_str_radix(h, 16).ok());
-        match (bytes[i], hex) {
-            (b'%', Some(b)) => {
-                out.push(b);
-                i += 3;
-            }
-            (b, _) => {
-                out.push(b);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}

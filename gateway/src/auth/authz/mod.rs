@@ -15,7 +15,7 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 
-use super::user::{unescape_key, User, ANONYMOUS, AUTHENTICATED, UNAUTHENTICATED};
+use super::user::{percent_decode, unescape_key, User, ANONYMOUS, AUTHENTICATED, UNAUTHENTICATED};
 use super::{Authenticated, Method};
 use crate::backends::{Clients, Upstream};
 use crate::observe::Metrics;
