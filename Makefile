@@ -1,6 +1,6 @@
 # The two commands of the README. Both install what is missing first (scripts/need.sh).
 #   make run   the gateway on the bundled example, with the sample backend it points at
-#   make test  every test of the workspace (what CI runs)
+#   make test  every test of the workspace (what CI runs), then the instruction budget in release
 
 .PHONY: run test
 
@@ -10,5 +10,7 @@ run:
 	@scripts/run-example.sh
 
 test:
-	@scripts/need.sh cmake prometheus protoc etcd python:kubernetes
+	@scripts/need.sh cmake prometheus protoc etcd valgrind python:kubernetes
 	cargo test --workspace
+	cargo build --release -p apiagg-gateway -p apiagg-tests --bins
+	cargo test --release -p apiagg-tests --test instruction_budget

@@ -24,6 +24,7 @@ declare -A package=(
   [prometheus]=prometheus       # the metrics tests scrape apiagg with a real Prometheus
   [protoc]=protobuf-compiler    # etcd-client's build; decodes apiagg's OpenAPI protobuf in a test
   [etcd]=etcd-server            # the replicas test shares registrations through a real etcd
+  [valgrind]=valgrind           # the instruction-budget test counts apiagg's work per request
 )
 missing=()
 for cmd in "$@"; do

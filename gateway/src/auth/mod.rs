@@ -193,8 +193,11 @@ impl Authenticator {
             Some(Err(e)) => errors.push(e.clone()),
             None => {}
         }
-        let token =
-            bearer(headers).filter(|_| self.token_file.is_some() || self.reviewer.is_some());
+        let token = if self.token_file.is_some() || self.reviewer.is_some() {
+            bearer(headers)
+        } else {
+            None
+        };
         if let Some(token) = token {
             if let Some(user) = self.token_file.as_ref().and_then(|f| f.user(token)) {
                 return Ok(found(user, Method::TokenFile));

@@ -31,6 +31,9 @@ pub enum BuildError {
     /// A host name resolved to nothing (retryable).
     #[error("{0} resolves to no address")]
     NoAddress(String),
+    /// `host:port` cannot be sent as a `Host` header (the input must change).
+    #[error("{0} is not a valid Host header value")]
+    InvalidAuthority(String),
     /// The CA bundle is unusable (the input must change).
     #[error("{what}: {source}")]
     Trust {
@@ -60,8 +63,10 @@ pub struct UpstreamEndpoint {
     pub addr: SocketAddr,
     /// Endpoint speaks TLS.
     pub tls: bool,
-    /// `host:port` as configured, for `Host` and `X-Forwarded-Host`.
+    /// `host:port` as configured, for messages.
     pub authority: String,
+    /// The same, ready to send as `Host` and `X-Forwarded-Host`.
+    pub authority_header: http::HeaderValue,
     /// The endpoint URL as configured.
     pub url: String,
     /// Health shared with the availability controller.
@@ -255,6 +260,7 @@ fn build_endpoint<'a>(
     let mut hasher = DefaultHasher::new();
     (peer.group_key, label).hash(&mut hasher);
     let health_key = hasher.finish();
+    let authority = authority(&ep.host, ep.port);
     Ok(UpstreamEndpoint {
         health: book.endpoint(health_key),
         health_key,
@@ -262,7 +268,9 @@ fn build_endpoint<'a>(
         own_peer,
         addr,
         tls: ep.tls,
-        authority: authority(&ep.host, ep.port),
+        authority_header: http::HeaderValue::from_str(&authority)
+            .map_err(|_| BuildError::InvalidAuthority(authority.clone()))?,
+        authority,
         // A name with several addresses shows which one this is.
         url: if named {
             format!("{} ({})", ep.url, addr.ip())

@@ -29,7 +29,7 @@ pub enum Route<'a> {
 /// Classifies a request path.
 pub fn classify(path: &str) -> Route<'_> {
     let trimmed = path.strip_prefix('/').unwrap_or(path);
-    let (first, rest) = trimmed.split_once('/').unwrap_or((trimmed, ""));
+    let (first, rest) = split_first(trimmed);
     if let Some(endpoint) = HealthEndpoint::from_segment(first) {
         return Route::Health(endpoint, rest);
     }
@@ -45,7 +45,7 @@ pub fn classify(path: &str) -> Route<'_> {
                     slash: trimmed.len() > 4,
                 };
             }
-            let mut parts = rest.splitn(3, '/');
+            let mut parts = segments(rest);
             match (parts.next(), parts.next()) {
                 (Some(g), Some(v)) if !g.is_empty() && !v.is_empty() => {
                     Route::GroupVersion(&rest[..g.len() + 1 + v.len()])
@@ -58,45 +58,113 @@ pub fn classify(path: &str) -> Route<'_> {
     }
 }
 
+/// The `/`-separated segments of `path`. Request paths are short, so a plain byte scan is
+/// cheaper here than `str::split`'s searcher.
+pub fn segments(path: &str) -> impl Iterator<Item = &str> {
+    let mut rest = Some(path);
+    std::iter::from_fn(move || {
+        let current = rest?;
+        let (segment, after) = split_first(current);
+        rest = (segment.len() < current.len()).then_some(after);
+        Some(segment)
+    })
+}
+
+/// The text before the first `/` and the text after it (empty when there is none).
+fn split_first(path: &str) -> (&str, &str) {
+    match path.bytes().position(|b| b == b'/') {
+        Some(i) => (&path[..i], &path[i + 1..]),
+        None => (path, ""),
+    }
+}
+
 /// Why a request path is refused before routing: apiagg routes and forwards only canonical
 /// paths, so the route it picks is the path every backend sees (no `..`, `//` or `%2F` can
 /// make the two differ).
 pub fn non_canonical(path: &str) -> Option<&'static str> {
-    let Some(rest) = path.strip_prefix('/') else {
-        return Some("it does not start with \"/\"");
-    };
     let bytes = path.as_bytes();
-    for (i, &b) in bytes.iter().enumerate() {
-        if b < 0x20 || b == 0x7f || b == b'\\' {
-            return Some("it contains a control character or a backslash");
-        }
-        if b == b'%' {
-            let hex = bytes
-                .get(i + 1..i + 3)
-                .and_then(|h| std::str::from_utf8(h).ok());
-            match hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
-                None => return Some("it contains an invalid percent-encoding"),
-                Some(b'/' | b'\\') => return Some("it contains an encoded \"/\" or \"\\\""),
-                Some(c) if c < 0x20 || c == 0x7f => {
-                    return Some("it contains an encoded control character")
-                }
-                Some(_) => {}
-            }
-        }
+    if bytes.first() != Some(&b'/') {
+        return Some("it does not start with \"/\"");
     }
-    let segments: Vec<&str> = rest.split('/').collect();
-    let last = segments.len() - 1;
-    for (i, segment) in segments.iter().enumerate() {
-        // One trailing slash is a real path (`/apis/`); an empty segment elsewhere is `//`.
-        if segment.is_empty() && i != last {
-            return Some("it contains an empty segment (\"//\")");
+    // One pass over the bytes (this runs for every request); `start` is where the current
+    // segment begins.
+    let mut start = 1;
+    let mut i = 0;
+    while i < bytes.len() {
+        i += 1;
+        // Most bytes are plain: skip them at a few instructions each.
+        while bytes.get(i).is_some_and(|&b| !NOTABLE[usize::from(b)]) {
+            i += 1;
         }
-        let dots = segment.to_ascii_lowercase().replace("%2e", ".");
-        if dots == "." || dots == ".." {
-            return Some("it contains a \".\" or \"..\" segment");
+        match bytes.get(i).copied() {
+            end @ (None | Some(b'/')) => {
+                let segment = &bytes[start..i];
+                // One trailing slash is a real path (`/apis/`); an empty segment elsewhere
+                // is `//`.
+                if segment.is_empty() && end.is_some() {
+                    return Some("it contains an empty segment (\"//\")");
+                }
+                if is_dot_segment(segment) {
+                    return Some("it contains a \".\" or \"..\" segment");
+                }
+                start = i + 1;
+            }
+            Some(b) if b < 0x20 || b == 0x7f || b == b'\\' => {
+                return Some("it contains a control character or a backslash");
+            }
+            Some(b'%') => {
+                let decoded = match (bytes.get(i + 1), bytes.get(i + 2)) {
+                    (Some(&high), Some(&low)) => hex(high).zip(hex(low)).map(|(h, l)| h << 4 | l),
+                    _ => None,
+                };
+                match decoded {
+                    None => return Some("it contains an invalid percent-encoding"),
+                    Some(b'/' | b'\\') => return Some("it contains an encoded \"/\" or \"\\\""),
+                    Some(c) if c < 0x20 || c == 0x7f => {
+                        return Some("it contains an encoded control character")
+                    }
+                    Some(_) => {}
+                }
+            }
+            Some(_) => {}
         }
     }
     None
+}
+
+/// The bytes [`non_canonical`] looks at: separators, escapes and what must not appear.
+static NOTABLE: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut b = 0;
+    while b < 0x20 {
+        table[b] = true;
+        b += 1;
+    }
+    table[0x7f] = true;
+    table[b'/' as usize] = true;
+    table[b'%' as usize] = true;
+    table[b'\\' as usize] = true;
+    table
+};
+
+/// The value of a hexadecimal digit.
+fn hex(digit: u8) -> Option<u8> {
+    (digit as char).to_digit(16).map(|d| d as u8)
+}
+
+/// Whether a segment is `.` or `..`, a dot possibly percent-encoded (`%2e`, `%2E`).
+fn is_dot_segment(segment: &[u8]) -> bool {
+    let mut rest = segment;
+    let mut dots = 0;
+    while !rest.is_empty() {
+        rest = match rest {
+            [b'.', tail @ ..] => tail,
+            [b'%', b'2', b'e' | b'E', tail @ ..] => tail,
+            _ => return false,
+        };
+        dots += 1;
+    }
+    dots == 1 || dots == 2
 }
 
 /// Whether a route is still served while shutting down (spec §11.3): health and metrics.

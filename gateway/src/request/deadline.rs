@@ -4,6 +4,8 @@
 
 use std::time::{Duration, Instant};
 
+use super::classify::segments;
+
 /// What bounds a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Limit {
@@ -33,12 +35,18 @@ fn param<'q>(query: Option<&'q str>, name: &str) -> Option<&'q str> {
 /// The limit of a request for `path` (canonical) and `query`; `Err` for an unreadable
 /// `?timeout=` (a 400, as upstream).
 pub fn limit(path: &str, query: Option<&str>, default: Duration) -> Result<Limit, String> {
-    let segments: Vec<&str> = path
-        .trim_start_matches('/')
-        .trim_end_matches('/')
-        .split('/')
-        .collect();
-    let rest = match segments.as_slice() {
+    // The first eight segments say everything asked here (the subresource of
+    // `/apis/<g>/<v>/namespaces/<ns>/<resource>/<name>/<subresource>` is the eighth).
+    let mut first = [""; 8];
+    let mut count = 0;
+    for (slot, segment) in first
+        .iter_mut()
+        .zip(segments(path.trim_start_matches('/').trim_end_matches('/')))
+    {
+        *slot = segment;
+        count += 1;
+    }
+    let rest = match &first[..count] {
         ["api", _version, rest @ ..] => rest,
         ["apis", _group, _version] => return Ok(Limit::Discovery(DISCOVERY)),
         ["apis", _group, _version, rest @ ..] => rest,

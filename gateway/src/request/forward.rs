@@ -7,8 +7,10 @@
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use http::{HeaderName, HeaderValue};
-use pingora_error::Result;
+use bytes::Bytes;
+use http::request::Parts as ReqParts;
+use http::{HeaderMap, HeaderName, HeaderValue};
+use pingora_error::{ErrorType::InvalidHTTPHeader, OrErr, Result};
 use pingora_http::RequestHeader;
 
 use crate::auth::{Authenticator, User};
@@ -74,66 +76,133 @@ fn is_hidden(name: &HeaderName, forwarding: &Forwarding<'_>) -> bool {
     }
 }
 
-/// Applies the policy to the request head pingora sends to the endpoint at `authority`
-/// (`host:port`, for `Host` and `X-Forwarded-Host`).
-pub fn apply(request: &mut RequestHeader, forwarding: &Forwarding, authority: &str) -> Result<()> {
-    let hidden: Vec<HeaderName> = request
-        .headers
+const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
+const X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
+const X_FORWARDED_URI: HeaderName = HeaderName::from_static("x-forwarded-uri");
+
+/// Applies the policy to the request head pingora sends to the endpoint whose `host:port` is
+/// `authority` (for `Host` and `X-Forwarded-Host`).
+///
+/// The head's header map is edited directly, with names parsed once for the process and
+/// values built once per endpoint or user: pingora's own header setters parse every name
+/// again and keep a second, case-preserving map, which costs several times the whole
+/// policy. Header names therefore go upstream in their canonical form, as they do over
+/// HTTP/2 (HTTP field names are case-insensitive).
+pub fn apply(
+    request: &mut RequestHeader,
+    forwarding: &Forwarding,
+    authority: &HeaderValue,
+) -> Result<()> {
+    // A target that does not round-trip through the URI (absolute form) is kept verbatim.
+    let uri_target = request.uri.path_and_query().map(|p| p.as_str().as_bytes());
+    let raw_target = (uri_target != Some(request.raw_path())).then(|| request.raw_path().to_vec());
+    let placeholder = RequestHeader::from(http::Request::new(()).into_parts().0);
+    let mut parts = ReqParts::from(std::mem::replace(request, placeholder));
+    apply_to_headers(&mut parts.headers, parts.uri.path(), forwarding, authority)?;
+    *request = RequestHeader::from(parts);
+    if let Some(target) = raw_target {
+        request.set_raw_path(&target)?;
+    }
+    Ok(())
+}
+
+/// The policy on a header map, for a request whose path is `path`.
+fn apply_to_headers(
+    headers: &mut HeaderMap,
+    path: &str,
+    forwarding: &Forwarding,
+    authority: &HeaderValue,
+) -> Result<()> {
+    let hidden: Vec<HeaderName> = headers
         .keys()
         .filter(|name| is_hidden(name, forwarding))
         .cloned()
         .collect();
     for name in hidden {
-        request.remove_header(&name);
+        headers.remove(&name);
     }
     let stamped = match &forwarding.identity {
-        Identity::Remote(user) => Some(user.remote_headers()),
+        Identity::Remote(user) => user.remote_headers().as_slice(),
         Identity::Impersonate { user, token } => {
             if let Some(token) = token {
-                request.insert_header(http::header::AUTHORIZATION, (**token).clone())?;
+                headers.insert(http::header::AUTHORIZATION, (**token).clone());
             }
-            Some(user.impersonation_headers())
+            user.impersonation_headers().as_slice()
         }
-        Identity::CallerCredentials => None,
+        Identity::CallerCredentials => &[],
     };
-    for (name, value) in stamped.into_iter().flatten() {
-        request.append_header(name.clone(), value.clone())?;
+    headers.reserve(stamped.len() + 5);
+    for (name, value) in stamped {
+        headers.append(name.clone(), value.clone());
     }
-    request.insert_header("Host", authority)?;
+    headers.insert(http::header::HOST, authority.clone());
     if let Some(ip) = forwarding.client_ip {
-        let prior = request
-            .headers
-            .get("x-forwarded-for")
-            .and_then(|v| v.to_str().ok())
+        let prior = headers
+            .get(&X_FORWARDED_FOR)
+            .map(HeaderValue::as_bytes)
             .filter(|v| !v.is_empty());
-        let value = match prior {
-            Some(prior) => format!("{prior}, {ip}"),
-            None => ip.to_string(),
-        };
-        request.insert_header("X-Forwarded-For", value)?;
+        let value = forwarded_for(prior, ip);
+        headers.insert(X_FORWARDED_FOR, value);
     }
-    request.insert_header("X-Forwarded-Proto", forwarding.proto)?;
-    request.insert_header("X-Forwarded-Host", authority)?;
-    let path = request.uri.path().to_string();
-    request.insert_header("X-Forwarded-Uri", path)?;
+    let proto = HeaderValue::from_static(forwarding.proto);
+    headers.insert(X_FORWARDED_PROTO, proto);
+    headers.insert(X_FORWARDED_HOST, authority.clone());
+    let uri = HeaderValue::from_str(path).or_err(InvalidHTTPHeader, "request path")?;
+    headers.insert(X_FORWARDED_URI, uri);
     Ok(())
+}
+
+/// `X-Forwarded-For` with the client's address appended to what the client sent.
+fn forwarded_for(prior: Option<&[u8]>, ip: IpAddr) -> HeaderValue {
+    use std::io::Write;
+    let mut value = Vec::with_capacity(prior.map_or(0, |p| p.len() + 2) + 39);
+    if let Some(prior) = prior {
+        value.extend_from_slice(prior);
+        value.extend_from_slice(b", ");
+    }
+    match ip {
+        IpAddr::V4(v4) => {
+            for (i, octet) in v4.octets().iter().enumerate() {
+                if i > 0 {
+                    value.push(b'.');
+                }
+                push_decimal(&mut value, *octet);
+            }
+        }
+        IpAddr::V6(v6) => {
+            let _ = write!(value, "{v6}");
+        }
+    }
+    // Bytes of a valid header value, a comma and an address: always a valid value.
+    HeaderValue::from_maybe_shared(Bytes::from(value))
+        .unwrap_or_else(|_| HeaderValue::from_static(""))
+}
+
+/// Appends the decimal digits of `n`.
+fn push_decimal(out: &mut Vec<u8>, n: u8) {
+    if n >= 100 {
+        out.push(b'0' + n / 100);
+    }
+    if n >= 10 {
+        out.push(b'0' + (n / 10) % 10);
+    }
+    out.push(b'0' + n % 10);
 }
 
 /// The HTTP/1.1 head the upgrade tunnel writes to the backend: the same policy, serialized.
 pub fn upgrade_head(
     request: &RequestHeader,
     forwarding: &Forwarding,
-    authority: &str,
+    authority: &HeaderValue,
 ) -> Result<Vec<u8>> {
-    let mut request = request.clone();
-    apply(&mut request, forwarding, authority)?;
+    let mut headers = request.headers.clone();
+    apply_to_headers(&mut headers, request.uri.path(), forwarding, authority)?;
     let target = request.uri.path_and_query().map_or("/", |p| p.as_str());
-    let mut head = format!(
-        "{} {target} HTTP/1.1\r\nHost: {}\r\n",
-        request.method, authority
-    )
-    .into_bytes();
-    for (name, value) in request.headers.iter() {
+    let mut head = format!("{} {target} HTTP/1.1\r\nHost: ", request.method).into_bytes();
+    head.extend_from_slice(authority.as_bytes());
+    head.extend_from_slice(b"\r\n");
+    for (name, value) in headers.iter() {
         if name == http::header::HOST {
             continue;
         }
@@ -169,7 +238,7 @@ mod tests {
         req
     }
 
-    const ENDPOINT: &str = "10.0.0.1:443";
+    const ENDPOINT: HeaderValue = HeaderValue::from_static("10.0.0.1:443");
 
     fn auth() -> Authenticator {
         Authenticator::new(&Authentication::default()).expect("authenticator")
@@ -209,7 +278,7 @@ mod tests {
         apply(
             &mut req,
             &forwarding(Identity::Remote(&user), &auth),
-            ENDPOINT,
+            &ENDPOINT,
         )
         .expect("apply");
         assert!(values(&req, "authorization").is_empty());
@@ -239,7 +308,7 @@ mod tests {
         apply(
             &mut req,
             &forwarding(Identity::CallerCredentials, &auth),
-            ENDPOINT,
+            &ENDPOINT,
         )
         .expect("apply");
         assert_eq!(values(&req, "authorization"), ["Bearer t"]);
@@ -256,7 +325,7 @@ mod tests {
             token: Some(token),
         };
         let mut req = request();
-        apply(&mut req, &forwarding(identity, &auth), ENDPOINT).expect("apply");
+        apply(&mut req, &forwarding(identity, &auth), &ENDPOINT).expect("apply");
         assert_eq!(values(&req, "authorization"), ["Bearer apiagg"]);
         assert_eq!(values(&req, "impersonate-user"), ["alice"]);
         assert_eq!(values(&req, "impersonate-uid"), ["uid-7"]);
@@ -274,7 +343,7 @@ mod tests {
         let head = upgrade_head(
             &request(),
             &forwarding(Identity::Remote(&user), &auth),
-            ENDPOINT,
+            &ENDPOINT,
         )
         .expect("head");
         let head = String::from_utf8(head).expect("utf8");

@@ -264,7 +264,6 @@ impl ApiaggProxy {
         route: Route<'_>,
     ) -> Option<(RouteKind, Reply)> {
         let gateway = &self.gateway;
-        let routes = gateway.routes.load();
         let answer = match route {
             Route::Health(endpoint, check) => {
                 ctx.subresource = endpoint.path();
@@ -273,13 +272,19 @@ impl ApiaggProxy {
             }
             Route::Metrics => return Some((RouteKind::Metrics, local::metrics(&gateway.metrics))),
             Route::Status => local::status(&gateway.availability),
-            Route::Version if routes.delegate.is_none() => local::version(),
+            Route::Version if gateway.routes.load().delegate.is_none() => local::version(),
             Route::Apis { slash } => {
                 if !slash {
                     ctx.subresource = "apis";
                 }
                 let options = &gateway.options.negotiate;
-                local::apis(req, &routes, &gateway.discovery, options, slash)
+                local::apis(
+                    req,
+                    &gateway.routes.load(),
+                    &gateway.discovery,
+                    options,
+                    slash,
+                )
             }
             Route::OpenApi(which) => {
                 // kube-apiserver instruments only the v3 paths.
@@ -290,7 +295,10 @@ impl ApiaggProxy {
                 };
                 openapi::answer(req, which, gateway.openapi.load().as_deref())
             }
-            Route::Group(group) => local::group(req, &routes, &gateway.options.negotiate, group)?,
+            Route::Group(group) => {
+                let routes = gateway.routes.load();
+                local::group(req, &routes, &gateway.options.negotiate, group)?
+            }
             Route::Version | Route::GroupVersion(_) | Route::Other => return None,
         };
         Some((RouteKind::Local, answer))

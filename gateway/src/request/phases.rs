@@ -233,7 +233,7 @@ impl ProxyHttp for ApiaggProxy {
             return Ok(());
         };
         let forwarding = self.forwarding(session, ctx, upstream);
-        let authority = &upstream.endpoints[ctx.endpoint].authority;
+        let authority = &upstream.endpoints[ctx.endpoint].authority_header;
         forward::apply(request, &forwarding, authority)
     }
 
@@ -245,18 +245,19 @@ impl ProxyHttp for ApiaggProxy {
         response: &mut ResponseHeader,
         ctx: &mut RequestCtx,
     ) -> Result<()> {
-        if ctx.kind == RouteKind::Proxy {
+        let cors = |name: &http::HeaderName| name.as_str().starts_with("access-control-allow-");
+        if ctx.kind == RouteKind::Proxy && response.headers.keys().any(cors) {
             for name in [
-                "access-control-allow-origin",
-                "access-control-allow-credentials",
-                "access-control-allow-headers",
-                "access-control-allow-methods",
+                http::header::ACCESS_CONTROL_ALLOW_ORIGIN,
+                http::header::ACCESS_CONTROL_ALLOW_CREDENTIALS,
+                http::header::ACCESS_CONTROL_ALLOW_HEADERS,
+                http::header::ACCESS_CONTROL_ALLOW_METHODS,
             ] {
-                response.remove_header(name);
+                response.remove_header(&name);
             }
         }
         let code = response.status.as_u16();
-        let redirects = response.headers.contains_key("location");
+        let redirects = response.headers.contains_key(http::header::LOCATION);
         let Some((code, body)) =
             errors::replacement(ctx.kind, code, redirects, ctx.arrived_complete)
         else {

@@ -28,11 +28,16 @@ impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
 
 /// Whether a request asks for a protocol upgrade (`Connection` contains `upgrade`).
 pub fn is_upgrade(req: &RequestHeader) -> bool {
-    req.headers.get_all("connection").iter().any(|v| {
-        v.to_str()
-            .map(|s| s.to_ascii_lowercase().contains("upgrade"))
-            .unwrap_or(false)
-    }) && req.headers.contains_key("upgrade")
+    req.headers.contains_key(http::header::UPGRADE)
+        && req
+            .headers
+            .get_all(http::header::CONNECTION)
+            .iter()
+            .any(|v| {
+                v.as_bytes()
+                    .windows(7)
+                    .any(|w| w.eq_ignore_ascii_case(b"upgrade"))
+            })
 }
 
 /// Connects to endpoint `index`, with apiagg's own TLS identity when `own` (impersonation).
@@ -164,8 +169,12 @@ async fn ask(
         (503, message)
     })?;
     let authority = &upstream.endpoints[index].authority;
-    let head = forward::upgrade_head(request, forwarding, authority)
-        .map_err(|e| (500, format!("cannot build the upgrade request: {e}")))?;
+    let head = forward::upgrade_head(
+        request,
+        forwarding,
+        &upstream.endpoints[index].authority_header,
+    )
+    .map_err(|e| (500, format!("cannot build the upgrade request: {e}")))?;
     let own = forwarding.identity.own_connection();
     let mut backend = dial(upstream, index, own).await.map_err(|e| {
         let message = format!("error dialing backend {label} at {authority}: {e}");

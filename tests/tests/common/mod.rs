@@ -46,8 +46,14 @@ pub fn binary(name: &str, package: &str) -> PathBuf {
     let path = dir.join(name);
     let _guard = BUILD.lock().unwrap_or_else(|e| e.into_inner());
     if !path.exists() {
+        let profile: &[&str] = if cfg!(debug_assertions) {
+            &[]
+        } else {
+            &["--release"]
+        };
         let status = Command::new(env!("CARGO"))
             .args(["build", "--bins", "-p", package])
+            .args(profile)
             .current_dir(env!("CARGO_MANIFEST_DIR"))
             .status()
             .expect("run cargo build");

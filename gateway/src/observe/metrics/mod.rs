@@ -11,6 +11,7 @@ use prometheus::{
     Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
     IntGaugeVec, Opts, Registry, TextEncoder,
 };
+use rustc_hash::FxBuildHasher;
 
 pub use requests::{GroupVersionMetrics, RouteKind};
 
@@ -50,11 +51,12 @@ pub struct Metrics {
     /// `apiserver_request_terminations_total{verb,group,version,resource,subresource,scope,component,code}`
     pub terminations: IntCounterVec,
     per_gv: DashMap<String, Arc<GroupVersionMetrics>>,
-    /// Resolved series of `requests`/`duration`, so a request hashes two small keys instead of
+    /// Resolved series of `requests`/`duration`, so a request hashes two small keys (with
+    /// FxHash: the keys come from closed sets, so a DoS-resistant hash buys nothing) instead of
     /// label strings.
-    by_kind: DashMap<(RouteKind, u16), (IntCounter, Histogram)>,
+    by_kind: DashMap<(RouteKind, u16), (IntCounter, Histogram), FxBuildHasher>,
     /// Resolved series of `apiserver_requests`/`apiserver_duration` (`subresource`, `code`).
-    by_subresource: DashMap<(&'static str, u16), (IntCounter, Histogram)>,
+    by_subresource: DashMap<(&'static str, u16), (IntCounter, Histogram), FxBuildHasher>,
     /// `apiagg_openapi_v2_regenerations_total`
     pub openapi_v2_regenerations: IntCounter,
     /// `apiagg_openapi_v2_regeneration_duration_seconds`
@@ -309,8 +311,8 @@ impl Metrics {
             apiserver_duration,
             terminations,
             per_gv: DashMap::new(),
-            by_kind: DashMap::new(),
-            by_subresource: DashMap::new(),
+            by_kind: DashMap::with_hasher(FxBuildHasher),
+            by_subresource: DashMap::with_hasher(FxBuildHasher),
             openapi_v2_regenerations,
             openapi_v2_regeneration_duration,
             openapi_v3_index_regenerations,

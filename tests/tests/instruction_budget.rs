@@ -1,0 +1,213 @@
+//! apiagg's own per-request work stays within its instruction budget (issue 12): the release
+//! `apiagg` runs under `valgrind --tool=callgrind`, counting only inside its pingora callbacks
+//! (`request_filter`, `upstream_peer`, `upstream_request_filter`, `response_filter`, `logging`,
+//! …), while a client sends N1 and then, in a second run, N2 proxied GETs on one keep-alive
+//! connection; (count₂ − count₁) / (N2 − N1) is the cost of one request, start-up excluded.
+//! Instruction counts are deterministic, so the test does not depend on the machine's load.
+//!
+//! Two figures are checked, each against twice its budget:
+//! - apiagg's own code: instructions executed in apiagg's functions (what they inline included);
+//! - its callbacks whole: the same plus the library code they call (header maps, pingora's
+//!   peer, the allocator).
+//!
+//! The budgets are for the optimized build: `make test` runs this file with `--release`.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+
+/// apiagg's own code per proxied GET (issue 12's budget).
+const OWN_BUDGET: u64 = 2_000;
+/// apiagg's callbacks per proxied GET, with the library code they call (measured 8,800 on
+/// 2026-11-24: the header-map inserts of the forwarding policy and pingora's per-request peer
+/// copy are most of the difference).
+const CALLBACKS_BUDGET: u64 = 9_000;
+const N1: u64 = 200;
+const N2: u64 = 1_200;
+/// What counts: everything pingora calls on apiagg's `ProxyHttp` implementation.
+const CALLBACKS: &str = "*ProxyHttp for apiagg_gateway::request::ApiaggProxy>::*";
+
+#[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "the budgets are for the release build: make test runs this with --release"
+)]
+fn a_proxied_get_costs_apiagg_no_more_than_twice_its_budget() {
+    for tool in ["valgrind", "callgrind_annotate"] {
+        assert!(
+            Command::new(tool).arg("--version").output().is_ok(),
+            "{tool} is needed (apt-get install -y valgrind)"
+        );
+    }
+    let backend = sample(G, "budget", false);
+    let config = one_backend("budget", &backend);
+    let path = format!("/apis/{G}/{V}/flunders");
+    let first = count(&config, &path, N1);
+    let second = count(&config, &path, N2);
+    let own = (second.own - first.own) / (N2 - N1);
+    let callbacks = (second.callbacks - first.callbacks) / (N2 - N1);
+    eprintln!(
+        "per proxied GET: apiagg's own code {own} instructions (budget {OWN_BUDGET}), its \
+         callbacks with what they call {callbacks} (budget {CALLBACKS_BUDGET})"
+    );
+    assert!(
+        own <= 2 * OWN_BUDGET,
+        "apiagg's own code takes {own} instructions per proxied GET, over twice its budget of \
+         {OWN_BUDGET}"
+    );
+    assert!(
+        callbacks <= 2 * CALLBACKS_BUDGET,
+        "apiagg's callbacks take {callbacks} instructions per proxied GET, over twice their \
+         budget of {CALLBACKS_BUDGET}"
+    );
+}
+
+/// Instructions counted in one run.
+struct Counts {
+    /// In apiagg's own functions.
+    own: u64,
+    /// In its callbacks, their callees included.
+    callbacks: u64,
+}
+
+/// Runs apiagg under callgrind, sends `n` GETs for `path` after it is ready, and counts.
+fn count(config: &str, path: &str, n: u64) -> Counts {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("apiagg.yaml"), config).expect("write config");
+    let out = dir.path().join("callgrind.out");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port();
+    let child = Command::new("valgrind")
+        .arg("--tool=callgrind")
+        .arg(format!("--callgrind-out-file={}", out.display()))
+        .arg(format!("--toggle-collect={CALLBACKS}"))
+        .arg(binary("apiagg", "apiagg-gateway"))
+        .args(["serve", "--config"])
+        .arg(dir.path().join("apiagg.yaml"))
+        .args(["--listen", &format!("127.0.0.1:{port}"), "--threads", "1"])
+        .args(["--probe-interval", "1h", "--discovery-refresh", "1h"])
+        .args(["--openapi-refresh", "1h"])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.path().join("log")).expect("log file"))
+        .spawn()
+        .expect("spawn valgrind");
+    let mut proc = Proc { child };
+    let Some(mut connection) = ready(port, path) else {
+        let log = std::fs::read_to_string(dir.path().join("log")).unwrap_or_default();
+        panic!("apiagg under callgrind did not proxy {path} within 120 s; its log:\n{log}");
+    };
+    for _ in 0..n {
+        assert_eq!(get(&mut connection, path), 200, "GET {path}");
+    }
+    drop(connection);
+    // SIGINT: pingora stops at once, and callgrind writes its counts as the process exits.
+    proc.signal("INT");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !matches!(proc.child.try_wait(), Ok(Some(_))) {
+        assert!(
+            Instant::now() < deadline,
+            "apiagg did not exit under callgrind"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    read_counts(&out)
+}
+
+/// Waits (callgrind starts slowly) until `path` answers 200 on a kept-alive connection.
+fn ready(port: u16, path: &str) -> Option<BufReader<TcpStream>> {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while Instant::now() < deadline {
+        if let Ok(stream) = TcpStream::connect(("127.0.0.1", port)) {
+            stream
+                .set_read_timeout(Some(Duration::from_secs(30)))
+                .expect("timeout");
+            let mut connection = BufReader::new(stream);
+            if get(&mut connection, path) == 200 {
+                return Some(connection);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    None
+}
+
+/// One GET on a keep-alive connection; its status (0 when the connection failed).
+fn get(connection: &mut BufReader<TcpStream>, path: &str) -> u16 {
+    let request =
+        format!("GET {path} HTTP/1.1\r\nHost: apiagg\r\nAccept: application/json\r\n\r\n");
+    if connection.get_mut().write_all(request.as_bytes()).is_err() {
+        return 0;
+    }
+    let mut line = String::new();
+    if connection.read_line(&mut line).unwrap_or(0) == 0 {
+        return 0;
+    }
+    let status = line
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let mut length = 0;
+    loop {
+        line.clear();
+        if connection.read_line(&mut line).unwrap_or(0) == 0 {
+            return 0;
+        }
+        let header = line.trim_end();
+        if header.is_empty() {
+            break;
+        }
+        if let Some((name, value)) = header.split_once(':') {
+            if name.eq_ignore_ascii_case("content-length") {
+                length = value.trim().parse().unwrap_or(0);
+            }
+        }
+    }
+    let mut body = vec![0; length];
+    match connection.read_exact(&mut body) {
+        Ok(()) => status,
+        Err(_) => 0,
+    }
+}
+
+/// Sums callgrind's per-function counts: those of apiagg's functions, and all.
+fn read_counts(out: &Path) -> Counts {
+    let report = Command::new("callgrind_annotate")
+        .args(["--threshold=100", "--auto=no"])
+        .arg(out)
+        .output()
+        .expect("callgrind_annotate");
+    assert!(report.status.success(), "callgrind_annotate failed");
+    let text = String::from_utf8_lossy(&report.stdout);
+    let mut counts = Counts {
+        own: 0,
+        callbacks: 0,
+    };
+    for line in text.lines() {
+        // "  1,234 ( 0.5%)  file:function [object]"
+        let trimmed = line.trim_start();
+        let Some((number, rest)) = trimmed.split_once(' ') else {
+            continue;
+        };
+        let Ok(ir) = number.replace(',', "").parse::<u64>() else {
+            continue;
+        };
+        if rest.contains("PROGRAM TOTALS") {
+            counts.callbacks = ir;
+        } else if let Some((_file, function)) = rest.split_once(':') {
+            if function.contains("apiagg_gateway::") {
+                counts.own += ir;
+            }
+        }
+    }
+    assert!(counts.callbacks > 0, "no counts in {}", out.display());
+    counts
+}
