@@ -89,7 +89,9 @@ pub struct LocalGroupVersion {
 #[derive(Debug, Default)]
 pub struct Registry {
     entries: Vec<Arc<ApiServiceEntry>>,
-    routes: HashMap<Box<str>, usize>,
+    /// Looked up on every request: a fast hash (the keys are the registered group-versions;
+    /// a caller's key can only miss or find one of them).
+    routes: rustc_hash::FxHashMap<Box<str>, usize>,
 }
 
 /// Route-table key of a group-version: `"<group>/<version>"` (`"/v1"` for core).

@@ -19,6 +19,10 @@ use crate::observe::{Milestone, RouteKind};
 impl ProxyHttp for ApiaggProxy {
     type CTX = RequestCtx;
 
+    /// No downstream modules: pingora's default adds a disabled compression module, built and
+    /// called on every request for nothing (apiagg passes bodies as the backend sent them).
+    fn init_downstream_modules(&self, _modules: &mut pingora_core::modules::http::HttpModules) {}
+
     /// Runs first for every request: counts it in flight and notes whether the mux was complete.
     fn new_ctx(&self) -> RequestCtx {
         self.gateway.metrics.in_flight.inc();
