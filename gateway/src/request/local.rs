@@ -61,8 +61,8 @@ fn document(req: &RequestHeader, doc: &discovery::RenderedDoc, cacheable: bool) 
         Reply::new(200, doc.content_type, doc.bytes.clone())
     };
     reply
-        .header("ETag", doc.etag.clone())
-        .header("Cache-Control", "public")
+        .header(http::header::ETAG, doc.etag.clone())
+        .header(http::header::CACHE_CONTROL, "public")
 }
 
 fn not_acceptable(e: &discovery::NotAcceptable) -> Reply {
@@ -96,7 +96,7 @@ pub fn apis(
     if slash {
         reply
     } else {
-        reply.header("Vary", "Accept")
+        reply.header(http::header::VARY, "Accept")
     }
 }
 

@@ -45,9 +45,8 @@ pub fn answer(req: &RequestHeader, path: OpenApiPath<'_>, docs: Option<&OpenApiD
     };
     match path {
         OpenApiPath::V2 => v2(req, docs, format),
-        OpenApiPath::V3Index => {
-            cached(req, 200, docs.v3_index.clone(), &docs.v3_index_etag).header("Vary", "Accept")
-        }
+        OpenApiPath::V3Index => cached(req, 200, docs.v3_index.clone(), &docs.v3_index_etag)
+            .header(http::header::VARY, "Accept"),
         OpenApiPath::V3Document(key) => v3_document(req, docs, key),
     }
 }
@@ -66,7 +65,7 @@ fn not_ready(message: &str) -> Reply {
             Some(serde_json::json!({"retryAfterSeconds": 1})),
         ),
     )
-    .header("Retry-After", "1")
+    .header(http::header::RETRY_AFTER, "1")
 }
 
 /// What a client gets.
@@ -132,7 +131,7 @@ fn cached(req: &RequestHeader, code: u16, body: Bytes, etag: &str) -> Reply {
     } else {
         Reply::json(code, body)
     };
-    reply.header("ETag", etag.to_string())
+    reply.header(http::header::ETAG, etag.to_string())
 }
 
 fn accepts_gzip(req: &RequestHeader) -> bool {
@@ -146,20 +145,21 @@ fn v2(req: &RequestHeader, docs: &OpenApiDocs, format: Format) -> Reply {
     let vary = "Accept, Accept-Encoding";
     if matches(header(req, "if-none-match"), &doc.etag) {
         return Reply::not_modified()
-            .header("ETag", doc.etag.clone())
-            .header("Vary", vary);
+            .header(http::header::ETAG, doc.etag.clone())
+            .header(http::header::VARY, vary);
     }
     let (content_type, plain, gzip) = match format {
         Format::Json => (reply::JSON, &doc.json, &doc.gzip),
         Format::Protobuf => (PROTOBUF_CONTENT_TYPE, &doc.proto, &doc.proto_gzip),
     };
     let reply = match (gzip, accepts_gzip(req)) {
-        (Some(gzip), true) => {
-            Reply::new(200, content_type, gzip.clone()).header("Content-Encoding", "gzip")
-        }
+        (Some(gzip), true) => Reply::new(200, content_type, gzip.clone())
+            .header(http::header::CONTENT_ENCODING, "gzip"),
         _ => Reply::new(200, content_type, plain.clone()),
     };
-    reply.header("ETag", doc.etag.clone()).header("Vary", vary)
+    reply
+        .header(http::header::ETAG, doc.etag.clone())
+        .header(http::header::VARY, vary)
 }
 
 /// The `hash` query parameter, if any.
@@ -179,15 +179,18 @@ fn v3_document(req: &RequestHeader, docs: &OpenApiDocs, key: &str) -> Reply {
         Some(hash) if hash == current => {
             let expires = SystemTime::now() + Duration::from_secs(365 * 24 * 3600);
             cached(req, 200, served.doc.json.clone(), &served.etag)
-                .header("Cache-Control", "public, immutable")
-                .header("Expires", httpdate::fmt_http_date(expires))
+                .header(http::header::CACHE_CONTROL, "public, immutable")
+                .header(http::header::EXPIRES, httpdate::fmt_http_date(expires))
         }
         Some(_) => Reply::json(301, Bytes::new())
-            .header("Location", format!("/openapi/v3/{key}?hash={current}"))
-            .header("ETag", served.etag.clone()),
+            .header(
+                http::header::LOCATION,
+                format!("/openapi/v3/{key}?hash={current}"),
+            )
+            .header(http::header::ETAG, served.etag.clone()),
         None => cached(req, 200, served.doc.json.clone(), &served.etag),
     };
-    reply.header("Vary", "Accept")
+    reply.header(http::header::VARY, "Accept")
 }
 
 #[cfg(test)]

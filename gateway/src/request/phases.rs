@@ -73,8 +73,8 @@ impl ProxyHttp for ApiaggProxy {
                     429,
                     "The apiserver is shutting down, please try again later.\n",
                 )
-                .header("Retry-After", "5")
-                .header("Connection", "close");
+                .header(http::header::RETRY_AFTER, "5")
+                .header(http::header::CONNECTION, "close");
                 return self.answer(session, ctx, RouteKind::Shutdown, reply).await;
             }
         }
