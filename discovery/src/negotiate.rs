@@ -143,6 +143,10 @@ fn aggregated_request(clause: &Clause<'_>, opts: &NegotiateOptions) -> Option<Ag
 /// otherwise, and always on [`Endpoint::LegacyOnly`], legacy negotiation runs: a missing or
 /// empty header, or a JSON/wildcard clause without `g`/`v`/`as`, selects legacy JSON; anything
 /// else is [`NotAcceptable`].
+///
+/// Clients send the same header on every request (kubectl, client-go, kube-rs each have their
+/// own), so each thread keeps its last header and answer: a repeat costs one comparison instead
+/// of a parse.
 pub fn negotiate(
     accept: Option<&str>,
     endpoint: Endpoint,
@@ -152,6 +156,45 @@ pub fn negotiate(
     if header.is_empty() {
         return Ok(Negotiated::Legacy);
     }
+    if header.len() > MEMO_MAX {
+        return decide(header, endpoint, opts);
+    }
+    LAST.with_borrow_mut(|last| match last {
+        Some(m) if *m.header == *header && m.endpoint == endpoint && m.opts == *opts => m.answer,
+        _ => {
+            let answer = decide(header, endpoint, opts);
+            *last = Some(Memo {
+                header: header.into(),
+                endpoint,
+                opts: *opts,
+                answer,
+            });
+            answer
+        }
+    })
+}
+
+/// The longest header a thread keeps (real clients send under 200 bytes).
+const MEMO_MAX: usize = 512;
+
+/// A thread's last negotiation.
+struct Memo {
+    header: Box<str>,
+    endpoint: Endpoint,
+    opts: NegotiateOptions,
+    answer: Result<Negotiated, NotAcceptable>,
+}
+
+thread_local! {
+    static LAST: std::cell::RefCell<Option<Memo>> = const { std::cell::RefCell::new(None) };
+}
+
+/// [`negotiate`] for a non-empty, trimmed header, without the memo.
+fn decide(
+    header: &str,
+    endpoint: Endpoint,
+    opts: &NegotiateOptions,
+) -> Result<Negotiated, NotAcceptable> {
     let clauses = media_ranges(header);
     if endpoint == Endpoint::Root {
         for clause in &clauses {

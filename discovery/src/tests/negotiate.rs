@@ -230,3 +230,20 @@ fn garbage_never_panics() {
     let long = "application/json;".repeat(10_000);
     assert_eq!(root(Some(&long)), LEGACY);
 }
+
+#[test]
+fn a_repeated_header_gets_the_answer_of_its_own_endpoint_and_options() {
+    // The per-thread memo must key on everything the answer depends on.
+    for _ in 0..2 {
+        assert_eq!(root(Some(KUBECTL_127)), Ok(BETA));
+        assert_eq!(root_without_beta(Some(KUBECTL_127)), LEGACY);
+        let legacy_only = negotiate(
+            Some(KUBECTL_127),
+            Endpoint::LegacyOnly,
+            &NegotiateOptions::default(),
+        );
+        assert_eq!(legacy_only, LEGACY);
+        assert_eq!(root(Some(BETA_ONLY)), Ok(BETA));
+        assert_eq!(root_without_beta(Some(BETA_ONLY)), NOT_ACCEPTABLE);
+    }
+}
