@@ -2,6 +2,7 @@
 //! and its listener, and drives graceful shutdown.
 
 mod commands;
+mod limits;
 mod listen;
 mod serving;
 mod shutdown;
@@ -43,6 +44,8 @@ pub struct Launch {
 
 /// Runs the gateway until it is told to stop.
 pub fn serve(launch: Launch) -> anyhow::Result<()> {
+    limits::disable_huge_pages();
+    limits::raise_open_files();
     let path = &launch.config;
     let sources =
         Sources::read(path).with_context(|| format!("reading config {}", path.display()))?;
