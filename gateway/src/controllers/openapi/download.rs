@@ -3,13 +3,14 @@
 //! garbage or a document `PreparedV2` rejects, the last good one stays.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
 use apiagg_openapi_merge::hash::sha512_upper_hex;
-use apiagg_openapi_merge::{PreparedV2, V3Served, V3Source};
+use apiagg_openapi_merge::{PreparedV2, SourceDoc, V3Served, V3Source};
 use bytes::Bytes;
 use serde_json::Value;
+use tokio::sync::Semaphore;
 
 use crate::backends::{Client, FetchError};
 
@@ -57,12 +58,58 @@ async fn blocking<T: Send + 'static>(
     Ok(tokio::task::spawn_blocking(work).await?)
 }
 
+/// The v2 documents of every source in compact form, by content hash: sources that serve the
+/// same bytes share one copy, and one document is parsed at a time (a parsed tree is several
+/// times the size of its text; parsing them all at once was most of the start-up peak).
+pub struct Documents {
+    by_hash: Mutex<HashMap<String, Weak<SourceDoc>>>,
+    parsing: Semaphore,
+}
+
+impl Default for Documents {
+    fn default() -> Documents {
+        Documents {
+            by_hash: Mutex::default(),
+            parsing: Semaphore::new(1),
+        }
+    }
+}
+
+impl Documents {
+    /// The document whose bytes hash to `hash`, parsing `body` unless a source already has it.
+    async fn get_or_parse(&self, hash: &str, body: Bytes) -> Result<Arc<SourceDoc>, Error> {
+        if let Some(doc) = self.live(hash) {
+            return Ok(doc);
+        }
+        let _permit = self.parsing.acquire().await;
+        if let Some(doc) = self.live(hash) {
+            return Ok(doc);
+        }
+        let doc = blocking(move || SourceDoc::from_slice(&body))
+            .await?
+            .map_err(|e| Error::unusable("/openapi/v2", e))?;
+        let doc = Arc::new(doc);
+        let mut by_hash = self.by_hash.lock().unwrap_or_else(PoisonError::into_inner);
+        // Forget documents no source holds any more (bounded by the live ones).
+        by_hash.retain(|_, weak| weak.strong_count() > 0);
+        by_hash.insert(hash.to_string(), Arc::downgrade(&doc));
+        Ok(doc)
+    }
+
+    fn live(&self, hash: &str) -> Option<Arc<SourceDoc>> {
+        let by_hash = self.by_hash.lock().unwrap_or_else(PoisonError::into_inner);
+        by_hash.get(hash).and_then(Weak::upgrade)
+    }
+}
+
 /// The client of one source and the bound of each download.
 pub struct Download<'a> {
     /// The endpoint's client.
     pub client: &'a Client,
     /// Upper bound of one request.
     pub timeout: Duration,
+    /// Where parsed v2 documents are shared.
+    pub documents: &'a Documents,
 }
 
 impl Download<'_> {
@@ -97,7 +144,7 @@ pub enum V2Answer {
     New {
         etag: Option<String>,
         hash: String,
-        doc: Arc<Value>,
+        doc: Arc<SourceDoc>,
     },
 }
 
@@ -110,19 +157,18 @@ impl V2State {
             404 => Ok(V2Answer::Missing),
             200 => {
                 let body = fetched.body;
-                let (hash, doc) = blocking(move || {
-                    let hash = sha512_upper_hex(&body);
-                    (hash, serde_json::from_slice::<Value>(&body))
-                })
-                .await?;
+                let hash = {
+                    let body = body.clone();
+                    blocking(move || sha512_upper_hex(&body)).await?
+                };
                 if self.hash.as_ref() == Some(&hash) {
                     return Ok(V2Answer::Unchanged);
                 }
-                let doc = doc.map_err(|e| Error::unusable("/openapi/v2", e))?;
+                let doc = source.documents.get_or_parse(&hash, body).await?;
                 Ok(V2Answer::New {
                     etag: fetched.etag,
                     hash,
-                    doc: Arc::new(doc),
+                    doc,
                 })
             }
             _ => Err(fetched.unexpected().into()),
@@ -142,8 +188,8 @@ impl V2State {
 }
 
 /// Prepares a delegate document off the async workers.
-pub async fn prepare_local(doc: Arc<Value>) -> Result<Arc<PreparedV2>, Error> {
-    blocking(move || PreparedV2::local(doc))
+pub async fn prepare_local(doc: Arc<SourceDoc>) -> Result<Arc<PreparedV2>, Error> {
+    blocking(move || PreparedV2::local_source(doc))
         .await?
         .map(Arc::new)
         .map_err(|e| Error::unusable("/openapi/v2", e))
@@ -151,14 +197,14 @@ pub async fn prepare_local(doc: Arc<Value>) -> Result<Arc<PreparedV2>, Error> {
 
 /// Prepares a backend document for each `(group, version)`, all or nothing.
 pub async fn prepare_remote(
-    doc: Arc<Value>,
+    doc: Arc<SourceDoc>,
     group_versions: Vec<(String, String)>,
 ) -> Result<Vec<Arc<PreparedV2>>, Error> {
     blocking(move || {
         group_versions
             .iter()
             .map(|(group, version)| {
-                PreparedV2::remote(Arc::clone(&doc), group, version)
+                PreparedV2::remote_source(Arc::clone(&doc), group, version)
                     .map(Arc::new)
                     .map_err(|e| Error::unusable(format!("/openapi/v2 for {group}/{version}"), e))
             })

@@ -30,7 +30,7 @@ use pingora_core::server::ShutdownWatch;
 use pingora_core::services::background::BackgroundService;
 use tokio::time::Instant;
 
-use self::download::{Download, Error};
+use self::download::{Documents, Download, Error};
 use self::sources::{delegate_identity, refresh_local, refresh_service, LocalSource, Sources};
 use super::backoff::Backoff;
 use super::targets::targets;
@@ -67,6 +67,8 @@ pub struct OpenApiController {
     startup_timeout: Duration,
     /// Failing sources, logged when their failure starts or changes, then every ten minutes.
     repeats: Repeats,
+    /// The sources' v2 documents, shared by content.
+    documents: Documents,
 }
 
 impl OpenApiController {
@@ -83,14 +85,16 @@ impl OpenApiController {
             timeout: options.openapi_timeout,
             startup_timeout: options.openapi_startup_timeout,
             repeats: Repeats::new(REPEAT_INTERVAL),
+            documents: Documents::default(),
         }
     }
 
     /// A download through `client`, bounded by `--openapi-timeout`.
-    fn download<'a>(&self, client: &'a Client) -> Download<'a> {
+    fn download<'a>(&'a self, client: &'a Client) -> Download<'a> {
         Download {
             client,
             timeout: self.timeout,
+            documents: &self.documents,
         }
     }
 
