@@ -3,14 +3,14 @@
 //! garbage or a document `PreparedV2` rejects, the last good one stays.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 
-use apiagg_openapi_merge::hash::sha512_upper_hex;
 use apiagg_openapi_merge::{PreparedV2, SourceDoc, V3Served, V3Source};
 use bytes::Bytes;
 use serde_json::Value;
-use tokio::sync::Semaphore;
+
+use super::documents::{Documents, Parsed};
 
 use crate::backends::{Client, FetchError};
 
@@ -28,6 +28,9 @@ pub enum Error {
     /// A worker thread failed (a bug).
     #[error("worker failed: {0}")]
     Worker(#[from] tokio::task::JoinError),
+    /// The OpenAPI parser thread is gone (a bug, or it could not start).
+    #[error("the OpenAPI parser thread is gone")]
+    ParserGone,
     /// Several of the above, for one source.
     #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
     Several(Vec<Error>),
@@ -56,50 +59,6 @@ async fn blocking<T: Send + 'static>(
     work: impl FnOnce() -> T + Send + 'static,
 ) -> Result<T, Error> {
     Ok(tokio::task::spawn_blocking(work).await?)
-}
-
-/// The v2 documents of every source in compact form, by content hash: sources that serve the
-/// same bytes share one copy, and one document is parsed at a time (a parsed tree is several
-/// times the size of its text; parsing them all at once was most of the start-up peak).
-pub struct Documents {
-    by_hash: Mutex<HashMap<String, Weak<SourceDoc>>>,
-    parsing: Semaphore,
-}
-
-impl Default for Documents {
-    fn default() -> Documents {
-        Documents {
-            by_hash: Mutex::default(),
-            parsing: Semaphore::new(1),
-        }
-    }
-}
-
-impl Documents {
-    /// The document whose bytes hash to `hash`, parsing `body` unless a source already has it.
-    async fn get_or_parse(&self, hash: &str, body: Bytes) -> Result<Arc<SourceDoc>, Error> {
-        if let Some(doc) = self.live(hash) {
-            return Ok(doc);
-        }
-        let _permit = self.parsing.acquire().await;
-        if let Some(doc) = self.live(hash) {
-            return Ok(doc);
-        }
-        let doc = blocking(move || SourceDoc::from_slice(&body))
-            .await?
-            .map_err(|e| Error::unusable("/openapi/v2", e))?;
-        let doc = Arc::new(doc);
-        let mut by_hash = self.by_hash.lock().unwrap_or_else(PoisonError::into_inner);
-        // Forget documents no source holds any more (bounded by the live ones).
-        by_hash.retain(|_, weak| weak.strong_count() > 0);
-        by_hash.insert(hash.to_string(), Arc::downgrade(&doc));
-        Ok(doc)
-    }
-
-    fn live(&self, hash: &str) -> Option<Arc<SourceDoc>> {
-        let by_hash = self.by_hash.lock().unwrap_or_else(PoisonError::into_inner);
-        by_hash.get(hash).and_then(Weak::upgrade)
-    }
 }
 
 /// The client of one source and the bound of each download.
@@ -151,26 +110,25 @@ pub enum V2Answer {
 impl V2State {
     /// Downloads `/openapi/v2` with `If-None-Match`.
     pub async fn fetch(&self, source: &Download<'_>) -> Result<V2Answer, Error> {
+        let _turn = source.documents.download_turn().await;
         let fetched = source.get("/openapi/v2", self.etag.as_deref()).await?;
         match fetched.status {
             304 if self.hash.is_some() => Ok(V2Answer::Unchanged),
             404 => Ok(V2Answer::Missing),
-            200 => {
-                let body = fetched.body;
-                let hash = {
-                    let body = body.clone();
-                    blocking(move || sha512_upper_hex(&body)).await?
-                };
-                if self.hash.as_ref() == Some(&hash) {
-                    return Ok(V2Answer::Unchanged);
-                }
-                let doc = source.documents.get_or_parse(&hash, body).await?;
-                Ok(V2Answer::New {
+            200 => match source
+                .documents
+                .parse(fetched.body, self.hash.clone())
+                .await
+            {
+                Parsed::Same => Ok(V2Answer::Unchanged),
+                Parsed::Doc { hash, doc } => Ok(V2Answer::New {
                     etag: fetched.etag,
                     hash,
                     doc,
-                })
-            }
+                }),
+                Parsed::Unusable(e) => Err(Error::unusable("/openapi/v2", e)),
+                Parsed::Gone => Err(Error::ParserGone),
+            },
             _ => Err(fetched.unexpected().into()),
         }
     }

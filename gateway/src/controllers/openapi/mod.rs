@@ -11,6 +11,7 @@
 //! and served by apiagg itself (not proxied), with apiagg's SHA-512 hash of the bytes it serves,
 //! so the hash redirect and immutable caching work the same for local and remote documents.
 
+mod documents;
 mod download;
 mod own;
 mod sources;
@@ -30,7 +31,8 @@ use pingora_core::server::ShutdownWatch;
 use pingora_core::services::background::BackgroundService;
 use tokio::time::Instant;
 
-use self::download::{Documents, Download, Error};
+use self::documents::Documents;
+use self::download::{Download, Error};
 use self::sources::{delegate_identity, refresh_local, refresh_service, LocalSource, Sources};
 use super::backoff::Backoff;
 use super::targets::targets;
