@@ -8,9 +8,10 @@
 //! * [`published`] turns the current inputs into what is served ([`OpenApiDocs`]), and
 //!   [`protobuf::encode_document`] writes `/openapi/v2` as gnostic protobuf for kubectl ≤ 1.27.
 //!
-//! Use: prepare each document once when it is downloaded ([`PreparedV2::local`] /
-//! [`PreparedV2::remote`]; an unusable document yields a [`SpecError`] and the caller keeps its
-//! last good `PreparedV2`), then call [`merge_v2`] on every change.
+//! Use: turn each document into a [`SourceDoc`] once when it is downloaded and prepare it for
+//! each input ([`PreparedV2::local_source`] / [`PreparedV2::remote_source`]; an unusable
+//! document yields a [`SpecError`] and the caller keeps its last good `PreparedV2`), then call
+//! [`merge_v2`] on every change.
 //!
 //! Where this differs from kube-openapi/kube-aggregator, on purpose:
 //! * Same-group APIServices merge by `versionPriority` desc, then kube-aware version (upstream
@@ -41,5 +42,7 @@ pub use published::{
     render_v2, render_v3, v3_key, without_remote_keys, OpenApiDocs, V2Inputs, V2Served, V3Input,
     V3Output, V3Served, GZIP_THRESHOLD,
 };
-pub use v2::{merge_order, merge_v2, LocalSpec, MergedV2, OrderKey, PreparedV2, RemoteSpec};
+pub use v2::{
+    merge_order, merge_v2, LocalSpec, MergedV2, OrderKey, PreparedV2, RemoteSpec, SourceDoc,
+};
 pub use v3::{build_v3_index, V3Document, V3Index, V3Source};

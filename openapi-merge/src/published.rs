@@ -10,7 +10,7 @@ use bytes::Bytes;
 use flate2::write::GzEncoder;
 use flate2::Compression;
 
-use crate::protobuf::encode_document;
+use crate::protobuf::encode_json;
 use crate::{build_v3_index, merge_v2, LocalSpec, RemoteSpec, V3Document, V3Source};
 
 /// The merged `/openapi/v2` document, ready to send.
@@ -114,9 +114,10 @@ pub fn render_v2(inputs: &V2Inputs) -> Option<V2Served> {
             None
         }
     };
-    // The merge output is valid JSON by construction; re-read once to encode the protobuf form.
-    let proto = serde_json::from_slice::<serde_json::Value>(&merged.json)
-        .map(|doc| Bytes::from(encode_document(&doc)))
+    // The merge output is valid JSON by construction; it is re-read entry by entry to encode the
+    // protobuf form (never parsed whole).
+    let proto = encode_json(&merged.json)
+        .map(Bytes::from)
         .unwrap_or_default();
     Some(V2Served {
         gzip: compress(&merged.json),
@@ -191,6 +192,7 @@ pub fn without_remote_keys(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protobuf::encode_document;
     use crate::PreparedV2;
 
     fn doc(key: &str, body: &str) -> Arc<V3Served> {

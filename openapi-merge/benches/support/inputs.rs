@@ -42,26 +42,31 @@ pub fn remote(group: &str, version: &str, gpm: i32, vp: i32, doc: Arc<Value>) ->
     }
 }
 
-/// Prepares every input again from its parsed document (the per-download work).
+/// Prepares every input again from its compact document (the per-APIService work of a
+/// download, after the document is parsed).
 pub fn reprepare(
     locals: &[LocalSpec],
     remotes: &[RemoteSpec],
 ) -> (Vec<LocalSpec>, Vec<RemoteSpec>) {
     let locals = locals
         .iter()
-        .map(|l| local(&l.name, Arc::clone(l.spec.doc())))
+        .map(|l| {
+            let spec = PreparedV2::local_source(Arc::clone(l.spec.doc()));
+            LocalSpec {
+                name: l.name.clone(),
+                spec: Arc::new(spec.unwrap_or_else(|e| panic!("{}: {e}", l.name))),
+            }
+        })
         .collect();
     let remotes = remotes
         .iter()
         .map(|r| {
             let doc = Arc::clone(r.spec.doc());
-            remote(
-                &r.group,
-                &r.version,
-                r.group_priority_minimum,
-                r.version_priority,
-                doc,
-            )
+            let spec = PreparedV2::remote_source(doc, &r.group, &r.version);
+            RemoteSpec {
+                spec: Arc::new(spec.unwrap_or_else(|e| panic!("{}: {e}", r.group))),
+                ..r.clone()
+            }
         })
         .collect();
     (locals, remotes)

@@ -7,8 +7,11 @@
 //! `example`, `enum` items, extensions) are gnostic `Any` messages whose `yaml` field holds the
 //! value as JSON text (JSON is YAML). Unknown keys are skipped.
 
+mod json;
 mod schema;
 mod shapes;
+
+pub use self::json::encode_json;
 
 use serde_json::{Map, Value};
 
@@ -42,11 +45,16 @@ fn bytes_field(number: u32, bytes: &[u8], out: &mut Vec<u8>) {
     out.extend_from_slice(bytes);
 }
 
-/// Writes `number` as a length-delimited field whose body `body` writes.
-fn nested(number: u32, out: &mut Vec<u8>, body: impl FnOnce(&mut Vec<u8>)) {
-    let mut inner = Vec::new();
-    body(&mut inner);
-    bytes_field(number, &inner, out);
+/// Writes `number` as a length-delimited field whose body `body` writes. The body goes straight
+/// into `out` and its length is inserted before it afterwards (no buffer per message).
+fn nested<T>(number: u32, out: &mut Vec<u8>, body: impl FnOnce(&mut Vec<u8>) -> T) -> T {
+    tag(number, 2, out);
+    let start = out.len();
+    let result = body(out);
+    let mut length = Vec::with_capacity(10);
+    varint((out.len() - start) as u64, &mut length);
+    out.splice(start..start, length);
+    result
 }
 
 fn string_field(number: u32, value: &Value, out: &mut Vec<u8>) {

@@ -152,14 +152,19 @@ pub(super) fn paths(value: &Value, out: &mut Vec<u8>) {
         return;
     };
     for (path, v) in map {
-        if path.starts_with("x-") {
-            vendor_extension(1, path, v, out);
-        } else if let Value::Object(item) = v {
-            nested(2, out, |o| {
-                bytes_field(1, path.as_bytes(), o);
-                nested(2, o, |o| message_body(item, &PATH_ITEM, o));
-            });
-        }
+        path_entry(path, v, out);
+    }
+}
+
+/// One entry of `Paths`: a vendor extension, or a `NamedPathItem`.
+pub(super) fn path_entry(path: &str, v: &Value, out: &mut Vec<u8>) {
+    if path.starts_with("x-") {
+        vendor_extension(1, path, v, out);
+    } else if let Value::Object(item) = v {
+        nested(2, out, |o| {
+            bytes_field(1, path.as_bytes(), o);
+            nested(2, o, |o| message_body(item, &PATH_ITEM, o));
+        });
     }
 }
 

@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 
 use super::prepare::{kept_closure, PreparedV2};
 use super::refs::{Renames, DEFINITION_PREFIX, PARAMETER_PREFIX};
-use super::view::DocView;
+use super::source::{Entry, SourceDoc};
 
 /// Vendor extension listing the kinds a definition describes; ignored when comparing.
 pub(crate) const GVK_KEY: &str = "x-kubernetes-group-version-kind";
@@ -16,10 +16,10 @@ pub(crate) const GVK_KEY: &str = "x-kubernetes-group-version-kind";
 /// A definition in the result.
 #[derive(Debug)]
 pub(crate) struct OutDefinition<'a> {
-    /// Index of the source whose renames apply to `value`.
+    /// Index of the source whose renames apply to `entry`.
     pub source: usize,
     /// The definition as written in its source.
-    pub value: &'a Value,
+    pub entry: &'a Entry,
     /// Replacement `x-kubernetes-group-version-kind` after merging identical definitions.
     pub gvk: Option<Value>,
 }
@@ -28,36 +28,32 @@ pub(crate) struct OutDefinition<'a> {
 #[derive(Debug, Default)]
 pub(crate) struct Merger<'a> {
     /// The first usable document: everything but `paths`, `definitions`, `parameters` comes from it.
-    pub base: Option<&'a Map<String, Value>>,
+    pub base: Option<&'a SourceDoc>,
     /// Path → (source index, path item).
-    pub paths: HashMap<&'a str, (usize, &'a Value)>,
-    /// Definition name → definition.
+    pub paths: HashMap<&'a str, (usize, &'a Entry)>,
+    /// Final definition name → definition.
     pub definitions: HashMap<Cow<'a, str>, OutDefinition<'a>>,
-    /// Shared parameter name → (source index, parameter).
-    pub parameters: HashMap<Cow<'a, str>, (usize, &'a Value)>,
-    /// Renames per source index.
+    /// Final parameter name → (source index, parameter).
+    pub parameters: HashMap<Cow<'a, str>, (usize, &'a Entry)>,
+    /// Per source index: reference renames to apply when rendering its values.
     pub renames: Vec<Renames>,
 }
 
-/// The part of one source that survives path filtering.
+/// What one input contributes after path conflicts are resolved.
 struct Kept<'a> {
-    paths: Vec<(&'a str, &'a Value)>,
-    definitions: Vec<(&'a str, &'a Value)>,
-    parameters: Vec<(&'a str, &'a Value)>,
+    paths: Vec<&'a Entry>,
+    definitions: Vec<&'a Entry>,
+    parameters: Vec<&'a Entry>,
 }
 
 impl<'a> Merger<'a> {
-    /// Merges one prepared document; a path some earlier document has is not taken (and what
-    /// only such paths used is dropped).
+    /// Adds one prepared input: its paths that no earlier input has, what those paths need, and
+    /// the renames that keep its references pointing at its own definitions.
     pub fn add(&mut self, spec: &'a PreparedV2) {
-        // A prepared document passed `DocView::new` already.
-        let Ok(view) = DocView::new(&spec.doc) else {
-            return;
-        };
-        if let Some(kept) = self.keep(spec, &view) {
+        if let Some(kept) = self.keep(spec) {
             self.insert(kept);
         }
-        self.base.get_or_insert(view.root);
+        self.base.get_or_insert(&*spec.doc);
     }
 
     fn insert(&mut self, kept: Kept<'a>) {
@@ -65,15 +61,13 @@ impl<'a> Merger<'a> {
         let mut renames = Renames::new();
         self.rename_definitions(&kept, &mut renames);
         self.rename_parameters(&kept, &mut renames);
-        for (name, value) in &kept.definitions {
-            let name = renamed(&renames, DEFINITION_PREFIX, name);
+        for def in &kept.definitions {
+            let name = renamed(&renames, DEFINITION_PREFIX, &def.name);
             match self.definitions.get_mut(name.as_ref()) {
                 Some(existing) => {
-                    let current = existing
-                        .gvk
-                        .as_ref()
-                        .or_else(|| existing.value.get(GVK_KEY));
-                    if let Some(merged) = merge_gvks(current, value.get(GVK_KEY)) {
+                    // Equal (ignoring the GVK list) to what is there: the GVK lists are unioned.
+                    let current = existing.gvk.as_ref().or(existing.entry.gvk.as_ref());
+                    if let Some(merged) = merge_gvks(current, def.gvk.as_ref()) {
                         existing.gvk = Some(merged);
                     }
                 }
@@ -82,64 +76,64 @@ impl<'a> Merger<'a> {
                         name,
                         OutDefinition {
                             source,
-                            value,
+                            entry: def,
                             gvk: None,
                         },
                     );
                 }
             }
         }
-        for (name, value) in &kept.parameters {
-            let name = renamed(&renames, PARAMETER_PREFIX, name);
-            self.parameters.entry(name).or_insert((source, value));
+        for param in &kept.parameters {
+            let name = renamed(&renames, PARAMETER_PREFIX, &param.name);
+            self.parameters.entry(name).or_insert((source, param));
         }
-        for (path, item) in kept.paths {
-            self.paths.insert(path, (source, item));
+        for path in kept.paths {
+            self.paths.insert(&path.name, (source, path));
         }
         self.renames.push(renames);
     }
 
-    /// The part of `spec` that goes in: its paths nobody has yet, and their definitions and
-    /// parameters. `None` when it contributes nothing.
-    fn keep(&self, spec: &'a PreparedV2, view: &DocView<'a>) -> Option<Kept<'a>> {
-        if !spec.has_paths {
+    /// The paths of `spec` no earlier input has and the definitions and parameters they need;
+    /// `None` when it contributes no path.
+    fn keep(&self, spec: &'a PreparedV2) -> Option<Kept<'a>> {
+        let doc: &'a SourceDoc = &spec.doc;
+        if !doc.has_paths {
             return None;
         }
-        let items = view.paths?;
-        let paths: Vec<(&'a str, &'a Value)> = spec
-            .paths
-            .iter()
-            .filter(|p| !self.paths.contains_key(p.as_str()))
-            .filter_map(|p| items.get(p).map(|item| (p.as_str(), item)))
+        let pick = |indices: &'a [u32], section: &'a [Entry]| {
+            indices.iter().filter_map(move |i| section.get(*i as usize))
+        };
+        let paths: Vec<&'a Entry> = pick(&spec.paths, &doc.paths)
+            .filter(|p| !self.paths.contains_key(&*p.name))
             .collect();
         if paths.is_empty() {
             return None;
         }
-        let lookup = |names: &'a [String], section: Option<&'a Map<String, Value>>| {
-            names
-                .iter()
-                .filter_map(move |n| section.and_then(|m| m.get(n)).map(|v| (n.as_str(), v)))
-        };
         if paths.len() == spec.paths.len() {
             return Some(Kept {
                 paths,
-                definitions: lookup(&spec.definitions, view.definitions).collect(),
-                parameters: lookup(&spec.parameters, view.parameters).collect(),
+                definitions: pick(&spec.definitions, &doc.definitions).collect(),
+                parameters: pick(&spec.parameters, &doc.parameters).collect(),
             });
         }
-        // Some paths were taken by earlier documents: drop what only they used.
-        let items: Vec<&'a Value> = paths.iter().map(|(_, v)| *v).collect();
-        let after = kept_closure(
-            view,
-            &items,
-            |k| spec.used_definitions.contains(k),
-            |k| spec.used_parameters.contains(k),
-        );
-        let definitions = lookup(&spec.definitions, view.definitions)
-            .filter(|(k, _)| after.definitions.contains(k) || !spec.used_definitions.contains(*k))
+        // Some paths lost to earlier inputs: keep only what the remaining ones reach (plus what
+        // no path of the document ever used).
+        let after = kept_closure(doc, paths.iter().copied());
+        let keep = |reached: &[bool], used: &[bool], i: &u32| {
+            let i = *i as usize;
+            reached.get(i).copied().unwrap_or(false) || !used.get(i).copied().unwrap_or(false)
+        };
+        let definitions = spec
+            .definitions
+            .iter()
+            .filter(|i| keep(&after.definitions, &doc.used_definitions, i))
+            .filter_map(|i| doc.definitions.get(*i as usize))
             .collect();
-        let parameters = lookup(&spec.parameters, view.parameters)
-            .filter(|(k, _)| after.parameters.contains(k) || !spec.used_parameters.contains(*k))
+        let parameters = spec
+            .parameters
+            .iter()
+            .filter(|i| keep(&after.parameters, &doc.used_parameters, i))
+            .filter_map(|i| doc.parameters.get(*i as usize))
             .collect();
         Some(Kept {
             paths,
@@ -148,62 +142,77 @@ impl<'a> Merger<'a> {
         })
     }
 
-    /// A definition whose name is taken by a different schema (ignoring GVKs) becomes
-    /// `<name>_v2`, `_v3`, …, reusing an existing twin that is equal.
+    /// Renames each kept definition that differs (ignoring the GVK list) from the one already
+    /// merged under its name: to the first `<name>_vN` that is free or holds an equal one.
     fn rename_definitions(&self, kept: &Kept<'a>, renames: &mut Renames) {
         let mut source_names: Option<HashSet<&str>> = None;
         let mut assigned: HashSet<String> = HashSet::new();
-        for (name, value) in &kept.definitions {
-            let Some(existing) = self.definitions.get(*name) else {
+        for def in &kept.definitions {
+            let Some(existing) = self.definitions.get(&*def.name) else {
                 continue;
             };
-            if equal_ignoring_gvk(existing.value, value) {
+            if same_ignoring_gvk(existing.entry, def) {
                 continue;
             }
             let names = source_names
-                .get_or_insert_with(|| kept.definitions.iter().map(|(k, _)| *k).collect());
+                .get_or_insert_with(|| kept.definitions.iter().map(|d| &*d.name).collect());
             let target = pick_name(
-                name,
+                &def.name,
                 |candidate| {
                     self.definitions
                         .get(candidate)
-                        .map(|d| equal_ignoring_gvk(d.value, value))
+                        .map(|d| same_ignoring_gvk(d.entry, def))
                 },
                 |candidate| assigned.contains(candidate) || names.contains(candidate),
             );
             assigned.insert(target.clone());
             renames.insert(
-                format!("{DEFINITION_PREFIX}{name}"),
+                format!("{DEFINITION_PREFIX}{}", def.name),
                 format!("{DEFINITION_PREFIX}{target}"),
             );
         }
     }
 
-    /// Shared parameters follow the same scheme, compared for plain equality.
+    /// The same for shared parameters, compared whole.
     fn rename_parameters(&self, kept: &Kept<'a>, renames: &mut Renames) {
         let mut source_names: Option<HashSet<&str>> = None;
         let mut assigned: HashSet<String> = HashSet::new();
-        for (name, value) in &kept.parameters {
-            let Some((_, existing)) = self.parameters.get(*name) else {
+        for param in &kept.parameters {
+            let Some((_, existing)) = self.parameters.get(&*param.name) else {
                 continue;
             };
-            if *existing == *value {
+            if same_value(existing, param) {
                 continue;
             }
             let names = source_names
-                .get_or_insert_with(|| kept.parameters.iter().map(|(k, _)| *k).collect());
+                .get_or_insert_with(|| kept.parameters.iter().map(|p| &*p.name).collect());
             let target = pick_name(
-                name,
-                |candidate| self.parameters.get(candidate).map(|(_, p)| *p == *value),
+                &param.name,
+                |candidate| {
+                    self.parameters
+                        .get(candidate)
+                        .map(|(_, p)| same_value(p, param))
+                },
                 |candidate| assigned.contains(candidate) || names.contains(candidate),
             );
             assigned.insert(target.clone());
             renames.insert(
-                format!("{PARAMETER_PREFIX}{name}"),
+                format!("{PARAMETER_PREFIX}{}", param.name),
                 format!("{PARAMETER_PREFIX}{target}"),
             );
         }
     }
+}
+
+/// Whether two entries hold equal values: the same text, or equal once parsed (object key
+/// order does not count).
+fn same_value(a: &Entry, b: &Entry) -> bool {
+    a.json.get() == b.json.get() || a.value() == b.value()
+}
+
+/// [`equal_ignoring_gvk`] of two entries, without parsing them when their text is the same.
+fn same_ignoring_gvk(a: &Entry, b: &Entry) -> bool {
+    a.json.get() == b.json.get() || equal_ignoring_gvk(&a.value(), &b.value())
 }
 
 /// The name `name` takes in the result, after this source's renames.

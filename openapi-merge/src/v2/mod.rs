@@ -1,6 +1,7 @@
 //! OpenAPI v2 aggregation (spec §7, §2.4).
 //!
-//! Inputs are documents parsed once when downloaded and shared as `Arc<Value>`; the merge borrows
+//! Inputs are documents turned once, when downloaded, into a compact [`SourceDoc`] (compact JSON
+//! text per entry, references resolved) shared by every APIService they serve; the merge borrows
 //! them (see [`PreparedV2`]), keeps every field it does not have to change (vendor extensions, `info`, `security`, …),
 //! renames conflicting definitions and parameters only in the documents that need it (while
 //! serialising, without cloning), and writes the result once to bytes.
@@ -10,10 +11,12 @@ mod order;
 mod prepare;
 mod refs;
 mod render;
+mod source;
 mod view;
 
 pub use order::{merge_order, OrderKey};
 pub use prepare::PreparedV2;
+pub use source::SourceDoc;
 
 use std::sync::Arc;
 

@@ -1,112 +1,101 @@
 //! Per-document work done once, when a document is downloaded: shape checks, the remote's
-//! `/apis/<group>/<version>/` filter, reference analysis and the definitions it keeps.
+//! `/apis/<group>/<version>/` filter, and the definitions and parameters it keeps.
 
-use std::collections::HashSet;
 use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::merge::GVK_KEY;
-use super::refs::{reach, Reach};
-use super::view::DocView;
+use super::source::{Entry, Reached, SourceDoc};
 use crate::error::SpecError;
 
-/// A checked OpenAPI v2 document ready to merge. Preparing fails with a typed error when the
-/// document cannot be used; the caller then keeps its last good `PreparedV2` for that input.
+/// A checked OpenAPI v2 document ready to merge: a shared [`SourceDoc`] and the part of it one
+/// input keeps. Preparing fails with a typed error when the document cannot be used; the caller
+/// then keeps its last good `PreparedV2` for that input.
 #[derive(Debug, Clone)]
 pub struct PreparedV2 {
-    pub(crate) doc: Arc<Value>,
-    /// `false` when `paths` is missing or null: the document contributes nothing.
-    pub(crate) has_paths: bool,
-    /// Paths the filter keeps, in document order.
-    pub(crate) paths: Vec<String>,
-    /// Definitions kept with those paths (spec §7.2: what only dropped paths used goes; what no
-    /// path ever used stays), in document order.
-    pub(crate) definitions: Vec<String>,
-    /// Shared parameters kept by the same rule.
-    pub(crate) parameters: Vec<String>,
-    /// Definitions reached from all paths of the unfiltered document.
-    pub(crate) used_definitions: HashSet<String>,
-    /// Parameters reached from all paths of the unfiltered document.
-    pub(crate) used_parameters: HashSet<String>,
+    pub(crate) doc: Arc<SourceDoc>,
+    /// Indices of the paths the filter keeps, in document order.
+    pub(crate) paths: Vec<u32>,
+    /// Indices of the definitions kept with those paths (spec §7.2: what only dropped paths
+    /// used goes; what no path ever used stays), in document order.
+    pub(crate) definitions: Vec<u32>,
+    /// Indices of the shared parameters kept by the same rule.
+    pub(crate) parameters: Vec<u32>,
 }
 
 impl PreparedV2 {
     /// A delegate (local) document: every path is kept.
     pub fn local(doc: Arc<Value>) -> Result<Self, SpecError> {
-        Self::new(doc, None)
+        Self::local_source(Arc::new(SourceDoc::new(&doc)?))
     }
 
     /// A remote APIService's document, filtered to paths under `/apis/<group>/<version>/`
     /// (so the bare `/apis/<group>/<version>` and everything else are dropped, as upstream).
     pub fn remote(doc: Arc<Value>, group: &str, version: &str) -> Result<Self, SpecError> {
+        Self::remote_source(Arc::new(SourceDoc::new(&doc)?), group, version)
+    }
+
+    /// [`PreparedV2::local`] of a document already in compact form.
+    pub fn local_source(doc: Arc<SourceDoc>) -> Result<Self, SpecError> {
+        Self::new(doc, None)
+    }
+
+    /// [`PreparedV2::remote`] of a document already in compact form (one `SourceDoc` serves
+    /// every APIService of a backend).
+    pub fn remote_source(
+        doc: Arc<SourceDoc>,
+        group: &str,
+        version: &str,
+    ) -> Result<Self, SpecError> {
         Self::new(doc, Some(&format!("/apis/{group}/{version}/")))
     }
 
-    /// The document as given.
-    pub fn doc(&self) -> &Arc<Value> {
+    /// The document, in compact form.
+    pub fn doc(&self) -> &Arc<SourceDoc> {
         &self.doc
     }
 
-    fn new(doc: Arc<Value>, prefix: Option<&str>) -> Result<Self, SpecError> {
-        let view = DocView::new(&doc)?;
+    fn new(doc: Arc<SourceDoc>, prefix: Option<&str>) -> Result<Self, SpecError> {
         let mut out = Self {
             doc: Arc::clone(&doc),
-            has_paths: view.paths.is_some(),
             paths: Vec::new(),
             definitions: Vec::new(),
             parameters: Vec::new(),
-            used_definitions: HashSet::new(),
-            used_parameters: HashSet::new(),
         };
-        if !out.has_paths {
+        if !doc.has_paths {
             return Ok(out);
         }
-        let mut total = 0usize;
-        let mut kept = Vec::new();
-        for (path, item) in view.path_items() {
-            total += 1;
-            if prefix.is_none_or(|p| path.starts_with(p)) {
-                kept.push(item);
-                out.paths.push(path.to_owned());
-            }
-        }
-        let before = reach(&view, view.path_items().map(|(_, v)| v));
-        let after = if kept.len() == total {
+        out.paths = (0u32..)
+            .zip(&doc.paths)
+            .filter(|(_, e)| prefix.is_none_or(|p| e.name.starts_with(p)))
+            .map(|(i, _)| i)
+            .collect();
+        let kept = out.paths.iter().filter_map(|i| doc.paths.get(*i as usize));
+        let after = if out.paths.len() == doc.paths.len() {
             // Nothing dropped: keep everything, and check every reference resolves.
-            reach(
-                &view,
-                kept.iter()
-                    .copied()
-                    .chain(view.definition_entries().map(|(_, v)| v))
-                    .chain(view.parameter_entries().map(|(_, v)| v)),
-            )
+            doc.reach(kept.chain(&doc.definitions).chain(&doc.parameters))
         } else {
-            kept_closure(
-                &view,
-                &kept,
-                |k| before.definitions.contains(k),
-                |k| before.parameters.contains(k),
-            )
+            kept_closure(&doc, kept)
         };
         if let Some(missing) = after.missing {
             return Err(SpecError::DanglingRef {
                 reference: missing.to_owned(),
             });
         }
-        let keep_def = |k: &&str| after.definitions.contains(k) || !before.definitions.contains(k);
-        let keep_param = |k: &&str| after.parameters.contains(k) || !before.parameters.contains(k);
-        for (name, def) in view.definition_entries().filter(|(k, _)| keep_def(k)) {
-            check_gvk(name, def)?;
-            out.definitions.push(name.to_owned());
+        let keep = |reached: &[bool], used: &[bool], i: usize| {
+            reached.get(i).copied().unwrap_or(false) || !used.get(i).copied().unwrap_or(false)
+        };
+        for (i, def) in (0u32..).zip(&doc.definitions) {
+            if keep(&after.definitions, &doc.used_definitions, i as usize) {
+                check_gvk(def)?;
+                out.definitions.push(i);
+            }
         }
-        out.parameters = view
-            .parameter_entries()
-            .filter(|(k, _)| keep_param(k))
-            .map(|(k, _)| k.to_owned())
+        out.parameters = (0u32..)
+            .zip(&doc.parameters)
+            .filter(|(i, _)| keep(&after.parameters, &doc.used_parameters, *i as usize))
+            .map(|(i, _)| i)
             .collect();
-        out.used_definitions = before.definitions.iter().map(|k| (*k).to_owned()).collect();
-        out.used_parameters = before.parameters.iter().map(|k| (*k).to_owned()).collect();
         Ok(out)
     }
 }
@@ -114,32 +103,30 @@ impl PreparedV2 {
 /// Reach from the kept path items plus everything no path of the whole document used (so a
 /// never-used definition keeps what it references).
 pub(crate) fn kept_closure<'a>(
-    view: &DocView<'a>,
-    kept_items: &[&'a Value],
-    used_definition: impl Fn(&str) -> bool,
-    used_parameter: impl Fn(&str) -> bool,
-) -> Reach<'a> {
-    let never_used_defs = view
-        .definition_entries()
-        .filter(|(k, _)| !used_definition(k));
-    let never_used_params = view.parameter_entries().filter(|(k, _)| !used_parameter(k));
-    reach(
-        view,
-        kept_items
+    doc: &'a SourceDoc,
+    kept_items: impl Iterator<Item = &'a Entry>,
+) -> Reached<'a> {
+    let unused = |entries: &'a [Entry], used: &'a [bool]| {
+        entries
             .iter()
-            .copied()
-            .chain(never_used_defs.map(|(_, v)| v))
-            .chain(never_used_params.map(|(_, v)| v)),
+            .zip(used)
+            .filter(|(_, used)| !**used)
+            .map(|(e, _)| e)
+    };
+    doc.reach(
+        kept_items
+            .chain(unused(&doc.definitions, &doc.used_definitions))
+            .chain(unused(&doc.parameters, &doc.used_parameters)),
     )
 }
 
 /// `x-kubernetes-group-version-kind`, when present, must be a list of objects to be mergeable.
-fn check_gvk(name: &str, def: &Value) -> Result<(), SpecError> {
-    match def.get(GVK_KEY) {
+fn check_gvk(def: &Entry) -> Result<(), SpecError> {
+    match &def.gvk {
         None => Ok(()),
         Some(Value::Array(items)) if items.iter().all(Value::is_object) => Ok(()),
         Some(_) => Err(SpecError::MalformedGvk {
-            name: name.to_owned(),
+            name: def.name.to_string(),
         }),
     }
 }

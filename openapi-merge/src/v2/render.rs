@@ -1,5 +1,6 @@
-//! Serialises a [`Merger`] straight to JSON bytes, rewriting renamed `$ref`s on the fly instead of
-//! cloning the documents that need them.
+//! Serialises a [`Merger`] straight to JSON bytes: entries no rename touches are copied as the
+//! compact text their source keeps; the others are parsed one at a time and written with their
+//! `$ref`s renamed on the fly.
 
 use serde::ser::{SerializeMap, SerializeSeq, Serializer};
 use serde::Serialize;
@@ -7,12 +8,22 @@ use serde_json::Value;
 
 use super::merge::{Merger, OutDefinition, GVK_KEY};
 use super::refs::Renames;
+use super::source::{Entry, Top};
 
 /// Renders the merged document. Top-level keys keep the base document's order; `paths`,
 /// `definitions` and `parameters` are sorted by key (as Go's encoder writes them upstream).
 pub(crate) fn render(merger: &Merger<'_>) -> Result<Vec<u8>, serde_json::Error> {
-    // Merged Kubernetes documents are megabytes; start big to avoid most regrowth copies.
-    let mut out = Vec::with_capacity(1 << 20);
+    // Reserve about what is written, so the buffer is not regrown (and copied) on the way:
+    // untouched capacity costs no memory.
+    let entries = merger
+        .paths
+        .values()
+        .map(|(_, e)| e)
+        .chain(merger.definitions.values().map(|d| &d.entry))
+        .chain(merger.parameters.values().map(|(_, e)| e))
+        .map(|e| e.name.len() + e.json.get().len() + 8)
+        .sum::<usize>();
+    let mut out = Vec::with_capacity(entries + entries / 16 + 64 * 1024);
     serde_json::to_writer(&mut out, &Document(merger))?;
     Ok(out)
 }
@@ -31,25 +42,26 @@ impl Serialize for Document<'_, '_> {
 
         let mut map = ser.serialize_map(None)?;
         let (mut wrote_paths, mut wrote_definitions, mut wrote_parameters) = (false, false, false);
-        for (key, value) in m.base.into_iter().flatten() {
-            match key.as_str() {
-                "paths" => {
-                    map.serialize_entry(key, &Paths(&paths, m))?;
+        for (key, top) in m.base.into_iter().flat_map(|b| &b.root) {
+            match (key.as_ref(), top) {
+                (_, Top::Other(value)) => map.serialize_entry(key.as_ref(), value)?,
+                ("paths", Top::Section) => {
+                    map.serialize_entry(key.as_ref(), &Paths(&paths, m))?;
                     wrote_paths = true;
                 }
-                "definitions" => {
+                ("definitions", Top::Section) => {
                     if !definitions.is_empty() {
-                        map.serialize_entry(key, &Definitions(&definitions, m))?;
+                        map.serialize_entry(key.as_ref(), &Definitions(&definitions, m))?;
                     }
                     wrote_definitions = true;
                 }
-                "parameters" => {
+                ("parameters", Top::Section) => {
                     if !parameters.is_empty() {
-                        map.serialize_entry(key, &Parameters(&parameters, m))?;
+                        map.serialize_entry(key.as_ref(), &Parameters(&parameters, m))?;
                     }
                     wrote_parameters = true;
                 }
-                _ => map.serialize_entry(key, value)?,
+                (_, Top::Section) => {}
             }
         }
         if !wrote_paths {
@@ -69,14 +81,14 @@ fn renames_of<'m>(m: &'m Merger<'_>, source: usize) -> Option<&'m Renames> {
     m.renames.get(source).filter(|r| !r.is_empty())
 }
 
-type PathList<'m, 'a> = [(&'m &'a str, &'m (usize, &'a Value))];
+type PathList<'m, 'a> = [(&'m &'a str, &'m (usize, &'a Entry))];
 struct Paths<'m, 'a>(&'m PathList<'m, 'a>, &'m Merger<'a>);
 
 impl Serialize for Paths<'_, '_> {
     fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
         let mut map = ser.serialize_map(Some(self.0.len()))?;
         for (path, (source, item)) in self.0 {
-            map.serialize_entry(**path, &Rewrite::new(item, renames_of(self.1, *source)))?;
+            map.serialize_entry(**path, &Written(item, renames_of(self.1, *source)))?;
         }
         map.end()
     }
@@ -90,35 +102,48 @@ impl Serialize for Definitions<'_, '_> {
         let mut map = ser.serialize_map(Some(self.0.len()))?;
         for (name, def) in self.0 {
             let renames = renames_of(self.1, def.source);
-            match (&def.gvk, def.value) {
-                (Some(gvk), Value::Object(fields)) => {
+            let Some(gvk) = &def.gvk else {
+                map.serialize_entry(name.as_ref(), &Written(def.entry, renames))?;
+                continue;
+            };
+            match def.entry.value() {
+                Value::Object(fields) => {
                     let with_gvk = WithGvk {
-                        fields,
+                        fields: &fields,
                         gvk,
                         renames,
                     };
                     map.serialize_entry(name.as_ref(), &with_gvk)?;
                 }
-                _ => map.serialize_entry(name.as_ref(), &Rewrite::new(def.value, renames))?,
+                value => map.serialize_entry(name.as_ref(), &Rewrite::new(&value, renames))?,
             }
         }
         map.end()
     }
 }
 
-type ParameterList<'m, 'a> = [(&'m std::borrow::Cow<'a, str>, &'m (usize, &'a Value))];
+type ParameterList<'m, 'a> = [(&'m std::borrow::Cow<'a, str>, &'m (usize, &'a Entry))];
 struct Parameters<'m, 'a>(&'m ParameterList<'m, 'a>, &'m Merger<'a>);
 
 impl Serialize for Parameters<'_, '_> {
     fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
         let mut map = ser.serialize_map(Some(self.0.len()))?;
         for (name, (source, value)) in self.0 {
-            map.serialize_entry(
-                name.as_ref(),
-                &Rewrite::new(value, renames_of(self.1, *source)),
-            )?;
+            map.serialize_entry(name.as_ref(), &Written(value, renames_of(self.1, *source)))?;
         }
         map.end()
+    }
+}
+
+/// An entry copied as its compact text, or parsed and rewritten when its source has renames.
+struct Written<'m>(&'m Entry, Option<&'m Renames>);
+
+impl Serialize for Written<'_> {
+    fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        match self.1 {
+            None => self.0.json.serialize(ser),
+            Some(renames) => Rewrite::new(&self.0.value(), Some(renames)).serialize(ser),
+        }
     }
 }
 

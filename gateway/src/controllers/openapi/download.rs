@@ -6,10 +6,11 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use apiagg_openapi_merge::hash::sha512_upper_hex;
-use apiagg_openapi_merge::{PreparedV2, V3Served, V3Source};
+use apiagg_openapi_merge::{PreparedV2, SourceDoc, V3Served, V3Source};
 use bytes::Bytes;
 use serde_json::Value;
+
+use super::documents::{Documents, Parsed};
 
 use crate::backends::{Client, FetchError};
 
@@ -27,6 +28,9 @@ pub enum Error {
     /// A worker thread failed (a bug).
     #[error("worker failed: {0}")]
     Worker(#[from] tokio::task::JoinError),
+    /// The OpenAPI parser thread is gone (a bug, or it could not start).
+    #[error("the OpenAPI parser thread is gone")]
+    ParserGone,
     /// Several of the above, for one source.
     #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
     Several(Vec<Error>),
@@ -63,6 +67,8 @@ pub struct Download<'a> {
     pub client: &'a Client,
     /// Upper bound of one request.
     pub timeout: Duration,
+    /// Where parsed v2 documents are shared.
+    pub documents: &'a Documents,
 }
 
 impl Download<'_> {
@@ -97,34 +103,32 @@ pub enum V2Answer {
     New {
         etag: Option<String>,
         hash: String,
-        doc: Arc<Value>,
+        doc: Arc<SourceDoc>,
     },
 }
 
 impl V2State {
     /// Downloads `/openapi/v2` with `If-None-Match`.
     pub async fn fetch(&self, source: &Download<'_>) -> Result<V2Answer, Error> {
+        let _turn = source.documents.download_turn().await;
         let fetched = source.get("/openapi/v2", self.etag.as_deref()).await?;
         match fetched.status {
             304 if self.hash.is_some() => Ok(V2Answer::Unchanged),
             404 => Ok(V2Answer::Missing),
-            200 => {
-                let body = fetched.body;
-                let (hash, doc) = blocking(move || {
-                    let hash = sha512_upper_hex(&body);
-                    (hash, serde_json::from_slice::<Value>(&body))
-                })
-                .await?;
-                if self.hash.as_ref() == Some(&hash) {
-                    return Ok(V2Answer::Unchanged);
-                }
-                let doc = doc.map_err(|e| Error::unusable("/openapi/v2", e))?;
-                Ok(V2Answer::New {
+            200 => match source
+                .documents
+                .parse(fetched.body, self.hash.clone())
+                .await
+            {
+                Parsed::Same => Ok(V2Answer::Unchanged),
+                Parsed::Doc { hash, doc } => Ok(V2Answer::New {
                     etag: fetched.etag,
                     hash,
-                    doc: Arc::new(doc),
-                })
-            }
+                    doc,
+                }),
+                Parsed::Unusable(e) => Err(Error::unusable("/openapi/v2", e)),
+                Parsed::Gone => Err(Error::ParserGone),
+            },
             _ => Err(fetched.unexpected().into()),
         }
     }
@@ -142,8 +146,8 @@ impl V2State {
 }
 
 /// Prepares a delegate document off the async workers.
-pub async fn prepare_local(doc: Arc<Value>) -> Result<Arc<PreparedV2>, Error> {
-    blocking(move || PreparedV2::local(doc))
+pub async fn prepare_local(doc: Arc<SourceDoc>) -> Result<Arc<PreparedV2>, Error> {
+    blocking(move || PreparedV2::local_source(doc))
         .await?
         .map(Arc::new)
         .map_err(|e| Error::unusable("/openapi/v2", e))
@@ -151,14 +155,14 @@ pub async fn prepare_local(doc: Arc<Value>) -> Result<Arc<PreparedV2>, Error> {
 
 /// Prepares a backend document for each `(group, version)`, all or nothing.
 pub async fn prepare_remote(
-    doc: Arc<Value>,
+    doc: Arc<SourceDoc>,
     group_versions: Vec<(String, String)>,
 ) -> Result<Vec<Arc<PreparedV2>>, Error> {
     blocking(move || {
         group_versions
             .iter()
             .map(|(group, version)| {
-                PreparedV2::remote(Arc::clone(&doc), group, version)
+                PreparedV2::remote_source(Arc::clone(&doc), group, version)
                     .map(Arc::new)
                     .map_err(|e| Error::unusable(format!("/openapi/v2 for {group}/{version}"), e))
             })

@@ -11,6 +11,7 @@
 //! and served by apiagg itself (not proxied), with apiagg's SHA-512 hash of the bytes it serves,
 //! so the hash redirect and immutable caching work the same for local and remote documents.
 
+mod documents;
 mod download;
 mod own;
 mod sources;
@@ -30,6 +31,7 @@ use pingora_core::server::ShutdownWatch;
 use pingora_core::services::background::BackgroundService;
 use tokio::time::Instant;
 
+use self::documents::Documents;
 use self::download::{Download, Error};
 use self::sources::{delegate_identity, refresh_local, refresh_service, LocalSource, Sources};
 use super::backoff::Backoff;
@@ -67,6 +69,8 @@ pub struct OpenApiController {
     startup_timeout: Duration,
     /// Failing sources, logged when their failure starts or changes, then every ten minutes.
     repeats: Repeats,
+    /// The sources' v2 documents, shared by content.
+    documents: Documents,
 }
 
 impl OpenApiController {
@@ -83,14 +87,16 @@ impl OpenApiController {
             timeout: options.openapi_timeout,
             startup_timeout: options.openapi_startup_timeout,
             repeats: Repeats::new(REPEAT_INTERVAL),
+            documents: Documents::default(),
         }
     }
 
     /// A download through `client`, bounded by `--openapi-timeout`.
-    fn download<'a>(&self, client: &'a Client) -> Download<'a> {
+    fn download<'a>(&'a self, client: &'a Client) -> Download<'a> {
         Download {
             client,
             timeout: self.timeout,
+            documents: &self.documents,
         }
     }
 

@@ -3,8 +3,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use apiagg_openapi_merge::{v3_key, PreparedV2, V2Inputs, V2Served};
-use serde_json::Value;
+use apiagg_openapi_merge::{v3_key, PreparedV2, SourceDoc, V2Inputs, V2Served};
 use tokio::time::Instant;
 
 use super::download::{prepare_local, prepare_remote, Download, Error, V2Answer, V2State, V3State};
@@ -28,7 +27,7 @@ pub struct LocalSource {
 pub struct ServiceSource {
     pub v2: V2State,
     /// The last accepted document (prepared again for APIServices added later).
-    pub doc: Option<Arc<Value>>,
+    pub doc: Option<Arc<SourceDoc>>,
     /// Prepared document per APIService name.
     pub specs: HashMap<String, Arc<PreparedV2>>,
     pub v3: V3State,
