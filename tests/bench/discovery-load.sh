@@ -76,20 +76,9 @@ done
 
 # ---------------------------------------------------------------------------------------------
 # Temp dir, processes, cleanup.
-tmp="$(mktemp -d /tmp/discovery-load.XXXXXX)"
+source "$here/lib.sh"
+bench_temp discovery-load
 chmod 755 "$tmp" # nginx workers run as nobody and read the static file
-pids=()
-cleanup() {
-    local pid
-    for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-    for pid in "${pids[@]}"; do
-        for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-        kill -KILL "$pid" 2>/dev/null || true
-    done
-    if [[ "${KEEP_TMP:-0}" == 1 ]]; then log "kept $tmp"; else rm -rf "$tmp"; fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
 
 # Private copies: other builds in the same target dir cannot swap the binaries mid-run.
 cp "$target_dir/release/apiagg" "$target_dir/release/sample-apiserver" "$tmp/"

@@ -57,19 +57,8 @@ if [[ "${SKIP_BUILD:-0}" != 1 ]]; then
     (cd "$repo" && CARGO_TARGET_DIR="$target_dir" \
         cargo build --release -p apiagg-gateway -p apiagg-tests --bins) || die "cargo build failed"
 fi
-tmp="$(mktemp -d /tmp/watch-scale.XXXXXX)"
-pids=()
-cleanup() {
-    local pid
-    for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-    for pid in "${pids[@]}"; do
-        for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-        kill -KILL "$pid" 2>/dev/null || true
-    done
-    if [[ "${KEEP_TMP:-0}" == 1 ]]; then log "kept $tmp"; else rm -rf "$tmp"; fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+source "$here/lib.sh"
+bench_temp watch-scale
 # Private copies: other builds in the same target dir cannot swap a binary mid-run.
 for bin in apiagg sample-apiserver; do
     [[ -x "$target_dir/release/$bin" ]] || die "$target_dir/release/$bin not found"
@@ -86,6 +75,7 @@ stop_pid() {
 start_backend() {
     local dir="$1" url=""
     shift
+    : >"$dir/backend.out" # exists before the background process opens it
     "$tmp/sample-apiserver" --listen 127.0.0.1:0 --name wardle --hostname wardle.test.svc "$@" \
         >"$dir/backend.out" 2>"$dir/backend.log" &
     pids+=("$!")

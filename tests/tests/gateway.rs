@@ -216,21 +216,7 @@ async fn serves_https_and_http2_with_its_own_certificate() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http2_is_used_when_the_backend_offers_it() {
-    let hostname = "h2.test.svc";
-    let h2 = Sample::start(
-        &[
-            "--group",
-            G,
-            "--version",
-            V,
-            "--name",
-            "h2",
-            "--hostname",
-            hostname,
-            "--h2",
-        ],
-        true,
-    );
+    let h2 = h2_sample();
     let h1 = sample("h1.example.com", "h1", true);
     let config = format!(
         "services:\n{}{}apiServices:\n{}{}",

@@ -86,20 +86,7 @@ fn connections_to(port: u16) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watches_share_http2_connections_and_all_receive_events() {
-    let h2 = Sample::start(
-        &[
-            "--group",
-            G,
-            "--version",
-            V,
-            "--name",
-            "h2",
-            "--hostname",
-            "h2.test.svc",
-            "--h2",
-        ],
-        true,
-    );
+    let h2 = h2_sample();
     let config = format!(
         "services:\n{}apiServices:\n{}",
         service("h2", &h2.url),

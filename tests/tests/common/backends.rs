@@ -156,6 +156,24 @@ pub const G: &str = "wardle.example.com";
 /// See [`G`].
 pub const V: &str = "v1alpha1";
 
+/// A TLS sample backend for the wardle group that offers h2 (ALPN), as Service `test/h2`.
+pub fn h2_sample() -> Sample {
+    Sample::start(
+        &[
+            "--group",
+            G,
+            "--version",
+            V,
+            "--name",
+            "h2",
+            "--hostname",
+            "h2.test.svc",
+            "--h2",
+        ],
+        true,
+    )
+}
+
 /// A sample backend for `group`; with TLS its certificate is valid for `<name>.test.svc`, the
 /// server name apiagg verifies for an APIService whose service is `test/<name>`.
 pub fn sample(group: &str, name: &str, tls: bool) -> Sample {
