@@ -72,20 +72,13 @@ for bin in apiagg sample-apiserver; do
     [[ -x "$target_dir/release/$bin" ]] || die "$target_dir/release/$bin not found (cargo build --release -p apiagg-gateway -p apiagg-tests --bins)"
 done
 
-tmp="$(mktemp -d /tmp/soak.XXXXXX)"
-pids=()
-cleanup() {
-    local pid
+source "$here/lib.sh"
+bench_temp soak
+cleanup() { # the flapping backend's current process too
     [[ -s "$tmp/flapping.pid" ]] && pids+=("$(cat "$tmp/flapping.pid")")
-    for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-    for pid in "${pids[@]}"; do
-        for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-        kill -KILL "$pid" 2>/dev/null || true
-    done
-    if [[ "${KEEP_TMP:-0}" == 1 ]]; then log "kept $tmp"; else rm -rf "$tmp"; fi
+    bench_cleanup
 }
 trap cleanup EXIT
-trap 'exit 130' INT TERM
 
 cp "$target_dir/release/apiagg" "$target_dir/release/sample-apiserver" "$tmp/"
 
