@@ -236,7 +236,7 @@ mod tests {
     fn large_documents_are_also_sent_gzipped() {
         let inputs = |title: &str| {
             let doc = serde_json::json!({"swagger": "2.0", "info": {"title": title}, "paths": {}});
-            let spec = PreparedV2::local(Arc::new(doc)).expect("usable");
+            let spec = PreparedV2::local(&doc).expect("usable");
             V2Inputs {
                 locals: vec![LocalSpec {
                     name: "delegate".into(),

@@ -22,7 +22,7 @@ pub fn fixtures() -> PathBuf {
 
 /// A prepared local spec (the fixtures are known to be usable).
 pub fn local(name: &str, doc: Arc<Value>) -> LocalSpec {
-    let spec = PreparedV2::local(doc).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let spec = PreparedV2::local(&doc).unwrap_or_else(|e| panic!("{name}: {e}"));
     LocalSpec {
         name: name.into(),
         spec: Arc::new(spec),
@@ -31,7 +31,7 @@ pub fn local(name: &str, doc: Arc<Value>) -> LocalSpec {
 
 /// A prepared remote spec for `<version>.<group>`.
 pub fn remote(group: &str, version: &str, gpm: i32, vp: i32, doc: Arc<Value>) -> RemoteSpec {
-    let spec = PreparedV2::remote(doc, group, version).unwrap_or_else(|e| panic!("{group}: {e}"));
+    let spec = PreparedV2::remote(&doc, group, version).unwrap_or_else(|e| panic!("{group}: {e}"));
     RemoteSpec {
         apiservice: format!("{version}.{group}"),
         group: group.into(),

@@ -91,7 +91,7 @@ mod tests {
             version: version.into(),
             group_priority_minimum: gpm,
             version_priority: vp,
-            spec: Arc::new(PreparedV2::local(Arc::new(json!({}))).unwrap()),
+            spec: Arc::new(PreparedV2::local(&json!({})).unwrap()),
         }
     }
 

@@ -25,14 +25,14 @@ pub struct PreparedV2 {
 
 impl PreparedV2 {
     /// A delegate (local) document: every path is kept.
-    pub fn local(doc: Arc<Value>) -> Result<Self, SpecError> {
-        Self::local_source(Arc::new(SourceDoc::new(&doc)?))
+    pub fn local(doc: &Value) -> Result<Self, SpecError> {
+        Self::local_source(Arc::new(SourceDoc::new(doc)?))
     }
 
     /// A remote APIService's document, filtered to paths under `/apis/<group>/<version>/`
     /// (so the bare `/apis/<group>/<version>` and everything else are dropped, as upstream).
-    pub fn remote(doc: Arc<Value>, group: &str, version: &str) -> Result<Self, SpecError> {
-        Self::remote_source(Arc::new(SourceDoc::new(&doc)?), group, version)
+    pub fn remote(doc: &Value, group: &str, version: &str) -> Result<Self, SpecError> {
+        Self::remote_source(Arc::new(SourceDoc::new(doc)?), group, version)
     }
 
     /// [`PreparedV2::local`] of a document already in compact form.

@@ -12,7 +12,7 @@ use crate::apiservices::{v2_spec, v3_document, V3_KEY};
 pub fn v2() -> Option<LocalSpec> {
     static SPEC: OnceLock<Option<Arc<PreparedV2>>> = OnceLock::new();
     let spec = SPEC
-        .get_or_init(|| PreparedV2::local(Arc::new(v2_spec())).ok().map(Arc::new))
+        .get_or_init(|| PreparedV2::local(&v2_spec()).ok().map(Arc::new))
         .clone()?;
     Some(LocalSpec {
         name: "apiagg".into(),

@@ -205,7 +205,7 @@ fn same_group_merges_in_version_priority_order() {
 
 #[test]
 fn malformed_documents_are_rejected_when_prepared_and_the_rest_merges() {
-    let prepare = |doc: Value| PreparedV2::remote(Arc::new(doc), "x.example", "v1").err();
+    let prepare = |doc: Value| PreparedV2::remote(&doc, "x.example", "v1").err();
     let cases = [
         (json!([1, 2]), Some(SpecError::NotAnObject)),
         (json!("str"), Some(SpecError::NotAnObject)),
