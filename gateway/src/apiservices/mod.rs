@@ -15,6 +15,7 @@ mod writes;
 
 use std::sync::Arc;
 
+use apiagg_requestinfo::RequestInfo;
 use serde_json::{json, Value};
 
 use self::query::Query;
@@ -28,8 +29,8 @@ use self::answers::{details, done, status, store_error};
 
 /// The group apiagg serves itself.
 pub const GROUP: &str = "apiregistration.k8s.io";
-/// `/apis/apiregistration.k8s.io/v1`.
-pub const PREFIX: &str = "/apis/apiregistration.k8s.io/v1";
+/// The route key of the API (`<group>/<version>`).
+pub const GROUP_VERSION: &str = "apiregistration.k8s.io/v1";
 /// The annotation on APIServices declared in the config file.
 pub const DECLARED_BY: &str = "apiagg.io/declared-in";
 
@@ -37,10 +38,8 @@ pub const DECLARED_BY: &str = "apiagg.io/declared-in";
 pub struct ApiRequest<'a> {
     /// HTTP method.
     pub method: &'a str,
-    /// The path after [`PREFIX`] (`""`, `/apiservices`, `/apiservices/<name>[/status]`).
-    pub rest: &'a str,
-    /// The raw query string.
-    pub query: &'a str,
+    /// The request's one parse (path under `/apis/apiregistration.k8s.io/v1`, verb, query).
+    pub info: &'a RequestInfo<'a>,
     /// `Accept`.
     pub accept: &'a str,
     /// `Content-Type`.
@@ -77,11 +76,24 @@ pub struct Api<'a> {
 impl Api<'_> {
     /// Answers one request.
     pub async fn handle(&self, req: &ApiRequest<'_>) -> Answer {
-        let query = Query::parse(req.query);
-        let parts: Vec<&str> = req.rest.trim_matches('/').split('/').collect();
+        let query = match Query::from_params(&req.info.query) {
+            Ok(query) => query,
+            Err(e) => return status(400, "BadRequest", &e.to_string(), None),
+        };
+        let info = req.info;
+        if !info.namespace.is_empty() {
+            // APIServices are cluster-scoped.
+            return status(
+                404,
+                "NotFound",
+                "the server could not find the requested resource",
+                None,
+            );
+        }
+        let parts: Vec<&str> = info.parts.split('/').collect();
         match (req.method, parts.as_slice()) {
             ("GET", [""]) => done(200, &resource_list()),
-            ("GET", ["apiservices"]) if query.watch => self.watch(&query).await,
+            ("GET", ["apiservices"]) if info.verb == "watch" => self.watch(&query).await,
             ("GET", ["apiservices"]) => self.list(&query, req.accept).await,
             ("POST", ["apiservices"]) => self.create(req, &query).await,
             ("DELETE", ["apiservices"]) => self.delete_collection(&query).await,

@@ -3,16 +3,17 @@
 //! `allowWatchBookmarks`, `sendInitialEvents`; and the write options `fieldManager`, `force`,
 //! `fieldValidation` (checked by the config crate's `WriteOptions`).
 
+use apiagg_requestinfo::{FieldSelector, QueryParams, SelectorError};
 use base64::Engine;
 use serde_json::Value;
 
-/// The parameters of one request.
+/// The parameters of one request, read from the request's one parse (first value of each).
 #[derive(Debug, Clone, Default)]
 pub struct Query {
-    pub watch: bool,
     pub resource_version: Option<u64>,
     pub labels: Vec<Requirement>,
-    pub name: Option<(String, bool)>,
+    /// Every term of `fieldSelector` (all must hold).
+    pub fields: FieldSelector,
     pub limit: Option<usize>,
     pub continue_after: Option<String>,
     pub bookmarks: bool,
@@ -27,6 +28,17 @@ pub struct Query {
     pub field_validation: Option<String>,
 }
 
+/// Why the query cannot be used: 400 `BadRequest`. Not retryable.
+#[derive(Debug, thiserror::Error)]
+pub enum QueryError {
+    /// `fieldSelector` does not parse.
+    #[error(transparent)]
+    Selector(#[from] SelectorError),
+    /// `fieldSelector` names a field APIServices do not have.
+    #[error("field label not supported: {0}")]
+    Field(String),
+}
+
 /// One label requirement.
 #[derive(Debug, Clone)]
 pub enum Requirement {
@@ -36,11 +48,9 @@ pub enum Requirement {
     Absent(String),
 }
 
-fn decode(value: &str) -> String {
-    url::form_urlencoded::parse(format!("v={value}").as_bytes())
-        .next()
-        .map(|(_, v)| v.into_owned())
-        .unwrap_or_default()
+/// A number parameter; absent or unreadable is `None`.
+fn number<T: std::str::FromStr>(value: Option<&str>) -> Option<T> {
+    QueryParams::decoded(value).and_then(|v| v.parse().ok())
 }
 
 /// The `continue` token for a list that stopped after `name`.
@@ -49,53 +59,43 @@ pub fn continue_token(name: &str) -> String {
 }
 
 impl Query {
-    /// Parses a raw query string; unknown parameters are ignored.
-    pub fn parse(raw: &str) -> Query {
-        let mut q = Query::default();
-        for (key, value) in url::form_urlencoded::parse(raw.as_bytes()) {
-            let value = value.into_owned();
-            match key.as_ref() {
-                "watch" => q.watch = value == "true" || value == "1",
-                "resourceVersion" => q.resource_version = value.parse().ok(),
-                "labelSelector" => q.labels = parse_labels(&value),
-                "fieldSelector" => {
-                    for term in value.split(',') {
-                        if let Some(v) = term.strip_prefix("metadata.name!=") {
-                            q.name = Some((decode(v), false));
-                        } else if let Some(v) = term
-                            .strip_prefix("metadata.name==")
-                            .or_else(|| term.strip_prefix("metadata.name="))
-                        {
-                            q.name = Some((decode(v), true));
-                        }
-                    }
-                }
-                "limit" => q.limit = value.parse().ok(),
-                "continue" => {
-                    q.continue_after = base64::engine::general_purpose::STANDARD
-                        .decode(&value)
-                        .ok()
-                        .and_then(|b| String::from_utf8(b).ok())
-                }
-                "allowWatchBookmarks" => q.bookmarks = value == "true",
-                "sendInitialEvents" => q.send_initial_events = Some(value == "true"),
-                "timeoutSeconds" => q.timeout_seconds = value.parse().ok(),
-                "fieldManager" => q.field_manager = Some(value),
-                "force" => q.force = Some(value),
-                "fieldValidation" => q.field_validation = Some(value),
-                _ => {}
-            }
+    /// The API's parameters from the request's one parse; unknown parameters are ignored.
+    pub fn from_params(params: &QueryParams<'_>) -> Result<Query, QueryError> {
+        let text = |v: Option<&str>| QueryParams::decoded(v).map(|v| v.into_owned());
+        let fields = match text(params.field_selector) {
+            Some(selector) => FieldSelector::parse(&selector)?,
+            None => FieldSelector::default(),
+        };
+        if let Some(term) = fields.terms.iter().find(|t| t.field != "metadata.name") {
+            return Err(QueryError::Field(term.field.clone()));
         }
-        q
+        Ok(Query {
+            resource_version: number(params.resource_version),
+            labels: text(params.label_selector)
+                .map(|l| parse_labels(&l))
+                .unwrap_or_default(),
+            fields,
+            limit: number(params.limit),
+            continue_after: text(params.continue_token).and_then(|token| {
+                base64::engine::general_purpose::STANDARD
+                    .decode(token)
+                    .ok()
+                    .and_then(|b| String::from_utf8(b).ok())
+            }),
+            bookmarks: QueryParams::flag(params.allow_watch_bookmarks) == Some(true),
+            send_initial_events: QueryParams::flag(params.send_initial_events),
+            timeout_seconds: number(params.timeout_seconds),
+            field_manager: text(params.field_manager),
+            force: text(params.force),
+            field_validation: text(params.field_validation),
+        })
     }
 
     /// Whether an object passes the selectors.
     pub fn selects(&self, object: &Value) -> bool {
         let name = object["metadata"]["name"].as_str().unwrap_or("");
-        if let Some((wanted, equal)) = &self.name {
-            if (name == wanted) != *equal {
-                return false;
-            }
+        if !self.fields.matches(|_| Some(name)) {
+            return false;
         }
         let labels = &object["metadata"]["labels"];
         self.labels.iter().all(|r| match r {
@@ -130,29 +130,49 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    fn parse(raw: &str) -> Query {
+        Query::from_params(&QueryParams::parse(raw)).expect("query")
+    }
+
     #[test]
     fn selectors() {
         let o = json!({"metadata": {"name": "v1.a.io", "labels": {"team": "x"}}});
-        assert!(Query::parse("labelSelector=team%3Dx").selects(&o));
-        assert!(!Query::parse("labelSelector=team!%3Dx").selects(&o));
-        assert!(Query::parse("labelSelector=!other,team").selects(&o));
-        assert!(Query::parse("fieldSelector=metadata.name%3Dv1.a.io").selects(&o));
-        assert!(!Query::parse("fieldSelector=metadata.name%3Dv1.b.io").selects(&o));
-        let q = Query::parse("watch=true&resourceVersion=12&allowWatchBookmarks=true&limit=5");
-        assert!(q.watch && q.bookmarks);
+        assert!(parse("labelSelector=team%3Dx").selects(&o));
+        assert!(!parse("labelSelector=team!%3Dx").selects(&o));
+        assert!(parse("labelSelector=!other,team").selects(&o));
+        assert!(parse("fieldSelector=metadata.name%3Dv1.a.io").selects(&o));
+        assert!(!parse("fieldSelector=metadata.name%3Dv1.b.io").selects(&o));
+        let q = parse("watch=true&resourceVersion=12&allowWatchBookmarks=true&limit=5");
+        assert!(q.bookmarks);
         assert_eq!((q.resource_version, q.limit), (Some(12), Some(5)));
         let token = continue_token("v1.a.io");
         assert_eq!(
-            Query::parse(&format!("continue={token}"))
+            parse(&format!("continue={token}"))
                 .continue_after
                 .as_deref(),
             Some("v1.a.io")
         );
-        let w = Query::parse("fieldManager=a%2Fb&force=true&fieldValidation=Warn");
+        let w = parse("fieldManager=a%2Fb&force=true&fieldValidation=Warn");
         assert_eq!(w.field_manager.as_deref(), Some("a/b"));
         assert_eq!(
             (w.force.as_deref(), w.field_validation.as_deref()),
             (Some("true"), Some("Warn"))
         );
+    }
+
+    #[test]
+    fn every_field_term_holds_and_only_names_are_fields() {
+        let o = json!({"metadata": {"name": "x"}});
+        assert!(parse("fieldSelector=metadata.name%3Dx,metadata.name!%3Dy").selects(&o));
+        assert!(!parse("fieldSelector=metadata.name%3Dx,metadata.name!%3Dx").selects(&o));
+        assert!(
+            !parse("fieldSelector=metadata.name%3Dy&fieldSelector=metadata.name%3Dx").selects(&o)
+        );
+        for bad in ["fieldSelector=spec.group%3Dx", "fieldSelector=nonsense"] {
+            assert!(
+                Query::from_params(&QueryParams::parse(bad)).is_err(),
+                "{bad}"
+            );
+        }
     }
 }

@@ -2,6 +2,7 @@
 //! sends its answer (with one `Warning` header per warning) or streams its watch. The config
 //! file's APIServices are shown with the status the availability controller published.
 
+use apiagg_requestinfo::RequestInfo;
 use bytes::Bytes;
 use pingora_error::Result;
 use pingora_http::ResponseHeader;
@@ -48,7 +49,11 @@ async fn read_body(session: &mut Session) -> Result<Option<Vec<u8>>> {
 }
 
 /// Answers a request under `/apis/apiregistration.k8s.io/v1`; returns the status code sent.
-pub async fn serve(session: &mut Session, gateway: &Gateway, rest: &str) -> Result<u16> {
+pub async fn serve(
+    session: &mut Session,
+    gateway: &Gateway,
+    info: &RequestInfo<'_>,
+) -> Result<u16> {
     let Some(body) = read_body(session).await? else {
         let reply = reply::failure_reply(
             413,
@@ -72,7 +77,6 @@ pub async fn serve(session: &mut Session, gateway: &Gateway, rest: &str) -> Resu
     let user_agent = header("user-agent");
     let req = session.req_header();
     let method = req.method.as_str().to_string();
-    let query = req.uri.query().unwrap_or("").to_string();
     let declared = declared_with_status(gateway);
     let api = Api {
         store: gateway.store.as_ref(),
@@ -81,8 +85,7 @@ pub async fn serve(session: &mut Session, gateway: &Gateway, rest: &str) -> Resu
     let answer = api
         .handle(&ApiRequest {
             method: &method,
-            rest,
-            query: &query,
+            info,
             accept: &accept,
             content_type: &content_type,
             body: &body,

@@ -4,6 +4,7 @@
 //! backends and the delegate see), then the request itself. Refusals are kube-apiserver's
 //! Status: 403 `Forbidden`, or 500 `InternalError` when the delegate could not decide.
 
+use apiagg_requestinfo::RequestInfo;
 use http::HeaderName;
 use pingora_proxy::Session;
 
@@ -18,6 +19,7 @@ impl ApiaggProxy {
         &self,
         session: &mut Session,
         ctx: &mut RequestCtx,
+        info: &RequestInfo<'_>,
     ) -> Result<(), Reply> {
         let authorizer = self.auth.authorizer();
         let Some(caller) = ctx.caller.as_ref().filter(|_| authorizer.enabled()) else {
@@ -32,9 +34,7 @@ impl ApiaggProxy {
         let outcome = {
             let header = session.req_header();
             let request = AuthzRequest {
-                method: header.method.as_str(),
-                path: header.uri.path(),
-                query: header.uri.query(),
+                info,
                 headers: &header.headers,
             };
             authorizer.authorize(&request, caller, reviewer).await

@@ -1,5 +1,7 @@
 //! Where a path goes, decided from the path alone (pure).
 
+use apiagg_requestinfo::RequestInfo;
+
 use super::openapi::OpenApiPath;
 use crate::observe::HealthEndpoint;
 
@@ -26,55 +28,28 @@ pub enum Route<'a> {
     Other,
 }
 
-/// Classifies a request path.
-pub fn classify(path: &str) -> Route<'_> {
-    let trimmed = path.strip_prefix('/').unwrap_or(path);
-    let (first, rest) = split_first(trimmed);
+/// Classifies a request from its one parse (the segments of its canonical path).
+pub fn classify<'a>(info: &RequestInfo<'a>) -> Route<'a> {
+    let first = info.segment(0);
     if let Some(endpoint) = HealthEndpoint::from_segment(first) {
-        return Route::Health(endpoint, rest);
+        return Route::Health(endpoint, info.after(1));
     }
+    let alone = info.total_segments() == 1;
     match first {
-        "metrics" if rest.is_empty() => Route::Metrics,
-        "debug" if rest == "apiagg/status" => Route::Status,
-        "version" if rest.is_empty() => Route::Version,
+        "metrics" if alone => Route::Metrics,
+        "debug" if info.after(1) == "apiagg/status" => Route::Status,
+        "version" if alone => Route::Version,
         "api" => Route::GroupVersion("/v1"),
-        "openapi" => OpenApiPath::parse(rest).map_or(Route::Other, Route::OpenApi),
-        "apis" => {
-            if rest.is_empty() {
-                return Route::Apis {
-                    slash: trimmed.len() > 4,
-                };
-            }
-            let mut parts = segments(rest);
-            match (parts.next(), parts.next()) {
-                (Some(g), Some(v)) if !g.is_empty() && !v.is_empty() => {
-                    Route::GroupVersion(&rest[..g.len() + 1 + v.len()])
-                }
-                (Some(g), None | Some("")) if !g.is_empty() => Route::Group(g),
-                _ => Route::Other,
-            }
-        }
+        "openapi" => OpenApiPath::parse(info.after(1)).map_or(Route::Other, Route::OpenApi),
+        "apis" if alone => Route::Apis {
+            slash: info.path.ends_with('/'),
+        },
+        "apis" => match info.group_version_key() {
+            Some(key) => Route::GroupVersion(key),
+            None if info.total_segments() == 2 => Route::Group(info.segment(1)),
+            None => Route::Other,
+        },
         _ => Route::Other,
-    }
-}
-
-/// The `/`-separated segments of `path`. Request paths are short, so a plain byte scan is
-/// cheaper here than `str::split`'s searcher.
-pub fn segments(path: &str) -> impl Iterator<Item = &str> {
-    let mut rest = Some(path);
-    std::iter::from_fn(move || {
-        let current = rest?;
-        let (segment, after) = split_first(current);
-        rest = (segment.len() < current.len()).then_some(after);
-        Some(segment)
-    })
-}
-
-/// The text before the first `/` and the text after it (empty when there is none).
-fn split_first(path: &str) -> (&str, &str) {
-    match path.bytes().position(|b| b == b'/') {
-        Some(i) => (&path[..i], &path[i + 1..]),
-        None => (path, ""),
     }
 }
 
@@ -176,6 +151,10 @@ pub fn exempt_from_shutdown(route: &Route<'_>) -> bool {
 mod tests {
     use super::*;
 
+    fn route(path: &str) -> Route<'_> {
+        classify(&RequestInfo::new("GET", path, None).expect("request info"))
+    }
+
     #[test]
     fn classifies_paths() {
         let cases = [
@@ -206,7 +185,7 @@ mod tests {
             ("/openapi/v1", Route::Other),
         ];
         for (path, expected) in cases {
-            assert_eq!(classify(path), expected, "{path}");
+            assert_eq!(route(path), expected, "{path}");
         }
     }
 
@@ -245,11 +224,11 @@ mod tests {
 
     #[test]
     fn shutdown_exemptions_are_exact() {
-        assert!(exempt_from_shutdown(&classify("/readyz")));
-        assert!(exempt_from_shutdown(&classify("/livez/ping")));
-        assert!(exempt_from_shutdown(&classify("/metrics")));
-        assert!(!exempt_from_shutdown(&classify("/metrics/x")));
-        assert!(!exempt_from_shutdown(&classify("/healthzfoo")));
-        assert!(!exempt_from_shutdown(&classify("/apis")));
+        assert!(exempt_from_shutdown(&route("/readyz")));
+        assert!(exempt_from_shutdown(&route("/livez/ping")));
+        assert!(exempt_from_shutdown(&route("/metrics")));
+        assert!(!exempt_from_shutdown(&route("/metrics/x")));
+        assert!(!exempt_from_shutdown(&route("/healthzfoo")));
+        assert!(!exempt_from_shutdown(&route("/apis")));
     }
 }

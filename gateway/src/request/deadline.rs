@@ -1,10 +1,11 @@
 //! How long a forwarded request may take (spec §4.6): long-running requests (watch, proxy,
 //! attach, exec, log, portforward) are unbounded; a backend's discovery document
 //! (`/apis/<g>/<v>`) gets 5 s; everything else `--request-timeout`, or a shorter `?timeout=`.
+//! All of it is read from the request's one parse ([`RequestInfo`]).
 
 use std::time::{Duration, Instant};
 
-use super::classify::segments;
+use apiagg_requestinfo::{QueryParams, RequestInfo};
 
 /// What bounds a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,55 +21,19 @@ pub enum Limit {
 /// The discovery bound kube-aggregator gives `/apis/<g>/<v>`.
 pub const DISCOVERY: Duration = Duration::from_secs(5);
 
-/// Subresources kube-apiserver treats as long-running.
-const LONG_RUNNING_SUBRESOURCES: [&str; 5] = ["attach", "exec", "log", "portforward", "proxy"];
-
-/// A query parameter's raw value.
-fn param<'q>(query: Option<&'q str>, name: &str) -> Option<&'q str> {
-    query?
-        .split('&')
-        .filter_map(|pair| pair.split_once('=').or(Some((pair, ""))))
-        .find(|(k, _)| *k == name)
-        .map(|(_, v)| v)
-}
-
-/// The limit of a request for `path` (canonical) and `query`; `Err` for an unreadable
-/// `?timeout=` (a 400, as upstream).
-pub fn limit(path: &str, query: Option<&str>, default: Duration) -> Result<Limit, String> {
-    // The first eight segments say everything asked here (the subresource of
-    // `/apis/<g>/<v>/namespaces/<ns>/<resource>/<name>/<subresource>` is the eighth).
-    let mut first = [""; 8];
-    let mut count = 0;
-    for (slot, segment) in first
-        .iter_mut()
-        .zip(segments(path.trim_start_matches('/').trim_end_matches('/')))
-    {
-        *slot = segment;
-        count += 1;
+/// The limit of a request, from its one parse; `Err` for an unreadable `?timeout=` (a 400, as
+/// upstream).
+pub fn limit(info: &RequestInfo<'_>, default: Duration) -> Result<Limit, String> {
+    if info.segment(0) == "apis" && info.total_segments() == 3 {
+        return Ok(Limit::Discovery(DISCOVERY));
     }
-    let rest = match &first[..count] {
-        ["api", _version, rest @ ..] => rest,
-        ["apis", _group, _version] => return Ok(Limit::Discovery(DISCOVERY)),
-        ["apis", _group, _version, rest @ ..] => rest,
-        _ => &[][..],
-    };
-    let watching = matches!(
-        param(query, "watch"),
-        Some("1" | "t" | "T" | "true" | "TRUE" | "True")
-    );
-    let verb_segment = matches!(rest.first(), Some(&"watch" | &"proxy"));
-    let parts = match rest {
-        ["namespaces", _ns, more @ ..] if !more.is_empty() => more,
-        other => other,
-    };
-    let subresource = parts.get(2).copied().unwrap_or("");
-    if watching || verb_segment || LONG_RUNNING_SUBRESOURCES.contains(&subresource) {
+    if info.is_long_running() {
         return Ok(Limit::LongRunning);
     }
-    let asked = match param(query, "timeout").filter(|t| !t.is_empty()) {
+    let asked = match QueryParams::decoded(info.query.timeout).filter(|t| !t.is_empty()) {
         None => None,
         Some(text) => Some(
-            go_duration(text)
+            go_duration(&text)
                 .ok_or_else(|| "invalid timeout specified in the request URL".to_string())?,
         ),
     };
@@ -181,10 +146,14 @@ mod tests {
             ),
             ("/apis/a.io/v1/foos", Some("timeout=5m"), request),
         ];
+        let limit_of = |path, query| {
+            let info = RequestInfo::new("GET", path, query).expect("request info");
+            limit(&info, MINUTE)
+        };
         for (path, query, expected) in cases {
-            assert_eq!(limit(path, query, MINUTE), Ok(expected), "{path}?{query:?}");
+            assert_eq!(limit_of(path, query), Ok(expected), "{path}?{query:?}");
         }
-        assert!(limit("/api/v1/pods", Some("timeout=soon"), MINUTE).is_err());
+        assert!(limit_of("/api/v1/pods", Some("timeout=soon")).is_err());
     }
 
     #[test]

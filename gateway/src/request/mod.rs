@@ -1,5 +1,6 @@
 //! Layer 3: the request path, pingora's `ProxyHttp`. `request_filter` reads as one ordered
-//! sequence: shutdown gate → classify → answer locally | route to a backend | the delegate.
+//! sequence: canonical path → one parse (`RequestInfo`) → shutdown gate → health →
+//! authenticate → authorize → answer locally | the APIService API | a backend | the delegate.
 //! Everything here reads published snapshots only: no lock, no document built per request.
 
 mod apiservices;
@@ -17,6 +18,7 @@ mod upgrade;
 use std::sync::Arc;
 use std::time::Instant;
 
+use apiagg_requestinfo::RequestInfo;
 use bytes::Bytes;
 use pingora_error::Result;
 use pingora_http::RequestHeader;
@@ -148,6 +150,7 @@ impl ApiaggProxy {
         ctx: &mut RequestCtx,
         kind: RouteKind,
         upstream: Arc<Upstream>,
+        info: &RequestInfo<'_>,
     ) -> Result<bool> {
         let delegate_authenticates = ctx
             .caller
@@ -174,12 +177,7 @@ impl ApiaggProxy {
             ctx.code = code;
             return Ok(true);
         }
-        let header = session.req_header();
-        match deadline::limit(
-            header.uri.path(),
-            header.uri.query(),
-            self.gateway.options.request_timeout,
-        ) {
+        match deadline::limit(info, self.gateway.options.request_timeout) {
             Ok(limit) => {
                 ctx.limit = limit;
                 ctx.deadline = match limit {
@@ -206,11 +204,12 @@ impl ApiaggProxy {
         ctx: &mut RequestCtx,
         routes: &RouteTable,
         index: usize,
+        info: &RequestInfo<'_>,
     ) -> Result<bool> {
         if let Some(upstream) = routes.upstreams.get(index).cloned().flatten() {
             if upstream.available() {
                 return self
-                    .to_upstream(session, ctx, RouteKind::Proxy, upstream)
+                    .to_upstream(session, ctx, RouteKind::Proxy, upstream, info)
                     .await;
             }
         }
@@ -229,10 +228,11 @@ impl ApiaggProxy {
         session: &mut Session,
         ctx: &mut RequestCtx,
         routes: &RouteTable,
+        info: &RequestInfo<'_>,
     ) -> Result<bool> {
         match routes.delegate.clone() {
             Some(delegate) => {
-                self.to_upstream(session, ctx, RouteKind::Delegate, delegate)
+                self.to_upstream(session, ctx, RouteKind::Delegate, delegate, info)
                     .await
             }
             None => {

@@ -2,6 +2,7 @@
 
 use std::time::Instant;
 
+use apiagg_requestinfo::RequestInfo;
 use async_trait::async_trait;
 use bytes::Bytes;
 use pingora_core::upstreams::peer::HttpPeer;
@@ -59,7 +60,20 @@ impl ProxyHttp for ApiaggProxy {
             let reply = reply::failure_reply(400, "BadRequest", &message);
             return self.answer(session, ctx, RouteKind::Refused, reply).await;
         }
-        let route = classify(uri.path());
+        // One parse of the request: routing, authorization, deadlines, the APIService API and
+        // metrics all read it; nothing below parses the path or the query again.
+        let info = match RequestInfo::new(
+            session.req_header().method.as_str(),
+            uri.path(),
+            uri.query(),
+        ) {
+            Ok(info) => info,
+            Err(e) => {
+                let reply = reply::failure_reply(400, "BadRequest", &e.to_string());
+                return self.answer(session, ctx, RouteKind::Refused, reply).await;
+            }
+        };
+        let route = classify(&info);
 
         // 1. Shutdown gate: after the shutdown delay only health and metrics are served.
         let lifecycle = &self.gateway.lifecycle;
@@ -112,7 +126,7 @@ impl ProxyHttp for ApiaggProxy {
 
         // 3b. What the caller may do (authorization.mode: Webhook): impersonation is authorized
         // and applied, then the request; 403 Status when refused, 500 when nobody could decide.
-        if let Err(reply) = self.authorize(session, ctx).await {
+        if let Err(reply) = self.authorize(session, ctx, &info).await {
             return self.answer(session, ctx, RouteKind::Refused, reply).await;
         }
 
@@ -122,25 +136,23 @@ impl ProxyHttp for ApiaggProxy {
         }
 
         // 5. The APIService API, served by apiagg itself (never by the delegate).
-        if let Some(rest) = uri.path().strip_prefix(crate::apiservices::PREFIX) {
-            if rest.is_empty() || rest.starts_with('/') {
-                ctx.kind = RouteKind::Local;
-                ctx.code = apiservices::serve(session, &self.gateway, rest).await?;
-                return Ok(true);
-            }
+        if info.group_version_key() == Some(crate::apiservices::GROUP_VERSION) {
+            ctx.kind = RouteKind::Local;
+            ctx.code = apiservices::serve(session, &self.gateway, &info).await?;
+            return Ok(true);
         }
 
         // 6. A remote APIService: its backend, or 503 while it is unavailable.
         if let Route::GroupVersion(key) = route {
             if let Some(index) = routes.registry.index_of(key) {
                 if !routes.registry.entries()[index].is_local() {
-                    return self.to_remote(session, ctx, &routes, index).await;
+                    return self.to_remote(session, ctx, &routes, index, &info).await;
                 }
             }
         }
 
         // 7. Everything else is the delegate's; without one, 404 (503 before mux completion).
-        self.to_delegate(session, ctx, &routes).await
+        self.to_delegate(session, ctx, &routes, &info).await
     }
 
     /// Picks a healthy endpoint of the chosen upstream (again on each retry).

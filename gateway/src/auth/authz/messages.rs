@@ -70,9 +70,10 @@ pub(super) fn forbidden(user: &User, a: &Attributes, reason: &str) -> Refusal {
 
 /// The 500 for a request the authorizer cannot decide (upstream's `InternalError` text).
 pub(super) fn internal(request: &AuthzRequest<'_>, why: &str) -> Refusal {
-    let uri = match request.query {
-        Some(q) => format!("{}?{q}", request.path),
-        None => request.path.to_string(),
+    let info = request.info;
+    let uri = match info.query.raw {
+        "" => info.path.to_string(),
+        q => format!("{}?{q}", info.path),
     };
     let quoted = serde_json::to_string(&uri).unwrap_or_default();
     Refusal::Internal(sanitize(&format!("Internal Server Error: {quoted}: {why}")))

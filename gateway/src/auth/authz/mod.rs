@@ -9,13 +9,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use apiagg_config::file::{Authorization, AuthorizationMode};
+use apiagg_requestinfo::RequestInfo;
 use dashmap::DashMap;
 use http::HeaderMap;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 
-use super::user::{percent_decode, unescape_key, User, ANONYMOUS, AUTHENTICATED, UNAUTHENTICATED};
+use super::user::{unescape_key, User, ANONYMOUS, AUTHENTICATED, UNAUTHENTICATED};
 use super::{Authenticated, Method};
 use crate::backends::{Clients, Upstream};
 use crate::observe::Metrics;
@@ -66,12 +67,8 @@ pub enum Refusal {
 /// A request as the authorizer sees it.
 #[derive(Debug, Clone, Copy)]
 pub struct AuthzRequest<'a> {
-    /// HTTP method.
-    pub method: &'a str,
-    /// Path as sent (percent-encoded).
-    pub path: &'a str,
-    /// Query string, if any.
-    pub query: Option<&'a str>,
+    /// The request's one parse.
+    pub info: &'a RequestInfo<'a>,
     /// Request headers (for `Impersonate-*`).
     pub headers: &'a HeaderMap,
 }
@@ -198,7 +195,7 @@ impl Authorizer {
         let Some(webhook) = &self.webhook else {
             return Ok(None);
         };
-        if always_allowed(request.path) {
+        if always_allowed(request.info.path) {
             return Ok(None);
         }
         let impersonation = impersonation(request.headers).map_err(|e| internal(request, &e))?;
@@ -223,7 +220,7 @@ impl Authorizer {
                 method: Method::Impersonation,
             });
         }
-        let attributes = attributes(request).map_err(|e| internal(request, &e))?;
+        let attributes = attributes(request);
         match webhook.check(&user, &attributes, reviewer).await {
             Ok(d) if d.allowed => Ok(impersonated),
             Ok(d) => Err(forbidden(&user, &attributes, &d.reason)),
