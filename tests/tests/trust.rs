@@ -205,7 +205,7 @@ async fn the_delegate_authenticates_tokens_and_sees_impersonation_for_the_rest()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn availability_and_discovery_stay_green_with_the_aggregator_identity() {
     let c = Cluster::start(true).await;
-    let alice = c.client(Some(&c.client_ca.client("alice", &[])));
+    let alice = c.client(Some(&c.client_ca.client("alice", &["system:monitoring"])));
     let (code, status) = c.get(&alice, "/debug/apiagg/status", &[]).await;
     assert_eq!(code, 200, "{status}");
     let text = status.to_string();

@@ -175,6 +175,9 @@ pub enum TrustError {
     /// Authorization cache TTLs with `mode: AlwaysAllow`.
     #[error("cacheAuthorizedTTL and cacheUnauthorizedTTL need mode: Webhook")]
     TtlWithoutWebhook,
+    /// `allowAnyoneTo…` with `mode: Webhook`, where the delegate decides.
+    #[error("allowAnyoneToChangeAPIServices and allowAnyoneToReadMetrics apply to mode: AlwaysAllow; with Webhook the delegate's RBAC decides (grant the access there)")]
+    OpenWithWebhook,
     /// Client certificates are asked for only over TLS.
     #[error("clientCAFile and requestHeader need tls: client certificates come with TLS")]
     NeedsTls,
@@ -268,7 +271,10 @@ pub(super) fn parse_authentication(
 /// `authorization.mode`: kube-apiserver's `--authorization-mode` values apiagg knows.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 pub enum AuthorizationMode {
-    /// Every authenticated request may do anything (the backends and the delegate decide).
+    /// Requests apiagg forwards go on (the backends and the delegate decide); what apiagg serves
+    /// itself follows its built-in rule: the APIService API is read by authenticated callers and
+    /// changed by `system:masters` only, `/metrics` and `/debug/*` are read by `system:masters`
+    /// and `system:monitoring`, unless the `allowAnyoneTo…` options open them.
     #[default]
     AlwaysAllow,
     /// Every request is authorized by a SubjectAccessReview at the delegate (cached).
@@ -284,6 +290,10 @@ pub(super) struct RawAuthorization {
     cache_authorized_ttl: Option<String>,
     #[serde(rename = "cacheUnauthorizedTTL", alias = "cacheUnauthorizedTtl")]
     cache_unauthorized_ttl: Option<String>,
+    #[serde(default, rename = "allowAnyoneToChangeAPIServices")]
+    allow_anyone_to_change_api_services: bool,
+    #[serde(default)]
+    allow_anyone_to_read_metrics: bool,
 }
 
 /// What authenticated callers may do (kube-apiserver's `--authorization-mode` and
@@ -296,6 +306,13 @@ pub struct Authorization {
     pub cache_authorized_ttl: Duration,
     /// How long a denied request is remembered (`Webhook`; 30 seconds by default).
     pub cache_unauthorized_ttl: Duration,
+    /// `allowAnyoneToChangeAPIServices` (`AlwaysAllow` only): every caller apiagg lets in,
+    /// anonymous ones included, may create, change and delete APIServices, and so receive
+    /// everyone's requests. For a loopback playground; never on a shared network.
+    pub allow_anyone_to_change_api_services: bool,
+    /// `allowAnyoneToReadMetrics` (`AlwaysAllow` only): every caller may read `/metrics` and
+    /// `/debug/apiagg/status`.
+    pub allow_anyone_to_read_metrics: bool,
 }
 
 impl Default for Authorization {
@@ -304,6 +321,8 @@ impl Default for Authorization {
             mode: AuthorizationMode::AlwaysAllow,
             cache_authorized_ttl: Duration::from_secs(300),
             cache_unauthorized_ttl: Duration::from_secs(30),
+            allow_anyone_to_change_api_services: false,
+            allow_anyone_to_read_metrics: false,
         }
     }
 }
@@ -313,6 +332,10 @@ pub(super) fn parse_authorization(raw: RawAuthorization) -> Result<Authorization
     let ttls = raw.cache_authorized_ttl.is_some() || raw.cache_unauthorized_ttl.is_some();
     if raw.mode == AuthorizationMode::AlwaysAllow && ttls {
         return Err(TrustError::TtlWithoutWebhook);
+    }
+    let opened = raw.allow_anyone_to_change_api_services || raw.allow_anyone_to_read_metrics;
+    if raw.mode == AuthorizationMode::Webhook && opened {
+        return Err(TrustError::OpenWithWebhook);
     }
     let default = Authorization::default();
     Ok(Authorization {
@@ -327,6 +350,8 @@ pub(super) fn parse_authorization(raw: RawAuthorization) -> Result<Authorization
             raw.cache_unauthorized_ttl,
             default.cache_unauthorized_ttl,
         )?,
+        allow_anyone_to_change_api_services: raw.allow_anyone_to_change_api_services,
+        allow_anyone_to_read_metrics: raw.allow_anyone_to_read_metrics,
     })
 }
 
@@ -386,6 +411,14 @@ mod tests {
         ))
         .expect_err("duration");
         assert!(err.contains("cacheUnauthorizedTTL \"soon\""), "{err}");
+        let err = load(&format!(
+            "{DELEGATE}authorization: {{mode: Webhook, allowAnyoneToChangeAPIServices: true}}\n"
+        ))
+        .expect_err("open with webhook");
+        assert!(err.contains("apply to mode: AlwaysAllow"), "{err}");
+        let open = load("authorization: {allowAnyoneToChangeAPIServices: true}\n").expect("open");
+        assert!(open.authorization.allow_anyone_to_change_api_services);
+        assert!(!open.authorization.allow_anyone_to_read_metrics);
         let err = load("authorization: {mode: RBAC}\n").expect_err("mode");
         assert!(err.contains("unknown variant `RBAC`"), "{err}");
     }

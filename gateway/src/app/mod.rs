@@ -117,6 +117,13 @@ pub fn serve(launch: Launch) -> anyhow::Result<()> {
     ));
     server.add_service(proxy);
     tracing::info!(listen = %listener.address, "apiagg starting");
+    for (wide_open, line) in auth.access() {
+        if wide_open {
+            tracing::warn!("access: {line}");
+        } else {
+            tracing::info!("access: {line}");
+        }
+    }
     // The first line on stdout says where to connect (tests and scripts read it).
     println!("listening on {}", listener.url());
     server.run(RunArgs {

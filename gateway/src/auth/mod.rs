@@ -155,6 +155,44 @@ impl Authenticator {
         &self.authorizer
     }
 
+    /// What is open to whom, one line each, for the start-up log; `true` beside a line that
+    /// opens routes or monitoring to every caller (logged as a warning).
+    pub fn access(&self) -> Vec<(bool, String)> {
+        let mut methods = Vec::new();
+        if self.request_header.is_some() {
+            methods.push("front proxy");
+        }
+        if self
+            .certificates
+            .as_ref()
+            .is_some_and(|c| c.client_ca.is_some())
+        {
+            methods.push("client certificates");
+        }
+        if self.token_file.is_some() {
+            methods.push("token file");
+        }
+        if self.reviewer.is_some() {
+            methods.push("TokenReview");
+        }
+        if methods.is_empty() {
+            methods.push("none");
+        }
+        let anonymous = if self.anonymous {
+            "allowed, as system:anonymous"
+        } else {
+            "refused with 401"
+        };
+        let mut lines = vec![
+            (false, format!("authentication: {}", methods.join(", "))),
+            (false, format!("requests without credentials: {anonymous}")),
+        ];
+        for line in self.authorizer.describe(self.anonymous) {
+            lines.push((line.contains("ANYONE"), line));
+        }
+        lines
+    }
+
     /// The client-certificate checks the TLS listener runs per connection, when configured.
     pub fn certificates(&self) -> Option<Arc<ClientCertificates>> {
         self.certificates.clone()

@@ -1,4 +1,5 @@
-//! Step 3b of `request_filter`: what the authenticated caller may do. With
+//! Step 3b of `request_filter`: what the authenticated caller may do. Without an authorizer,
+//! apiagg's built-in rule guards what it serves itself (`auth::Builtin`). With
 //! `authorization.mode: Webhook` the caller's `Impersonate-*` headers are authorized first and,
 //! once allowed, replace the caller (the headers are removed: the impersonated user is what
 //! backends and the delegate see), then the request itself. Refusals are kube-apiserver's
@@ -22,9 +23,20 @@ impl ApiaggProxy {
         info: &RequestInfo<'_>,
     ) -> Result<(), Reply> {
         let authorizer = self.auth.authorizer();
-        let Some(caller) = ctx.caller.as_ref().filter(|_| authorizer.enabled()) else {
+        let Some(caller) = ctx.caller.as_ref() else {
             return Ok(());
         };
+        if !authorizer.enabled() {
+            // No authorizer: apiagg's built-in rule for what it serves itself (a few compares).
+            let header = session.req_header();
+            let request = AuthzRequest {
+                info,
+                headers: &header.headers,
+            };
+            return authorizer
+                .check_builtin(&request, caller)
+                .map_err(|refusal| self.refused(session, refusal));
+        }
         let routes = self.gateway.routes.load();
         let reviewer = Reviewer {
             delegate: routes.delegate.as_deref(),
@@ -41,6 +53,7 @@ impl ApiaggProxy {
         };
         match outcome {
             Ok(None) => Ok(()),
+            Err(refusal) => Err(self.refused(session, refusal)),
             Ok(Some(impersonated)) => {
                 let header = session.req_header_mut();
                 let honoured: Vec<HeaderName> = header
@@ -55,17 +68,23 @@ impl ApiaggProxy {
                 ctx.caller = Some(impersonated);
                 Ok(())
             }
-            Err(Refusal::Forbidden { message, details }) => {
+        }
+    }
+
+    /// The answer to a refusal: 403 `Forbidden`, or 500 when nobody could decide.
+    fn refused(&self, session: &Session, refusal: Refusal) -> Reply {
+        match refusal {
+            Refusal::Forbidden { message, details } => {
                 tracing::debug!(
                     path = session.req_header().uri.path(),
                     "forbidden: {message}"
                 );
                 let body = reply::failure(403, "Forbidden", &message, Some(details));
-                Err(Reply::json(403, body))
+                Reply::json(403, body)
             }
-            Err(Refusal::Internal(message)) => {
+            Refusal::Internal(message) => {
                 tracing::warn!("authorization failed: {message}");
-                Err(reply::failure_reply(500, "InternalError", &message))
+                reply::failure_reply(500, "InternalError", &message)
             }
         }
     }

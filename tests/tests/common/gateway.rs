@@ -6,6 +6,14 @@ use std::time::{Duration, Instant};
 
 use super::{binary, client, Proc};
 
+/// What tests of everything but access control run with: without an authorizer apiagg lets only
+/// `system:masters` change APIServices and only `system:masters` / `system:monitoring` read
+/// `/metrics` and `/debug`, while these tests call as `system:anonymous`. A config without
+/// `authorization:` gets these two options first; access-control tests start apiagg with
+/// `Apiagg::start_secure` (or an `authorization:` of their own) and run without them.
+pub const OPEN_FOR_TESTS: &str =
+    "authorization: {allowAnyoneToChangeAPIServices: true, allowAnyoneToReadMetrics: true}\n";
+
 /// A running apiagg.
 pub struct Apiagg {
     pub proc: Proc,
@@ -20,6 +28,17 @@ impl Apiagg {
         Self::start_in(tempfile::tempdir().expect("tempdir"), config, extra, &[])
     }
 
+    /// [`Apiagg::start`] with `config` exactly as given: apiagg's secure defaults apply (see
+    /// [`OPEN_FOR_TESTS`]).
+    pub fn start_secure(config: &str, extra: &[&str]) -> Apiagg {
+        Self::start_in_secure(tempfile::tempdir().expect("tempdir"), config, extra)
+    }
+
+    /// [`Apiagg::start_secure`] with the config in `dir` (beside files it names), logged.
+    pub fn start_in_secure(dir: tempfile::TempDir, config: &str, extra: &[&str]) -> Apiagg {
+        Self::spawn(dir, config, extra, &[], true, false)
+    }
+
     /// [`Apiagg::start`] with the config in `dir` (beside files it names) and `env` set.
     pub fn start_in(
         dir: tempfile::TempDir,
@@ -27,7 +46,7 @@ impl Apiagg {
         extra: &[&str],
         env: &[(&str, &str)],
     ) -> Apiagg {
-        Self::spawn(dir, config, extra, env, false)
+        Self::spawn(dir, config, extra, env, false, true)
     }
 
     /// [`Apiagg::start`] with its log written to `apiagg.log` in its folder (see
@@ -38,6 +57,7 @@ impl Apiagg {
             config,
             extra,
             &[],
+            true,
             true,
         )
     }
@@ -53,7 +73,13 @@ impl Apiagg {
         extra: &[&str],
         env: &[(&str, &str)],
         logged: bool,
+        open: bool,
     ) -> Apiagg {
+        let config = if open && !config.contains("authorization:") {
+            format!("{OPEN_FOR_TESTS}{config}")
+        } else {
+            config.to_string()
+        };
         std::fs::write(dir.path().join("apiagg.yaml"), config).expect("write config");
         let mut cmd = Command::new(binary("apiagg", "apiagg-gateway"));
         cmd.arg("serve")

@@ -58,6 +58,37 @@ pub fn token_delegate_with(dir: &Path, apiagg_token: &str, tls: bool, extra: &[&
     kube_delegate_over(tls, true, &args)
 }
 
+/// The deploy example's config with this cluster's files and delegate.
+fn deploy_config(example: &str, delegate: &str) -> String {
+    let mut config = example.to_string();
+    for (mounted, here) in [
+        ("/etc/apiagg/tls/tls.crt", "serving.crt"),
+        ("/etc/apiagg/tls/tls.key", "serving.key"),
+        ("/etc/apiagg/client-ca/client-ca.crt", "client-ca.crt"),
+        (
+            "/etc/apiagg/front-proxy/requestheader-client-ca.crt",
+            "front-proxy-ca.crt",
+        ),
+        ("/etc/apiagg/front-proxy/tls.crt", "proxy-client.crt"),
+        ("/etc/apiagg/front-proxy/tls.key", "proxy-client.key"),
+    ] {
+        assert!(
+            config.contains(mounted),
+            "the deploy example no longer names {mounted}"
+        );
+        config = config.replace(mounted, here);
+    }
+    let in_cluster = "  inCluster: true";
+    assert!(
+        config.contains(in_cluster),
+        "the deploy example no longer uses inCluster"
+    );
+    config.replace(
+        in_cluster,
+        &format!("  url: \"{delegate}\"\n  bearerTokenFile: apiagg-token"),
+    )
+}
+
 /// Where [`Cluster::start_authorizing`] keeps the delegate's authorization policy.
 pub const POLICY_FILE: &str = "policy.json";
 
@@ -73,7 +104,23 @@ impl Cluster {
         Cluster::start_with(anonymous, Some((authorization, policy))).await
     }
 
+    /// The cluster with apiagg running the deploy example's config (`example`, the
+    /// `apiagg.yaml` of `kubectl kustomize deploy/base`), its `/etc/apiagg/…` files and
+    /// `inCluster` delegate replaced by this cluster's, and the delegate authorizing from
+    /// `policy` and serving Services and EndpointSlices (`serviceResolution: cluster`).
+    pub async fn start_deploy_example(example: &str, policy: &str) -> Cluster {
+        Cluster::start_configured(true, Some(("", policy)), Some(example)).await
+    }
+
     async fn start_with(anonymous: bool, authorization: Option<(&str, &str)>) -> Cluster {
+        Cluster::start_configured(anonymous, authorization, None).await
+    }
+
+    async fn start_configured(
+        anonymous: bool,
+        authorization: Option<(&str, &str)>,
+        example: Option<&str>,
+    ) -> Cluster {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().to_path_buf();
         let (client_ca, front_proxy_ca, serving_ca) = (
@@ -120,18 +167,19 @@ impl Cluster {
             Some((_, rules)) => {
                 std::fs::write(&policy, rules).expect("policy");
                 let policy = policy.to_str().expect("utf8");
-                token_delegate_with(
-                    &path,
-                    "apiagg-token-1",
-                    false,
-                    &["--authorization-policy", policy],
-                )
+                let mut args = vec!["--authorization-policy", policy];
+                if example.is_some() {
+                    args.push("--cluster");
+                }
+                token_delegate_with(&path, "apiagg-token-1", false, &args)
             }
             None => token_delegate(&path, "apiagg-token-1", false),
         };
         let authorization =
             authorization.map_or_else(String::new, |(a, _)| format!("authorization: {a}\n"));
-        let config = format!(
+        let config = match example {
+            Some(text) => deploy_config(text, &delegate.url),
+            None => format!(
             "tls: {{certFile: serving.crt, keyFile: serving.key}}\n\
              authentication:\n  anonymous: {anonymous}\n  clientCAFile: client-ca.crt\n  \
              requestHeader: {{clientCAFile: front-proxy-ca.crt, allowedNames: [{OUTER_PROXY_CN}]}}\n  \
@@ -143,8 +191,10 @@ impl Cluster {
             delegate.url,
             backend.url,
             apiservice(G, V, "secure", &format!(", caBundle: {}", backend.ca_bundle())),
-        );
-        let gw = Apiagg::start_in(dir, &config, &[], &[]);
+        ),
+        };
+        // Access control is what these tests are about: apiagg's secure defaults apply.
+        let gw = Apiagg::start_in_secure(dir, &config, &[]);
         let cluster = Cluster {
             gw,
             backend,

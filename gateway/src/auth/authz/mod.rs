@@ -22,11 +22,13 @@ use crate::backends::{Clients, Upstream};
 use crate::observe::Metrics;
 
 mod attributes;
+mod builtin;
 mod impersonation;
 mod messages;
 mod review;
 
 pub use self::attributes::attributes;
+use self::builtin::Builtin;
 use self::impersonation::*;
 use self::messages::*;
 use self::review::*;
@@ -155,9 +157,10 @@ pub struct Reviewer<'a> {
     pub metrics: &'a Metrics,
 }
 
-/// The configured authorizer.
+/// The configured authorizer: the delegate's SubjectAccessReviews, or apiagg's built-in rule.
 pub struct Authorizer {
     webhook: Option<Webhook>,
+    builtin: Builtin,
 }
 
 impl Default for Authorizer {
@@ -174,12 +177,36 @@ impl Authorizer {
             unauthorized_ttl: config.cache_unauthorized_ttl,
             cache: DecisionCache::default(),
         });
-        Authorizer { webhook }
+        Authorizer {
+            webhook,
+            builtin: Builtin::new(config),
+        }
     }
 
-    /// Whether requests are authorized at all (`Webhook`).
+    /// Whether the delegate authorizes every request (`Webhook`).
     pub fn enabled(&self) -> bool {
         self.webhook.is_some()
+    }
+
+    /// The built-in rule alone (no authorizer): `Ok` when `caller` may do what `request` asks.
+    pub fn check_builtin(
+        &self,
+        request: &AuthzRequest<'_>,
+        caller: &Authenticated,
+    ) -> Result<(), Refusal> {
+        self.builtin.check(request, &caller.user)
+    }
+
+    /// Who may do what apiagg protects, one line each, for the start-up log.
+    pub fn describe(&self, anonymous: bool) -> Vec<String> {
+        match &self.webhook {
+            Some(_) => vec![
+                "every request (APIService API, /metrics, /debug, proxied requests): the \
+                 delegate's SubjectAccessReview (system:masters always)"
+                    .to_string(),
+            ],
+            None => self.builtin.describe(anonymous),
+        }
     }
 
     /// Authorizes `request` of `caller`: its impersonation first (then the request as the
@@ -193,7 +220,7 @@ impl Authorizer {
         reviewer: Reviewer<'_>,
     ) -> Result<Option<Authenticated>, Refusal> {
         let Some(webhook) = &self.webhook else {
-            return Ok(None);
+            return self.builtin.check(request, &caller.user).map(|()| None);
         };
         if always_allowed(request.info.path) {
             return Ok(None);

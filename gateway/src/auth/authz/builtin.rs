@@ -1,0 +1,129 @@
+//! The rule apiagg applies without an authorizer (`authorization.mode: AlwaysAllow`): requests it
+//! forwards go on (every backend and the delegate authorize them), but what apiagg serves itself
+//! and what changes its routes is never open to everybody by default.
+//!
+//! | request | allowed to |
+//! |---|---|
+//! | APIService API writes (create, update, patch, delete) | `system:masters` |
+//! | APIService API reads (get, list, watch, discovery) | authenticated callers (not anonymous) |
+//! | `/metrics`, `/debug/…` | `system:masters`, `system:monitoring` |
+//! | everything else | everybody apiagg let in |
+//!
+//! `allowAnyoneToChangeAPIServices` and `allowAnyoneToReadMetrics` open the first and the third
+//! row to every caller, anonymous ones included.
+
+use super::*;
+
+/// The group kube-apiserver's `system:monitoring` role is bound to.
+const MONITORING_GROUP: &str = "system:monitoring";
+/// The route key of the APIService API.
+const API_GROUP_VERSION: &str = "apiregistration.k8s.io/v1";
+
+/// What the built-in rule protects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protected {
+    /// Creating, changing or deleting APIServices: who does it receives everyone's requests.
+    ApiServiceWrite,
+    /// Reading APIServices (backends, CA bundles, availability).
+    ApiServiceRead,
+    /// `/metrics` and `/debug/…`.
+    Monitoring,
+}
+
+impl Protected {
+    /// What `info` asks for, if the rule protects it.
+    pub fn of(info: &RequestInfo<'_>) -> Option<Protected> {
+        if info.group_version_key() == Some(API_GROUP_VERSION) {
+            return Some(if info.is_write() {
+                Protected::ApiServiceWrite
+            } else {
+                Protected::ApiServiceRead
+            });
+        }
+        match info.segment(0) {
+            "metrics" | "debug" => Some(Protected::Monitoring),
+            _ => None,
+        }
+    }
+
+    /// Who may, as words for the refusal and the start-up log.
+    pub fn who(self) -> &'static str {
+        match self {
+            Protected::ApiServiceWrite => "members of system:masters",
+            Protected::ApiServiceRead => "authenticated callers",
+            Protected::Monitoring => "members of system:masters or system:monitoring",
+        }
+    }
+}
+
+/// The built-in rule's settings.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Builtin {
+    /// `allowAnyoneToChangeAPIServices`.
+    pub anyone_changes_api_services: bool,
+    /// `allowAnyoneToReadMetrics`.
+    pub anyone_reads_metrics: bool,
+}
+
+impl Builtin {
+    /// The rule `config` asks for.
+    pub fn new(config: &Authorization) -> Builtin {
+        Builtin {
+            anyone_changes_api_services: config.allow_anyone_to_change_api_services,
+            anyone_reads_metrics: config.allow_anyone_to_read_metrics,
+        }
+    }
+
+    /// `Ok` when `user` may do what `request` asks.
+    pub fn check(&self, request: &AuthzRequest<'_>, user: &User) -> Result<(), Refusal> {
+        let Some(protected) = Protected::of(request.info) else {
+            return Ok(());
+        };
+        let member = |group: &str| user.groups.iter().any(|g| g == group);
+        let allowed = match protected {
+            Protected::ApiServiceWrite => {
+                self.anyone_changes_api_services || member(PRIVILEGED_GROUP)
+            }
+            Protected::ApiServiceRead => self.anyone_changes_api_services || user.name != ANONYMOUS,
+            Protected::Monitoring => {
+                self.anyone_reads_metrics || member(PRIVILEGED_GROUP) || member(MONITORING_GROUP)
+            }
+        };
+        if allowed {
+            return Ok(());
+        }
+        let reason = format!(
+            "without an authorizer apiagg allows this only to {} (set authorization.mode: Webhook \
+             to let the delegate's RBAC decide)",
+            protected.who()
+        );
+        Err(forbidden(user, &attributes(request), &reason))
+    }
+
+    /// One line per protected kind of request: who may, for the start-up log.
+    pub fn describe(&self, anonymous: bool) -> Vec<String> {
+        let who = |open: bool, protected: Protected| {
+            if open && anonymous {
+                "ANYONE, anonymous callers included".to_string()
+            } else if open {
+                "every authenticated caller".to_string()
+            } else {
+                protected.who().to_string()
+            }
+        };
+        vec![
+            format!(
+                "APIService writes: {}",
+                who(self.anyone_changes_api_services, Protected::ApiServiceWrite)
+            ),
+            format!(
+                "APIService reads: {}",
+                who(self.anyone_changes_api_services, Protected::ApiServiceRead)
+            ),
+            format!(
+                "/metrics and /debug: {}",
+                who(self.anyone_reads_metrics, Protected::Monitoring)
+            ),
+        ]
+    }
+}
