@@ -130,7 +130,7 @@ async fn without_an_authorizer_only_administrators_change_routes() {
     for line in [
         "access: requests without credentials: allowed, as system:anonymous",
         "access: APIService writes: members of system:masters",
-        "access: /metrics and /debug: members of system:masters or system:monitoring",
+        "access: /metrics and /debug/apiagg: members of system:masters or system:monitoring",
     ] {
         assert!(log.contains(line), "{line} missing from the log:\n{log}");
     }
@@ -213,4 +213,70 @@ async fn the_deploy_example_lets_only_what_rbac_grants_change_routes() {
     assert_eq!(resp.status(), 200);
     let reviews = "/apis/authorization.k8s.io/v1/subjectaccessreviews";
     assert!(c.delegate.requests(reviews).await > 0);
+}
+
+/// `lister` may list and watch one APIService by name; `reader` may list all but not watch.
+const NARROW: &str = r#"{"rules": [
+    {"users": ["lister"], "verbs": ["list", "watch"], "apiGroups": ["apiregistration.k8s.io"],
+     "resources": ["apiservices"], "resourceNames": ["v1alpha1.wardle.example.com"]},
+    {"users": ["reader"], "verbs": ["list"], "apiGroups": ["apiregistration.k8s.io"],
+     "resources": ["apiservices"]}
+]}"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn authorization_and_the_api_read_one_parse_of_the_query() {
+    let c = Cluster::start_authorizing(true, "{mode: Webhook}", NARROW).await;
+    let lister = c.client(Some(&c.client_ca.client("lister", &[])));
+    let reader = c.client(Some(&c.client_ca.client("reader", &[])));
+    let one = format!("{V}.{G}");
+
+    // Row: lister asks for its one name AND not another: authorized for that name, and the
+    // API applies every term, so it gets that one object only (was: every APIService).
+    for selector in [
+        format!("metadata.name%3D{one},metadata.name!%3Dy"),
+        format!("metadata.name!%3Dy,metadata.name%3D{one}"),
+    ] {
+        let (code, list) = c
+            .get(
+                &lister,
+                &format!("{APISERVICES}?fieldSelector={selector}"),
+                &[],
+            )
+            .await;
+        assert_eq!(code, 200, "{list}");
+        let items = list["items"].as_array().cloned().unwrap_or_default();
+        assert_eq!(items.len(), 1, "{list}");
+        assert_eq!(items[0]["metadata"]["name"], one.as_str());
+    }
+    // Row: a second fieldSelector is ignored by both (the first value wins).
+    let doubled = format!("{APISERVICES}?fieldSelector=metadata.name%3D{one}&fieldSelector=x%3Dy");
+    assert_eq!(c.get(&lister, &doubled, &[]).await.0, 200);
+    // Row: without a name it is a list of everything: 403.
+    assert_refused(&c.get(&lister, APISERVICES, &[]).await, "lister");
+    // Row: a field APIServices do not have is a 400, never ignored (which would widen it).
+    let bogus = format!("{APISERVICES}?fieldSelector=metadata.name%3D{one},spec.group%3Dx");
+    assert_eq!(c.get(&lister, &bogus, &[]).await.0, 400);
+
+    // Row: reader may list, not watch: `watch=false&watch=true` is a list for both
+    // (the first value wins), answered as a list, not a stream.
+    let (code, list) = c
+        .get(
+            &reader,
+            &format!("{APISERVICES}?watch=false&watch=true"),
+            &[],
+        )
+        .await;
+    assert_eq!(code, 200, "{list}");
+    assert_eq!(list["kind"], "APIServiceList", "{list}");
+    assert_refused(
+        &c.get(
+            &reader,
+            &format!("{APISERVICES}?watch=true&watch=false"),
+            &[],
+        )
+        .await,
+        "reader",
+    );
+    let watch_path = "/apis/apiregistration.k8s.io/v1/watch/apiservices";
+    assert_refused(&c.get(&reader, watch_path, &[]).await, "reader");
 }

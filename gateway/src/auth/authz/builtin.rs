@@ -6,7 +6,7 @@
 //! |---|---|
 //! | APIService API writes (create, update, patch, delete) | `system:masters` |
 //! | APIService API reads (get, list, watch, discovery) | authenticated callers (not anonymous) |
-//! | `/metrics`, `/debug/…` | `system:masters`, `system:monitoring` |
+//! | `/metrics`, `/debug/apiagg/…` | `system:masters`, `system:monitoring` |
 //! | everything else | everybody apiagg let in |
 //!
 //! `allowAnyoneToChangeAPIServices` and `allowAnyoneToReadMetrics` open the first and the third
@@ -26,7 +26,7 @@ pub enum Protected {
     ApiServiceWrite,
     /// Reading APIServices (backends, CA bundles, availability).
     ApiServiceRead,
-    /// `/metrics` and `/debug/…`.
+    /// `/metrics` and `/debug/apiagg/…` (apiagg's own).
     Monitoring,
 }
 
@@ -40,10 +40,13 @@ impl Protected {
                 Protected::ApiServiceRead
             });
         }
-        match info.segment(0) {
-            "metrics" | "debug" => Some(Protected::Monitoring),
-            _ => None,
-        }
+        // What apiagg answers itself; other `/debug/…` paths are the delegate's to authorize.
+        let own = match info.segment(0) {
+            "metrics" => info.total_segments() == 1,
+            "debug" => info.segment(1) == "apiagg",
+            _ => false,
+        };
+        own.then_some(Protected::Monitoring)
     }
 
     /// Who may, as words for the refusal and the start-up log.
@@ -121,9 +124,56 @@ impl Builtin {
                 who(self.anyone_changes_api_services, Protected::ApiServiceRead)
             ),
             format!(
-                "/metrics and /debug: {}",
+                "/metrics and /debug/apiagg: {}",
                 who(self.anyone_reads_metrics, Protected::Monitoring)
             ),
         ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_what_apiagg_serves_itself_is_protected() {
+        let of = |method: &str, target: &str| {
+            let (path, query) = target
+                .split_once('?')
+                .map_or((target, None), |(p, q)| (p, Some(q)));
+            let info = RequestInfo::new(method, path, query).expect("info");
+            Protected::of(&info)
+        };
+        let api = "/apis/apiregistration.k8s.io/v1/apiservices";
+        for method in ["POST", "PUT", "PATCH", "DELETE"] {
+            assert_eq!(
+                of(method, &format!("{api}/x")),
+                Some(Protected::ApiServiceWrite)
+            );
+        }
+        assert_eq!(of("DELETE", api), Some(Protected::ApiServiceWrite));
+        assert_eq!(of("GET", api), Some(Protected::ApiServiceRead));
+        assert_eq!(
+            of("GET", &format!("{api}?watch=1")),
+            Some(Protected::ApiServiceRead)
+        );
+        assert_eq!(
+            of("GET", "/apis/apiregistration.k8s.io/v1"),
+            Some(Protected::ApiServiceRead)
+        );
+        assert_eq!(of("GET", "/metrics"), Some(Protected::Monitoring));
+        assert_eq!(
+            of("GET", "/debug/apiagg/status"),
+            Some(Protected::Monitoring)
+        );
+        for other in [
+            "/metrics/x",
+            "/debug/whoami",
+            "/apis/apps/v1/deployments",
+            "/apis",
+        ] {
+            assert_eq!(of("GET", other), None, "{other}");
+        }
+        assert_eq!(of("POST", "/apis/apps/v1/namespaces/n/deployments"), None);
     }
 }
