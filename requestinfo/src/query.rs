@@ -40,6 +40,8 @@ pub struct QueryParams<'a> {
     pub field_validation: Option<&'a str>,
     /// `dryRun`.
     pub dry_run: Option<&'a str>,
+    /// `hash` (of an OpenAPI v3 document).
+    pub hash: Option<&'a str>,
 }
 
 impl<'a> QueryParams<'a> {
@@ -74,6 +76,7 @@ impl<'a> QueryParams<'a> {
                 "force" => &mut params.force,
                 "fieldValidation" => &mut params.field_validation,
                 "dryRun" => &mut params.dry_run,
+                "hash" => &mut params.hash,
                 _ => continue,
             };
             slot.get_or_insert(value);

@@ -40,7 +40,13 @@ pub fn classify<'a>(info: &RequestInfo<'a>) -> Route<'a> {
         "debug" if info.after(1) == "apiagg/status" => Route::Status,
         "version" if alone => Route::Version,
         "api" => Route::GroupVersion("/v1"),
-        "openapi" => OpenApiPath::parse(info.after(1)).map_or(Route::Other, Route::OpenApi),
+        "openapi" => match OpenApiPath::parse(info.after(1)) {
+            Some(OpenApiPath::V3Document(key, _)) => {
+                Route::OpenApi(OpenApiPath::V3Document(key, info.query.hash))
+            }
+            Some(path) => Route::OpenApi(path),
+            None => Route::Other,
+        },
         "apis" if alone => Route::Apis {
             slash: info.path.ends_with('/'),
         },
@@ -180,7 +186,7 @@ mod tests {
             ("/openapi/v2", Route::OpenApi(OpenApiPath::V2)),
             (
                 "/openapi/v3/api/v1",
-                Route::OpenApi(OpenApiPath::V3Document("api/v1")),
+                Route::OpenApi(OpenApiPath::V3Document("api/v1", None)),
             ),
             ("/openapi/v1", Route::Other),
         ];

@@ -291,7 +291,7 @@ impl ApiaggProxy {
                 ctx.subresource = match which {
                     OpenApiPath::V2 => "",
                     OpenApiPath::V3Index => "openapi/v3",
-                    OpenApiPath::V3Document(_) => "openapi/v3/",
+                    OpenApiPath::V3Document(..) => "openapi/v3/",
                 };
                 openapi::answer(req, which, gateway.openapi.load().as_deref())
             }

@@ -19,8 +19,8 @@ pub enum OpenApiPath<'a> {
     V2,
     /// `/openapi/v3` (or `/openapi/v3/`)
     V3Index,
-    /// `/openapi/v3/<key>`
-    V3Document(&'a str),
+    /// `/openapi/v3/<key>`, with the `hash` query parameter (from the request's one parse)
+    V3Document(&'a str, Option<&'a str>),
 }
 
 impl<'a> OpenApiPath<'a> {
@@ -29,7 +29,9 @@ impl<'a> OpenApiPath<'a> {
         match rest {
             "v2" => Some(OpenApiPath::V2),
             "v3" | "v3/" => Some(OpenApiPath::V3Index),
-            _ => rest.strip_prefix("v3/").map(OpenApiPath::V3Document),
+            _ => rest
+                .strip_prefix("v3/")
+                .map(|key| OpenApiPath::V3Document(key, None)),
         }
     }
 }
@@ -47,7 +49,7 @@ pub fn answer(req: &RequestHeader, path: OpenApiPath<'_>, docs: Option<&OpenApiD
         OpenApiPath::V2 => v2(req, docs, format),
         OpenApiPath::V3Index => cached(req, 200, docs.v3_index.clone(), &docs.v3_index_etag)
             .header(http::header::VARY, "Accept"),
-        OpenApiPath::V3Document(key) => v3_document(req, docs, key),
+        OpenApiPath::V3Document(key, hash) => v3_document(req, docs, key, hash),
     }
 }
 
@@ -162,20 +164,12 @@ fn v2(req: &RequestHeader, docs: &OpenApiDocs, format: Format) -> Reply {
         .header(http::header::VARY, vary)
 }
 
-/// The `hash` query parameter, if any.
-fn hash_param(req: &RequestHeader) -> Option<&str> {
-    req.uri
-        .query()?
-        .split('&')
-        .find_map(|pair| pair.strip_prefix("hash="))
-}
-
-fn v3_document(req: &RequestHeader, docs: &OpenApiDocs, key: &str) -> Reply {
+fn v3_document(req: &RequestHeader, docs: &OpenApiDocs, key: &str, hash: Option<&str>) -> Reply {
     let Some(served) = docs.v3.get(key) else {
         return Reply::json(404, reply::not_found());
     };
     let current = served.doc.hash.as_str();
-    let reply = match hash_param(req) {
+    let reply = match hash {
         Some(hash) if hash == current => {
             let expires = SystemTime::now() + Duration::from_secs(365 * 24 * 3600);
             cached(req, 200, served.doc.json.clone(), &served.etag)
@@ -203,7 +197,7 @@ mod tests {
         assert_eq!(OpenApiPath::parse("v3"), Some(OpenApiPath::V3Index));
         assert_eq!(
             OpenApiPath::parse("v3/apis/a.io/v1"),
-            Some(OpenApiPath::V3Document("apis/a.io/v1"))
+            Some(OpenApiPath::V3Document("apis/a.io/v1", None))
         );
         assert_eq!(OpenApiPath::parse("v1"), None);
     }
