@@ -41,9 +41,10 @@ pub enum Error {
     /// The route table cannot be built.
     #[error(transparent)]
     Table(#[from] TableError),
-    /// The proxy client certificate cannot be loaded.
+    /// The proxy client certificate cannot be loaded. The cause is in the message, not also a
+    /// `source`: error chains would print it twice.
     #[error("proxyClient: {0}")]
-    ProxyClient(#[source] CredentialError),
+    ProxyClient(CredentialError),
 }
 
 /// What the controller keeps between rounds.
