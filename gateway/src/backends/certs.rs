@@ -41,13 +41,14 @@ pub enum CertError {
         /// The openssl subcommand that converts it (`x509`, `pkey`).
         tool: &'static str,
     },
-    /// A PEM block is damaged.
-    #[error("{file}: damaged PEM: {source}")]
+    /// A PEM block is damaged. (Causes are fields, not `source`s: error chains would print
+    /// them twice.)
+    #[error("{file}: damaged PEM: {cause}")]
     Pem {
         /// The file.
         file: String,
         /// The parser's reason.
-        source: pem::Error,
+        cause: pem::Error,
     },
     /// PEM, but no certificate in it.
     #[error("{file}: no CERTIFICATE block in the PEM")]
@@ -132,12 +133,12 @@ pub enum CertError {
         file: String,
     },
     /// A key rustls cannot sign with.
-    #[error("{file}: unsupported private key: {source}")]
+    #[error("{file}: unsupported private key: {cause}")]
     UnsupportedKey {
         /// The file.
         file: String,
         /// rustls' reason.
-        source: rustls::Error,
+        cause: rustls::Error,
     },
     /// The key is not the certificate's.
     #[error("{key} is not the private key of the certificate in {cert}")]
@@ -173,9 +174,9 @@ pub fn read_certificates(
     }
     let chain = CertificateDer::pem_slice_iter(pem)
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|source| CertError::Pem {
+        .map_err(|cause| CertError::Pem {
             file: file.into(),
-            source,
+            cause,
         })?;
     if chain.is_empty() {
         return Err(CertError::NoCertificate { file: file.into() });
@@ -302,10 +303,10 @@ pub fn check_pair(
     let chain = read_certificates(cert_pem, cert_file)?;
     check_chain(&chain, cert_file, purpose)?;
     let key = read_key(key_pem, key_file)?;
-    let signing = rustls::crypto::ring::sign::any_supported_type(&key).map_err(|source| {
+    let signing = rustls::crypto::ring::sign::any_supported_type(&key).map_err(|cause| {
         CertError::UnsupportedKey {
             file: key_file.into(),
-            source,
+            cause,
         }
     })?;
     let certified = CertifiedKey::new(chain.clone(), signing);
@@ -349,9 +350,9 @@ fn read_key(pem: &[u8], file: &str) -> Result<PrivateKeyDer<'static>, CertError>
     }
     PrivateKeyDer::from_pem_slice(pem).map_err(|e| match e {
         pem::Error::NoItemsFound => CertError::NoKey { file: file.into() },
-        source => CertError::Pem {
+        cause => CertError::Pem {
             file: file.into(),
-            source,
+            cause,
         },
     })
 }
