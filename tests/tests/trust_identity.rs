@@ -14,7 +14,7 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 
 use common::pki::Ca;
-use common::trust::Cluster;
+use common::trust::{Cluster, OUTER_PROXY_CN};
 use common::{eventually, G, V};
 
 fn whoami() -> String {
@@ -130,4 +130,33 @@ async fn a_certificate_identity_that_cannot_be_forwarded_gets_401() {
     // A well-formed name still works.
     let alice = c.client(Some(&c.client_ca.client("alice smith", &["dev"])));
     assert_eq!(c.get(&alice, &whoami(), &[]).await.0, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_front_proxy_stated_identity_that_cannot_be_forwarded_gets_401() {
+    let c = Cluster::start(false).await;
+    let outer = c.client(Some(&c.front_proxy_ca.client(OUTER_PROXY_CN, &[])));
+    let cases: [&[(&str, &[u8])]; 5] = [
+        &[("x-remote-user", b"ad\tmin")],
+        &[("x-remote-user", "jos\u{e9}".as_bytes())],
+        // A group the old code skipped (not text to the `http` crate) is refused, not dropped.
+        &[("x-remote-user", b"dave"), ("x-remote-group", b"g\xff")],
+        &[("x-remote-user", b"dave"), ("x-remote-uid", b"u\xe9")],
+        &[
+            ("x-remote-user", b"dave"),
+            ("x-remote-extra-scopes", b"r\tw"),
+        ],
+    ];
+    for stated in cases {
+        let mut request = outer.get(c.url(&whoami()));
+        for (name, value) in stated {
+            let value = reqwest::header::HeaderValue::from_bytes(value).expect("value");
+            request = request.header(*name, value);
+        }
+        let response = request.send().await.expect("response");
+        assert_eq!(response.status().as_u16(), 401, "{stated:?}");
+    }
+    assert_eq!(c.backend.requests(&whoami()).await, 0);
+    let (code, who) = c.get(&outer, &whoami(), &[("X-Remote-User", "dave")]).await;
+    assert_eq!((code, &who["user"]), (200, &serde_json::json!("dave")));
 }
