@@ -116,14 +116,23 @@ impl Reload for CaFile {
         if *last == bytes {
             return Ok(false);
         }
+        // The file's name is said by whoever reports the error (`name()`, the setup error).
+        if !bytes.windows(11).any(|w| w == b"-----BEGIN ") {
+            return Err(
+                "not PEM (no \"-----BEGIN CERTIFICATE-----\" line); a DER file \
+                 converts with `openssl x509 -inform der`"
+                    .into(),
+            );
+        }
         let mut roots = RootCertStore::empty();
-        for cert in CertificateDer::pem_slice_iter(&bytes) {
+        for (i, cert) in CertificateDer::pem_slice_iter(&bytes).enumerate() {
+            let cert = cert.map_err(|e| format!("damaged PEM: {e}"))?;
             roots
-                .add(cert.map_err(|e| e.to_string())?)
-                .map_err(|e| e.to_string())?;
+                .add(cert)
+                .map_err(|e| format!("CA certificate #{}: {e}", i + 1))?;
         }
         if roots.is_empty() {
-            return Err("no PEM certificate found".into());
+            return Err("no CERTIFICATE block in the PEM".into());
         }
         let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
             .build()
@@ -349,3 +358,6 @@ impl ClientCertVerifier for RequestClientCertificates {
         self.0.signature_verification_algorithms.supported_schemes()
     }
 }
+
+#[cfg(test)]
+mod tests;
