@@ -201,7 +201,8 @@ impl Authenticator {
         &self.authorizer
     }
 
-    /// The client-certificate checks the TLS listener runs per connection, when configured.
+    /// The client-certificate checks, when configured: the TLS listener identifies each
+    /// connection with them, and each request re-checks against the current CA bundles.
     pub fn certificates(&self) -> Option<Arc<ClientCertificates>> {
         self.certificates.clone()
     }

@@ -247,3 +247,54 @@ async fn reviews_of_unknown_tokens_are_rate_limited() {
     // A rate-limited look-up is not remembered: it is reviewed once permits return.
     assert!(reviewer.cache.get("flood-39").await.is_none());
 }
+
+#[tokio::test]
+async fn the_authenticator_answers_401_for_an_unforwardable_reviewed_user() {
+    use crate::auth::{AuthError, Authenticator, Method};
+    let delegate = Delegate::start().await;
+    let upstream = delegate.upstream();
+    let clients = Clients::new(1 << 20);
+    let config = apiagg_config::Authentication {
+        anonymous: true,
+        token_review: Some(ttl()),
+        ..Default::default()
+    };
+    let auth = Authenticator::new(&config).expect("authenticator");
+    let bearer = |token: &str| {
+        let mut headers = http::HeaderMap::new();
+        let value = format!("Bearer {token}").parse().expect("value");
+        headers.insert(http::header::AUTHORIZATION, value);
+        headers
+    };
+    let refused = auth
+        .authenticate(&bearer("spaced"), None, Some(&upstream), &clients)
+        .await
+        .expect_err("refused, not anonymous");
+    assert!(
+        matches!(
+            &refused,
+            AuthError::InvalidIdentity {
+                method: Method::TokenReview,
+                ..
+            }
+        ),
+        "{refused:?}"
+    );
+    assert_eq!((refused.status(), refused.retry_after()), (401, None));
+    assert_eq!(
+        (
+            AuthError::TooManyReviews.status(),
+            AuthError::TooManyReviews.reason()
+        ),
+        (429, "TooManyRequests")
+    );
+    assert_eq!(AuthError::TooManyReviews.retry_after(), Some(1));
+    let ok = auth
+        .authenticate(&bearer("good-bob"), None, Some(&upstream), &clients)
+        .await
+        .expect("accepted");
+    assert_eq!(
+        (ok.user.name.as_str(), ok.method),
+        ("good-bob", Method::TokenReview)
+    );
+}
