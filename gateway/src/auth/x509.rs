@@ -5,9 +5,9 @@
 //! decided here, so a certificate from another CA gets a 401 Status instead of a TLS alert.
 //!
 //! The connection keeps its chain and the last [`Verdict`]; a request reuses the verdict while
-//! neither CA file has been reloaded since (one atomic load each) and the chain is within its
-//! validity (one clock read), else verifies again. CA rotation and certificate expiry thus
-//! reach keep-alive connections that were open before.
+//! neither CA file has been reloaded since (one atomic load each) and no certificate of the
+//! chain has started or ended its validity since (one clock read), else verifies again. CA
+//! rotation and certificate expiry thus reach keep-alive connections that were open before.
 
 use std::any::Any;
 use std::path::PathBuf;
@@ -93,13 +93,14 @@ impl CaFile {
         &self,
         chain: &[CertificateDer<'static>],
         what: &'static str,
+        now: UnixTime,
     ) -> Result<(), CertificateRefusal> {
         let verifier = self.verifier.load_full().ok_or(CertificateRefusal::NoCa)?;
         let Some((leaf, intermediates)) = chain.split_first() else {
             return Err(CertificateRefusal::Subject("no certificate".into()));
         };
         verifier
-            .verify_client_cert(leaf, intermediates, UnixTime::now())
+            .verify_client_cert(leaf, intermediates, now)
             .map(|_| ())
             .map_err(|source| CertificateRefusal::Unverified { what, source })
     }
@@ -145,10 +146,12 @@ impl Reload for CaFile {
     }
 }
 
-/// What a client certificate proves, as of the CA generations it was verified with.
+/// What a client certificate proves, as of the CA generations it was verified with and the
+/// validity epoch of its chain.
 #[derive(Debug, Default)]
 pub struct Verdict {
     generations: (u64, u64),
+    epoch: usize,
     /// Verified against `clientCAFile`: the user, or why not.
     pub certificate: Option<Result<Arc<User>, CertificateRefusal>>,
     /// Verified against the front proxy's CA with an allowed CN, or why not.
@@ -158,8 +161,10 @@ pub struct Verdict {
 /// A TLS connection's client certificate chain and its latest [`Verdict`].
 pub struct ConnectionIdentity {
     chain: Vec<CertificateDer<'static>>,
-    /// The span (Unix seconds) in which every certificate of the chain is valid.
-    valid: (u64, u64),
+    /// The seconds at which a certificate of the chain starts or stops being valid, sorted:
+    /// between two of them verification gives the same answer. `None`: unreadable dates,
+    /// verified on every request.
+    boundaries: Option<Vec<u64>>,
     checks: Arc<ClientCertificates>,
     verdict: ArcSwap<Verdict>,
 }
@@ -174,21 +179,30 @@ impl std::fmt::Debug for ConnectionIdentity {
 }
 
 impl ConnectionIdentity {
-    /// The verdict for a request now: the cached one while the CA files are unchanged and the
-    /// chain is valid, else verified again (and cached for the next requests).
+    /// The verdict for a request now: the cached one while the CA files are unchanged and no
+    /// certificate of the chain started or stopped being valid since, else verified again
+    /// (and cached for the next requests).
     pub fn verdict(&self) -> Arc<Verdict> {
         let current = self.verdict.load_full();
         if self.chain.is_empty() {
             return current;
         }
         let generations = self.checks.generations();
-        let now = UnixTime::now().as_secs();
-        if current.generations == generations && (self.valid.0..=self.valid.1).contains(&now) {
+        let now = UnixTime::now();
+        let epoch = self.epoch(now);
+        if current.generations == generations && epoch == Some(current.epoch) {
             return current;
         }
-        let fresh = Arc::new(self.checks.verdict(&self.chain, generations));
+        let fresh = Arc::new(self.checks.verdict(&self.chain, generations, now, epoch));
         self.verdict.store(fresh.clone());
         fresh
+    }
+
+    /// How many validity boundaries of the chain `now` has passed.
+    fn epoch(&self, now: UnixTime) -> Option<usize> {
+        let now = now.as_secs();
+        let boundaries = self.boundaries.as_ref()?;
+        Some(boundaries.partition_point(|b| *b <= now))
     }
 }
 
@@ -219,19 +233,18 @@ fn subject(der: &[u8]) -> Result<(String, Vec<String>), CertificateRefusal> {
     Ok((cn, orgs))
 }
 
-/// The span (Unix seconds) in which every certificate of `chain` is valid; empty when a
-/// certificate cannot be read (then every request verifies again, and fails).
-fn validity(chain: &[CertificateDer<'static>]) -> (u64, u64) {
-    let mut span = (0u64, u64::MAX);
+/// The seconds at which a certificate of `chain` becomes valid (`notBefore`) or stops being
+/// valid (one past `notAfter`, which is inclusive), sorted; `None` when one cannot be read.
+fn boundaries(chain: &[CertificateDer<'static>]) -> Option<Vec<u64>> {
+    let mut out = Vec::with_capacity(chain.len() * 2);
     for der in chain {
-        let Ok((_, cert)) = X509Certificate::from_der(der) else {
-            return (1, 0);
-        };
+        let (_, cert) = X509Certificate::from_der(der).ok()?;
         let secs = |t: x509_parser::time::ASN1Time| u64::try_from(t.timestamp()).unwrap_or(0);
-        span.0 = span.0.max(secs(cert.validity().not_before));
-        span.1 = span.1.min(secs(cert.validity().not_after));
+        out.push(secs(cert.validity().not_before));
+        out.push(secs(cert.validity().not_after).saturating_add(1));
     }
-    span
+    out.sort_unstable();
+    Some(out)
 }
 
 impl ClientCertificates {
@@ -249,22 +262,34 @@ impl ClientCertificates {
     /// sent none), verified now.
     pub fn identify(self: &Arc<Self>, chain: &[CertificateDer<'static>]) -> ConnectionIdentity {
         let generations = self.generations();
-        ConnectionIdentity {
+        let mut connection = ConnectionIdentity {
             chain: chain.to_vec(),
-            valid: validity(chain),
+            boundaries: boundaries(chain),
             checks: self.clone(),
-            verdict: ArcSwap::from_pointee(self.verdict(chain, generations)),
-        }
+            verdict: ArcSwap::from_pointee(Verdict::default()),
+        };
+        let now = UnixTime::now();
+        let epoch = connection.epoch(now);
+        connection.verdict = ArcSwap::from_pointee(self.verdict(chain, generations, now, epoch));
+        connection
     }
 
-    /// Decides what `chain` proves, with the CA generations read before verifying.
-    fn verdict(&self, chain: &[CertificateDer<'static>], generations: (u64, u64)) -> Verdict {
+    /// Decides what `chain` proves at `now`, with the CA generations read before verifying;
+    /// `epoch` is `now`'s place among the chain's validity boundaries (`None`: unknown, the
+    /// verdict is never reused).
+    fn verdict(
+        &self,
+        chain: &[CertificateDer<'static>],
+        generations: (u64, u64),
+        now: UnixTime,
+        epoch: Option<usize>,
+    ) -> Verdict {
         let Some(leaf) = chain.first() else {
             return Verdict::default();
         };
         let names = subject(leaf);
         let certificate = self.client_ca.as_ref().map(|ca| {
-            ca.verify(chain, "client")?;
+            ca.verify(chain, "client", now)?;
             let (cn, orgs) = names.clone()?;
             if cn.is_empty() {
                 return Err(CertificateRefusal::NoCommonName);
@@ -274,7 +299,7 @@ impl ClientCertificates {
             Ok(Arc::new(user))
         });
         let front_proxy = self.front_proxy.as_ref().map(|(ca, allowed)| {
-            ca.verify(chain, "front-proxy")?;
+            ca.verify(chain, "front-proxy", now)?;
             let (cn, _) = names.clone()?;
             if !allowed.is_empty() && !allowed.contains(&cn) {
                 return Err(CertificateRefusal::NotAllowed(cn));
@@ -283,6 +308,8 @@ impl ClientCertificates {
         });
         Verdict {
             generations,
+            // Out of range for any chain: a verdict of unknown epoch is never reused.
+            epoch: epoch.unwrap_or(usize::MAX),
             certificate,
             front_proxy,
         }

@@ -26,7 +26,19 @@ fn client(
     cn: &str,
     orgs: &[&str],
 ) -> Vec<CertificateDer<'static>> {
+    client_valid(issuer, cn, orgs, (2020, 4000))
+}
+
+/// [`client`] valid from the first year to the second.
+fn client_valid(
+    issuer: &Issuer<'static, KeyPair>,
+    cn: &str,
+    orgs: &[&str],
+    (from, until): (i32, i32),
+) -> Vec<CertificateDer<'static>> {
     let mut params = CertificateParams::new(Vec::<String>::new()).expect("params");
+    params.not_before = rcgen::date_time_ymd(from, 1, 1);
+    params.not_after = rcgen::date_time_ymd(until, 1, 1);
     params.distinguished_name.push(DnType::CommonName, cn);
     for o in orgs {
         params.distinguished_name.push(DnType::OrganizationName, *o);
@@ -134,4 +146,29 @@ fn a_certificate_name_that_cannot_be_forwarded_is_an_identity_refusal() {
     }
     let verdict = f.checks.identify(&client(&issuer, "", &[])).verdict();
     assert_eq!(refusal(&verdict), &CertificateRefusal::NoCommonName);
+}
+
+#[test]
+fn a_verdict_holds_until_a_validity_boundary_of_the_chain() {
+    let (pem, issuer) = ca("ca");
+    let f = fixture(&pem);
+    let at = |year: u64| {
+        UnixTime::since_unix_epoch(std::time::Duration::from_secs((year - 1970) * 31_557_600))
+    };
+    let connection = f
+        .checks
+        .identify(&client_valid(&issuer, "alice", &[], (2020, 2030)));
+    assert_eq!(connection.epoch(at(2019)), Some(0));
+    assert_eq!(connection.epoch(at(2025)), Some(1));
+    assert_eq!(connection.epoch(at(2031)), Some(2));
+    // An expired certificate is refused once; its refusal is reused, not verified per request.
+    let expired = f
+        .checks
+        .identify(&client_valid(&issuer, "old", &[], (2001, 2002)));
+    let verdict = expired.verdict();
+    let CertificateRefusal::Unverified { source, .. } = refusal(&verdict) else {
+        panic!("{verdict:?}");
+    };
+    assert!(source.to_string().contains("expired"), "{source}");
+    assert!(Arc::ptr_eq(&verdict, &expired.verdict()));
 }
