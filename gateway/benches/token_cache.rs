@@ -13,23 +13,29 @@ fn token(i: usize) -> String {
 }
 
 fn cache_hit(c: &mut Criterion) {
-    let cache = TokenCache::default();
-    for i in 0..10_000 {
-        let user = User::new(
-            format!("system:serviceaccount:ns-{i}:app"),
-            format!("uid-{i}"),
-            vec!["system:serviceaccounts".into()],
-            Vec::new(),
-        );
-        cache.put(&token(i), Ok(Arc::new(user)), Duration::from_secs(120));
-    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("runtime");
+    let cache = TokenCache::new(Duration::from_secs(120), Duration::from_secs(10));
+    runtime.block_on(async {
+        for i in 0..10_000 {
+            let user = User::new(
+                format!("system:serviceaccount:ns-{i}:app"),
+                format!("uid-{i}"),
+                vec!["system:serviceaccounts".into()],
+                Vec::new(),
+            )
+            .expect("user");
+            cache.accept(&token(i), Arc::new(user)).await;
+        }
+    });
     let hit = token(4_321);
     c.bench_function("token_review_cache_hit", |b| {
-        b.iter(|| black_box(cache.get(black_box(&hit))))
+        b.iter(|| black_box(runtime.block_on(cache.get(black_box(&hit)))))
     });
     let miss = token(20_000);
     c.bench_function("token_review_cache_miss", |b| {
-        b.iter(|| black_box(cache.get(black_box(&miss))))
+        b.iter(|| black_box(runtime.block_on(cache.get(black_box(&miss)))))
     });
 }
 

@@ -25,7 +25,7 @@ mod request;
 mod state;
 mod store;
 
-pub use auth::{TokenCache, User};
+pub use auth::{AuthError, InvalidIdentity, TokenCache, User};
 pub use state::{Options, ProbeOptions};
 
 #[cfg(test)]

@@ -7,13 +7,12 @@ use std::sync::{Arc, Mutex};
 
 use apiagg_config::ServingTls;
 use arc_swap::ArcSwap;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::pki_types::CertificateDer;
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 use x509_parser::prelude::{FromDer, GeneralName, X509Certificate};
 
-use crate::backends::Reload;
+use crate::backends::{check_pair, CertError, Purpose, Reload};
 
 /// One certificate and the names it is served for.
 struct Pair {
@@ -45,22 +44,12 @@ fn read(path: &PathBuf) -> Result<Vec<u8>, String> {
     std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))
 }
 
-/// Parses a PEM pair into a signing certificate, checking the key belongs to it.
-fn certified(cert: &[u8], key: &[u8], shown: &str) -> Result<Arc<CertifiedKey>, String> {
-    let chain = CertificateDer::pem_slice_iter(cert)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("{shown}: {e}"))?;
-    if chain.is_empty() {
-        return Err(format!("{shown}: no PEM certificate found"));
-    }
-    let key = PrivateKeyDer::from_pem_slice(key).map_err(|e| format!("{shown}: key: {e}"))?;
-    let signer = rustls::crypto::ring::sign::any_supported_type(&key)
-        .map_err(|e| format!("{shown}: key: {e}"))?;
-    let certified = CertifiedKey::new(chain, signer);
-    certified
-        .keys_match()
-        .map_err(|e| format!("{shown}: the key does not belong to the certificate: {e}"))?;
-    Ok(Arc::new(certified))
+/// Parses a PEM pair into a signing certificate, checking it is a usable serving certificate
+/// and the key belongs to it (the cause and the file said once).
+fn certified(cert: &[u8], key: &[u8], names: (&str, &str)) -> Result<Arc<CertifiedKey>, CertError> {
+    Ok(Arc::new(
+        check_pair(cert, key, names, Purpose::ServerAuth)?.certified,
+    ))
 }
 
 /// The DNS names of a certificate's subject alternative names.
@@ -106,8 +95,8 @@ impl ServingCertificates {
         let mut bytes = Vec::new();
         let mut pair = |cert: &PathBuf, key: &PathBuf| -> Result<Arc<CertifiedKey>, String> {
             let (c, k) = (read(cert)?, read(key)?);
-            let shown = format!("{} / {}", cert.display(), key.display());
-            let certified = certified(&c, &k, &shown)?;
+            let names = (cert.display().to_string(), key.display().to_string());
+            let certified = certified(&c, &k, (&names.0, &names.1)).map_err(|e| e.to_string())?;
             bytes.push(c);
             bytes.push(k);
             Ok(certified)

@@ -17,13 +17,14 @@ use http::{HeaderMap, HeaderName};
 
 pub use self::authz::{Authorizer, AuthzRequest, Refusal, Reviewer, IMPERSONATE_PREFIX};
 use self::requestheader::RequestHeaderNames;
-pub use self::token::TokenCache;
+pub use self::token::{ReviewError, TokenCache};
 use self::token::{TokenFile, TokenReviewer};
 use crate::backends::{Clients, Reload, Upstream};
 
-pub use self::user::User;
+pub use self::user::{InvalidIdentity, User};
 pub use self::x509::{
-    CaFile, ClientCertificates, ConnectionIdentity, IdentifyConnections, RequestClientCertificates,
+    CaFile, CertificateRefusal, ClientCertificates, ConnectionIdentity, IdentifyConnections,
+    RequestClientCertificates,
 };
 
 /// How a caller was authenticated.
@@ -58,6 +59,51 @@ impl Authenticated {
     /// apiagg knows nothing about the caller); otherwise apiagg impersonates the caller there.
     pub fn delegate_authenticates(&self) -> bool {
         matches!(self.method, Method::TokenReview | Method::Anonymous)
+    }
+}
+
+/// Why a request is not authenticated.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AuthError {
+    /// The credentials do not hold, or there are none and anonymous requests are disabled:
+    /// 401 `Unauthorized`. Not retryable with the same credentials.
+    #[error("{0}")]
+    Unauthorized(String),
+    /// An authenticator found a caller whose identity cannot be forwarded exactly (see
+    /// [`User::new`]): 401 `Unauthorized`, whatever else the request carries. Not retryable.
+    #[error("{method:?}: {source}")]
+    InvalidIdentity {
+        /// Which authenticator.
+        method: Method,
+        /// Which field, and why.
+        source: InvalidIdentity,
+    },
+    /// A bearer token apiagg does not know and may not review now (TokenReview rate limit):
+    /// 429 `TooManyRequests` with `Retry-After: 1`, as the token may be valid. Retryable.
+    #[error("too many TokenReviews of unknown tokens; retry in a second")]
+    TooManyReviews,
+}
+
+impl AuthError {
+    /// The HTTP status of the answer: 401, or 429 for [`AuthError::TooManyReviews`].
+    pub fn status(&self) -> u16 {
+        match self {
+            AuthError::TooManyReviews => 429,
+            _ => 401,
+        }
+    }
+
+    /// The `reason` of the Status answer (`Unauthorized`, `TooManyRequests`).
+    pub fn reason(&self) -> &'static str {
+        match self {
+            AuthError::TooManyReviews => "TooManyRequests",
+            _ => "Unauthorized",
+        }
+    }
+
+    /// Seconds for `Retry-After`, when the client should retry.
+    pub fn retry_after(&self) -> Option<u32> {
+        matches!(self, AuthError::TooManyReviews).then_some(1)
     }
 }
 
@@ -193,7 +239,8 @@ impl Authenticator {
         lines
     }
 
-    /// The client-certificate checks the TLS listener runs per connection, when configured.
+    /// The client-certificate checks, when configured: the TLS listener identifies each
+    /// connection with them, and each request re-checks against the current CA bundles.
     pub fn certificates(&self) -> Option<Arc<ClientCertificates>> {
         self.certificates.clone()
     }
@@ -210,25 +257,33 @@ impl Authenticator {
             .is_some_and(|r| r.is_identity_header(name))
     }
 
-    /// Authenticates a request: `Err` (with the reason, for logs) means 401.
+    /// Authenticates a request: `Err` says why, and which answer it gets
+    /// ([`AuthError::status`]). The connection's client certificate is verified against the
+    /// current CA bundles (reusing its last verdict while they are unchanged).
     pub async fn authenticate(
         &self,
         headers: &HeaderMap,
         connection: Option<&ConnectionIdentity>,
         delegate: Option<&Upstream>,
         clients: &Clients,
-    ) -> Result<Authenticated, String> {
+    ) -> Result<Authenticated, AuthError> {
+        let invalid = |method, source| AuthError::InvalidIdentity { method, source };
         let mut errors: Vec<String> = Vec::new();
-        if let (Some(names), Some(conn)) = (&self.request_header, connection) {
-            match (&conn.front_proxy, names.user(headers)) {
-                (Some(Ok(())), Some(user)) => return Ok(found(user, Method::FrontProxy)),
-                (Some(Err(e)), _) => errors.push(e.clone()),
+        let verdict = connection.map(ConnectionIdentity::verdict);
+        if let (Some(names), Some(verdict)) = (&self.request_header, &verdict) {
+            match (&verdict.front_proxy, names.user(headers)) {
+                (Some(Ok(())), Some(Ok(user))) => return Ok(found(user, Method::FrontProxy)),
+                (Some(Ok(())), Some(Err(e))) => return Err(invalid(Method::FrontProxy, e)),
+                (Some(Err(e)), _) => errors.push(e.to_string()),
                 _ => {}
             }
         }
-        match connection.and_then(|c| c.certificate.as_ref()) {
+        match verdict.as_ref().and_then(|v| v.certificate.as_ref()) {
             Some(Ok(user)) => return Ok(found(user.clone(), Method::ClientCertificate)),
-            Some(Err(e)) => errors.push(e.clone()),
+            Some(Err(CertificateRefusal::Identity(e))) => {
+                return Err(invalid(Method::ClientCertificate, e.clone()))
+            }
+            Some(Err(e)) => errors.push(e.to_string()),
             None => {}
         }
         let token = if self.token_file.is_some() || self.reviewer.is_some() {
@@ -244,7 +299,11 @@ impl Authenticator {
                 (Some(reviewer), Some(delegate)) => {
                     match reviewer.review(token, delegate, clients).await {
                         Ok(user) => return Ok(found(user, Method::TokenReview)),
-                        Err(e) => errors.push(e),
+                        Err(ReviewError::TooMany) => return Err(AuthError::TooManyReviews),
+                        Err(ReviewError::Identity(e)) => {
+                            return Err(invalid(Method::TokenReview, e))
+                        }
+                        Err(e) => errors.push(e.to_string()),
                     }
                 }
                 (Some(_), None) => errors.push("TokenReview: no delegate to ask".into()),
@@ -252,12 +311,14 @@ impl Authenticator {
             }
         }
         if !errors.is_empty() {
-            return Err(errors.join("; "));
+            return Err(AuthError::Unauthorized(errors.join("; ")));
         }
         if self.anonymous {
             return Ok(found(User::anonymous().clone(), Method::Anonymous));
         }
-        Err("no credentials and anonymous requests are disabled".into())
+        Err(AuthError::Unauthorized(
+            "no credentials and anonymous requests are disabled".into(),
+        ))
     }
 }
 

@@ -6,9 +6,9 @@
 use std::sync::Arc;
 
 use apiagg_config::RequestHeader;
-use http::{HeaderMap, HeaderName};
+use http::{HeaderMap, HeaderName, HeaderValue};
 
-use super::user::{unescape_key, User};
+use super::user::{unescape_key, Field, InvalidIdentity, User, Why};
 
 /// The header names, lower-cased and parsed once.
 pub struct RequestHeaderNames {
@@ -53,25 +53,45 @@ impl RequestHeaderNames {
                 .any(|p| name.as_str().starts_with(p.as_str()))
     }
 
-    /// The user the headers state; `None` without a user name.
-    pub fn user(&self, headers: &HeaderMap) -> Option<Arc<User>> {
-        let first = |names: &[HeaderName]| {
+    /// The user the headers state; `None` without a user name; `Err` when any identity header
+    /// cannot be forwarded exactly (never a user with that header left out).
+    pub fn user(&self, headers: &HeaderMap) -> Option<Result<Arc<User>, InvalidIdentity>> {
+        let text = |v: &HeaderValue, field: Field| {
+            v.to_str().map(str::to_string).map_err(|_| InvalidIdentity {
+                field,
+                why: Why::NotAscii,
+            })
+        };
+        let first = |names: &[HeaderName], field: Field| {
             names
                 .iter()
                 .filter_map(|n| headers.get(n))
-                .filter_map(|v| v.to_str().ok())
                 .find(|v| !v.is_empty())
-                .map(str::to_string)
+                .map(|v| text(v, field))
         };
-        let name = first(&self.username)?;
-        let uid = first(&self.uid).unwrap_or_default();
+        let name = match first(&self.username, Field::User)? {
+            Ok(name) => name,
+            Err(e) => return Some(Err(e)),
+        };
+        Some(self.rest(headers, name, first(&self.uid, Field::Uid), text))
+    }
+
+    /// The user `name` with the uid, groups and extra the headers state.
+    fn rest(
+        &self,
+        headers: &HeaderMap,
+        name: String,
+        uid: Option<Result<String, InvalidIdentity>>,
+        text: impl Fn(&HeaderValue, Field) -> Result<String, InvalidIdentity>,
+    ) -> Result<Arc<User>, InvalidIdentity> {
+        let uid = uid.transpose()?.unwrap_or_default();
         let groups = self
             .group
             .iter()
             .flat_map(|n| headers.get_all(n))
-            .filter_map(|v| v.to_str().ok())
-            .map(str::to_string)
-            .collect();
+            .enumerate()
+            .map(|(i, v)| text(v, Field::Group(i)))
+            .collect::<Result<Vec<_>, _>>()?;
         let mut extra: Vec<(String, Vec<String>)> = Vec::new();
         for (header, value) in headers {
             let Some(key) = self
@@ -81,15 +101,15 @@ impl RequestHeaderNames {
             else {
                 continue;
             };
-            let (key, Ok(value)) = (unescape_key(key), value.to_str()) else {
-                continue;
-            };
+            let key = unescape_key(key);
+            let index = extra.iter().position(|(k, _)| *k == key);
+            let value = text(value, Field::ExtraValue(index.unwrap_or(extra.len())))?;
             match extra.iter_mut().find(|(k, _)| *k == key) {
-                Some((_, values)) => values.push(value.to_string()),
-                None => extra.push((key, vec![value.to_string()])),
+                Some((_, values)) => values.push(value),
+                None => extra.push((key, vec![value])),
             }
         }
-        Some(Arc::new(User::new(name, uid, groups, extra)))
+        User::new(name, uid, groups, extra).map(Arc::new)
     }
 }
 
@@ -123,7 +143,7 @@ mod tests {
             let name = HeaderName::from_bytes(n.as_bytes()).expect("name");
             headers.append(name, v.parse().expect("value"));
         }
-        let user = defaults().user(&headers).expect("user");
+        let user = defaults().user(&headers).expect("user").expect("valid");
         assert_eq!(user.name, "bob");
         assert_eq!(user.uid, "42");
         assert_eq!(user.groups, ["a", "b", "system:authenticated"]);
@@ -141,5 +161,53 @@ mod tests {
         let mut headers = HeaderMap::new();
         headers.insert("x-remote-group", "a".parse().expect("value"));
         assert!(defaults().user(&headers).is_none());
+    }
+
+    fn user_of(pairs: &[(&str, &[u8])]) -> Option<Result<Arc<User>, InvalidIdentity>> {
+        let mut headers = HeaderMap::new();
+        for (n, v) in pairs {
+            let name = HeaderName::from_bytes(n.as_bytes()).expect("name");
+            headers.append(name, HeaderValue::from_bytes(v).expect("value"));
+        }
+        defaults().user(&headers)
+    }
+
+    fn why(pairs: &[(&str, &[u8])]) -> (Field, Why) {
+        let refused = user_of(pairs).expect("a user header").expect_err("refused");
+        (refused.field, refused.why)
+    }
+
+    #[test]
+    fn a_proxy_stated_identity_that_cannot_be_forwarded_is_refused() {
+        assert_eq!(
+            why(&[("x-remote-user", b"admin ")]),
+            (Field::User, Why::Whitespace)
+        );
+        assert_eq!(
+            why(&[("x-remote-user", b"b\xc3\xa9b")]),
+            (Field::User, Why::NotAscii)
+        );
+        assert_eq!(
+            why(&[("x-remote-user", b"a\tb")]),
+            (Field::User, Why::Control)
+        );
+        assert_eq!(
+            why(&[("x-remote-user", b"bob"), ("x-remote-uid", b"\xff")]),
+            (Field::Uid, Why::NotAscii)
+        );
+        // A group the `http` crate cannot show as text is refused, not skipped.
+        assert_eq!(
+            why(&[
+                ("x-remote-user", b"bob"),
+                ("x-remote-group", b"ok"),
+                ("x-remote-group", b"\x80")
+            ]),
+            (Field::Group(1), Why::NotAscii)
+        );
+        assert_eq!(
+            why(&[("x-remote-user", b"bob"), ("x-remote-extra-scopes", b" s")]),
+            (Field::ExtraValue(0), Why::Whitespace)
+        );
+        assert!(user_of(&[("x-remote-user", b"bob")]).expect("user").is_ok());
     }
 }

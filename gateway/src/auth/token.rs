@@ -1,20 +1,50 @@
 //! Bearer tokens: kube-apiserver's static token file (CSV, re-read when it changes) and
 //! TokenReview at the delegate, cached by the token's SHA-256 (accepted tokens 2 min, refused
-//! ones 10 s by default; transport errors are not cached).
+//! ones 10 s by default, in separate bounded caches; transport errors are not cached;
+//! concurrent look-ups of one token share one review; reviews of unknown tokens are
+//! rate-limited).
 
 use std::collections::HashMap;
+use std::future::Future;
+use std::num::NonZeroU32;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use apiagg_config::TokenReview;
 use arc_swap::ArcSwap;
-use dashmap::DashMap;
+use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
+use moka::future::Cache;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
-use super::user::User;
+use super::user::{InvalidIdentity, User};
 use crate::backends::{Clients, Reload, Upstream};
+
+/// Why the static token file is refused (the previous good file keeps serving). Not retryable:
+/// the file must change.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TokenFileError {
+    /// A line is not CSV.
+    #[error("line {line}: {why}")]
+    Syntax {
+        /// 1-based line number.
+        line: usize,
+        /// What is wrong.
+        why: &'static str,
+    },
+    /// A line names a user that cannot be forwarded exactly.
+    #[error("line {line}: {source}")]
+    Identity {
+        /// 1-based line number.
+        line: usize,
+        /// Which field, and why.
+        source: InvalidIdentity,
+    },
+    /// The file is not UTF-8.
+    #[error("the file is not UTF-8")]
+    NotUtf8,
+}
 
 /// The static token file: token → user.
 pub struct TokenFile {
@@ -25,19 +55,17 @@ pub struct TokenFile {
 
 /// Parses kube-apiserver's CSV: `token,user,uid,"group1,group2"` (groups optional; further
 /// columns ignored; `#` comments and blank lines skipped).
-pub fn parse_token_csv(text: &str) -> Result<HashMap<String, Arc<User>>, String> {
+pub fn parse_token_csv(text: &str) -> Result<HashMap<String, Arc<User>>, TokenFileError> {
     let mut users = HashMap::new();
     for (i, line) in text.lines().enumerate() {
         let line = line.trim();
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
-        let fields = split_csv(line).map_err(|e| format!("line {}: {e}", i + 1))?;
+        let syntax = |why| TokenFileError::Syntax { line: i + 1, why };
+        let fields = split_csv(line).map_err(syntax)?;
         if fields.len() < 3 {
-            return Err(format!(
-                "line {}: needs at least token, user name and uid",
-                i + 1
-            ));
+            return Err(syntax("needs at least token, user name and uid"));
         }
         let groups = fields
             .get(3)
@@ -51,9 +79,15 @@ pub fn parse_token_csv(text: &str) -> Result<HashMap<String, Arc<User>>, String>
             .unwrap_or_default();
         let (token, name, uid) = (&fields[0], &fields[1], &fields[2]);
         if token.is_empty() || name.is_empty() {
-            return Err(format!("line {}: empty token or user name", i + 1));
+            return Err(syntax("empty token or user name"));
         }
-        let user = Arc::new(User::new(name.clone(), uid.clone(), groups, Vec::new()));
+        let user = User::new(name.clone(), uid.clone(), groups, Vec::new()).map_err(|source| {
+            TokenFileError::Identity {
+                line: i + 1,
+                source,
+            }
+        })?;
+        let user = Arc::new(user);
         // As kube-apiserver: a duplicated token keeps its first line.
         users.entry(token.clone()).or_insert(user);
     }
@@ -61,7 +95,7 @@ pub fn parse_token_csv(text: &str) -> Result<HashMap<String, Arc<User>>, String>
 }
 
 /// One CSV line split into fields; double quotes group, `""` is a quote.
-fn split_csv(line: &str) -> Result<Vec<String>, String> {
+fn split_csv(line: &str) -> Result<Vec<String>, &'static str> {
     let mut fields = Vec::new();
     let mut field = String::new();
     let mut quoted = false;
@@ -78,7 +112,7 @@ fn split_csv(line: &str) -> Result<Vec<String>, String> {
         }
     }
     if quoted {
-        return Err("unterminated quote".into());
+        return Err("unterminated quote");
     }
     fields.push(field);
     Ok(fields.into_iter().map(|f| f.trim().to_string()).collect())
@@ -113,8 +147,9 @@ impl Reload for TokenFile {
         if *last == bytes {
             return Ok(false);
         }
-        let text = std::str::from_utf8(&bytes).map_err(|e| e.to_string())?;
-        self.users.store(Arc::new(parse_token_csv(text)?));
+        let text = std::str::from_utf8(&bytes).map_err(|_| TokenFileError::NotUtf8.to_string())?;
+        let users = parse_token_csv(text).map_err(|e| e.to_string())?;
+        self.users.store(Arc::new(users));
         *last = bytes;
         Ok(true)
     }
@@ -122,48 +157,128 @@ impl Reload for TokenFile {
 
 /// Upper bound of one TokenReview.
 const REVIEW_TIMEOUT: Duration = Duration::from_secs(10);
-/// Most tokens remembered; past it, expired entries are dropped, then everything.
-const CACHE_LIMIT: usize = 16_384;
+/// Most tokens remembered in each cache (accepted, refused); past it the least used go first.
+const CACHE_LIMIT: u64 = 16_384;
+/// TokenReviews per second for tokens in neither cache: a flood of unknown tokens never
+/// becomes a flood at the delegate (kube-apiserver's own limit per client is in this range).
+pub const REVIEWS_PER_SECOND: u32 = 100;
+/// Reviews that may go at once after a quiet spell (a restart with every client reconnecting).
+pub const REVIEW_BURST: u32 = 200;
 
-struct Cached {
-    outcome: Result<Arc<User>, String>,
-    until: Instant,
+/// Why a bearer token does not authenticate.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReviewError {
+    /// The delegate refused the token (cached as a refusal). Not retryable with this token.
+    #[error("TokenReview: {0}")]
+    Refused(String),
+    /// The delegate vouched for a user apiagg cannot forward exactly (cached as a refusal).
+    #[error("TokenReview: {0}")]
+    Identity(InvalidIdentity),
+    /// The delegate could not be asked or its answer is not a review (not cached). Retryable.
+    #[error("TokenReview: {0}")]
+    Unavailable(String),
+    /// Too many reviews of unknown tokens right now (not cached): 429 with `Retry-After: 1`,
+    /// since the token may well be valid. Retryable.
+    #[error("TokenReview: too many reviews of unknown tokens, retry in a second")]
+    TooMany,
 }
 
-/// Outcomes of token checks by the SHA-256 of the token (the token itself is not kept),
-/// each until its deadline; at most 16,384 entries.
-#[derive(Default)]
+/// A token's cache key: its SHA-256 (the token itself is not kept).
+fn key(token: &str) -> [u8; 32] {
+    Sha256::digest(token.as_bytes()).into()
+}
+
+/// Outcomes of token reviews by the SHA-256 of the token: acceptances and refusals in separate
+/// bounded caches (a flood of refusals cannot evict an accepted token), each entry until its
+/// cache's TTL, least used evicted first; concurrent loads of one token merged into one.
 pub struct TokenCache {
-    entries: DashMap<[u8; 32], Cached>,
+    accepted: Option<Cache<[u8; 32], Arc<User>>>,
+    refused: Option<Cache<[u8; 32], ReviewError>>,
+}
+
+/// A bounded cache whose entries live `ttl`; none when `ttl` is zero (nothing is kept).
+fn bounded<V: Clone + Send + Sync + 'static>(ttl: Duration) -> Option<Cache<[u8; 32], V>> {
+    (!ttl.is_zero()).then(|| {
+        Cache::builder()
+            .max_capacity(CACHE_LIMIT)
+            .time_to_live(ttl)
+            .build()
+    })
 }
 
 impl TokenCache {
-    /// The outcome remembered for `token`, if still fresh (a hash and a shard read lock).
-    pub fn get(&self, token: &str) -> Option<Result<Arc<User>, String>> {
-        let key: [u8; 32] = Sha256::digest(token.as_bytes()).into();
-        let entry = self.entries.get(&key)?;
-        (entry.until > Instant::now()).then(|| entry.outcome.clone())
+    /// Caches keeping acceptances `accepted` long and refusals `refused` long.
+    pub fn new(accepted: Duration, refused: Duration) -> TokenCache {
+        TokenCache {
+            accepted: bounded(accepted),
+            refused: bounded(refused),
+        }
     }
 
-    /// Remembers `outcome` for `token` during `ttl`.
-    pub fn put(&self, token: &str, outcome: Result<Arc<User>, String>, ttl: Duration) {
-        if self.entries.len() >= CACHE_LIMIT {
-            let now = Instant::now();
-            self.entries.retain(|_, c| c.until > now);
-            if self.entries.len() >= CACHE_LIMIT {
-                self.entries.clear();
-            }
+    /// The outcome remembered for `token`, if still fresh.
+    pub async fn get(&self, token: &str) -> Option<Result<Arc<User>, ReviewError>> {
+        self.get_key(&key(token)).await
+    }
+
+    async fn get_key(&self, key: &[u8; 32]) -> Option<Result<Arc<User>, ReviewError>> {
+        if let Some(user) = self.accepted.as_ref()?.get(key).await {
+            return Some(Ok(user));
         }
-        let key: [u8; 32] = Sha256::digest(token.as_bytes()).into();
-        let until = Instant::now() + ttl;
-        self.entries.insert(key, Cached { outcome, until });
+        Some(Err(self.refused.as_ref()?.get(key).await?))
+    }
+
+    /// Remembers that `token` is `user`'s.
+    pub async fn accept(&self, token: &str, user: Arc<User>) {
+        if let Some(accepted) = &self.accepted {
+            accepted.insert(key(token), user).await;
+        }
+    }
+
+    /// The outcome of `review` for the token of `key`, run once for all concurrent callers:
+    /// acceptances and refusals are remembered, other failures are not.
+    async fn load(
+        &self,
+        key: [u8; 32],
+        review: impl Future<Output = Result<Arc<User>, ReviewError>>,
+    ) -> Result<Arc<User>, ReviewError> {
+        let review = async {
+            let outcome = review.await;
+            if let (Err(e @ (ReviewError::Refused(_) | ReviewError::Identity(_))), Some(refused)) =
+                (&outcome, &self.refused)
+            {
+                refused.insert(key, e.clone()).await;
+            }
+            outcome
+        };
+        match &self.accepted {
+            Some(accepted) => accepted
+                .try_get_with(key, review)
+                .await
+                .map_err(|e| (*e).clone()),
+            None => review.await,
+        }
+    }
+
+    /// Runs the caches' pending evictions (for tests and counts).
+    #[cfg(test)]
+    async fn settle(&self) -> (u64, u64) {
+        let mut counts = (0, 0);
+        if let Some(c) = &self.accepted {
+            c.run_pending_tasks().await;
+            counts.0 = c.entry_count();
+        }
+        if let Some(c) = &self.refused {
+            c.run_pending_tasks().await;
+            counts.1 = c.entry_count();
+        }
+        counts
     }
 }
 
-/// TokenReview at the delegate, with a cache.
+/// TokenReview at the delegate, with a cache and a rate limit for unknown tokens.
 pub struct TokenReviewer {
-    ttl: TokenReview,
     cache: TokenCache,
+    limiter: DefaultDirectRateLimiter,
 }
 
 #[derive(Deserialize)]
@@ -194,61 +309,75 @@ struct ReviewUser {
     extra: std::collections::BTreeMap<String, Vec<String>>,
 }
 
+const fn nonzero(n: u32) -> NonZeroU32 {
+    match NonZeroU32::new(n) {
+        Some(n) => n,
+        None => NonZeroU32::MIN,
+    }
+}
+
 impl TokenReviewer {
-    /// A reviewer remembering outcomes as long as `ttl` says.
+    /// A reviewer remembering outcomes as long as `ttl` says, asking at most
+    /// [`REVIEWS_PER_SECOND`] (bursts of [`REVIEW_BURST`]) about unknown tokens.
     pub fn new(ttl: TokenReview) -> TokenReviewer {
+        let quota =
+            Quota::per_second(nonzero(REVIEWS_PER_SECOND)).allow_burst(nonzero(REVIEW_BURST));
+        TokenReviewer::with_quota(ttl, quota)
+    }
+
+    fn with_quota(ttl: TokenReview, quota: Quota) -> TokenReviewer {
         TokenReviewer {
-            ttl,
-            cache: TokenCache::default(),
+            cache: TokenCache::new(ttl.cache_ttl, ttl.failure_cache_ttl),
+            limiter: RateLimiter::direct(quota),
         }
     }
 
-    /// Who `token` belongs to, as the delegate says (cached).
+    /// Who `token` belongs to, as the delegate says (cached; one review for concurrent
+    /// look-ups of one token; rate-limited).
     pub async fn review(
         &self,
         token: &str,
         delegate: &Upstream,
         clients: &Clients,
-    ) -> Result<Arc<User>, String> {
-        if let Some(outcome) = self.cache.get(token) {
+    ) -> Result<Arc<User>, ReviewError> {
+        let key = key(token);
+        if let Some(outcome) = self.cache.get_key(&key).await {
             return outcome;
         }
-        let outcome = ask(token, delegate, clients).await?;
-        let ttl = match &outcome {
-            Ok(_) => self.ttl.cache_ttl,
-            Err(_) => self.ttl.failure_cache_ttl,
+        let review = async {
+            if self.limiter.check().is_err() {
+                return Err(ReviewError::TooMany);
+            }
+            ask(token, delegate, clients).await
         };
-        self.cache.put(token, outcome.clone(), ttl);
-        outcome
+        self.cache.load(key, review).await
     }
 }
 
-/// One TokenReview: `Ok(outcome)` when the delegate answered (accepted or refused), `Err` when
-/// it could not be asked (not cached).
+/// One TokenReview: the user, a refusal, or `Unavailable` when the delegate could not be asked.
 async fn ask(
     token: &str,
     delegate: &Upstream,
     clients: &Clients,
-) -> Result<Result<Arc<User>, String>, String> {
+) -> Result<Arc<User>, ReviewError> {
     let body = serde_json::json!({
         "apiVersion": "authentication.k8s.io/v1",
         "kind": "TokenReview",
         "spec": {"token": token},
     });
-    let client = clients.pick(delegate).map_err(|e| e.to_string())?;
+    let unavailable = |e: &dyn std::fmt::Display| ReviewError::Unavailable(e.to_string());
+    let client = clients.pick(delegate).map_err(|e| unavailable(&e))?;
     let path = "/apis/authentication.k8s.io/v1/tokenreviews";
     let answer = client
         .post_json(path, &body, REVIEW_TIMEOUT)
         .await
-        .map_err(|e| format!("TokenReview: {e}"))?;
+        .map_err(|e| unavailable(&e))?;
     if !matches!(answer.status, 200 | 201) {
-        return Err(format!(
-            "TokenReview: the delegate answered {}",
-            answer.status
-        ));
+        let status = answer.status;
+        return Err(unavailable(&format!("the delegate answered {status}")));
     }
     let review: Review = serde_json::from_slice(&answer.body)
-        .map_err(|e| format!("TokenReview: invalid answer: {e}"))?;
+        .map_err(|e| unavailable(&format!("invalid answer: {e}")))?;
     let status = review.status;
     if !status.authenticated || status.user.username.is_empty() {
         let why = if status.error.is_empty() {
@@ -256,39 +385,14 @@ async fn ask(
         } else {
             status.error
         };
-        return Ok(Err(why));
+        return Err(ReviewError::Refused(why));
     }
     let user = status.user;
     let extra = user.extra.into_iter().collect();
-    Ok(Ok(Arc::new(User::new(
-        user.username,
-        user.uid,
-        user.groups,
-        extra,
-    ))))
+    let user =
+        User::new(user.username, user.uid, user.groups, extra).map_err(ReviewError::Identity)?;
+    Ok(Arc::new(user))
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_csv_is_kube_apiservers() {
-        let users = parse_token_csv(
-            "# comment\n\ntok1,alice,uid-1,\"dev,ops\"\ntok2,bob,uid-2\ntok1,mallory,x\n",
-        )
-        .expect("parse");
-        let alice = &users["tok1"];
-        assert_eq!(alice.name, "alice");
-        assert_eq!(alice.uid, "uid-1");
-        assert_eq!(alice.groups, ["dev", "ops", "system:authenticated"]);
-        assert_eq!(users["tok2"].groups, ["system:authenticated"]);
-    }
-
-    #[test]
-    fn bad_lines_say_where() {
-        let err = parse_token_csv("ok,a,b\nonly-token\n").expect_err("refused");
-        assert!(err.starts_with("line 2"), "{err}");
-        assert!(parse_token_csv("t,\"a,b").is_err());
-    }
-}
+mod tests;

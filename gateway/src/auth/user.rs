@@ -15,7 +15,86 @@ pub const UNAUTHENTICATED: &str = "system:unauthenticated";
 /// Header name and value pairs, ready to append.
 pub type Headers = Vec<(HeaderName, HeaderValue)>;
 
-/// A caller as authenticated by apiagg.
+/// Which part of an identity cannot be forwarded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Field {
+    /// The user name.
+    User,
+    /// The UID.
+    Uid,
+    /// The group at this index.
+    Group(usize),
+    /// The extra key at this index.
+    ExtraKey(usize),
+    /// A value of the extra key at this index.
+    ExtraValue(usize),
+}
+
+impl std::fmt::Display for Field {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Field::User => f.write_str("user name"),
+            Field::Uid => f.write_str("uid"),
+            Field::Group(i) => write!(f, "group #{}", i + 1),
+            Field::ExtraKey(i) => write!(f, "extra key #{}", i + 1),
+            Field::ExtraValue(i) => write!(f, "a value of extra key #{}", i + 1),
+        }
+    }
+}
+
+/// Why a value cannot be forwarded exactly as a header value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Why {
+    /// The value is empty where a value is needed (user name, extra key).
+    #[error("it is empty")]
+    Empty,
+    /// A control character (including tab and DEL) would be refused or cut by receivers.
+    #[error("it holds a control character")]
+    Control,
+    /// Receivers trim leading and trailing whitespace: `"admin "` would arrive as `admin`.
+    #[error("it has leading or trailing whitespace")]
+    Whitespace,
+    /// Bytes past ASCII do not round-trip through every HTTP stack (`obs-text`).
+    #[error("it holds a character that is not visible ASCII")]
+    NotAscii,
+}
+
+/// An identity apiagg cannot forward exactly: the request is refused with 401 rather than
+/// forwarded with part of the identity missing. Not retryable: the credential must change.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid identity: the {field} cannot be forwarded exactly: {why}")]
+pub struct InvalidIdentity {
+    /// Which part.
+    pub field: Field,
+    /// Why.
+    pub why: Why,
+}
+
+/// Checks that `value` goes into a header value and comes out the same at every receiver:
+/// visible ASCII with inner spaces only.
+pub fn forwardable(value: &str, field: Field) -> Result<(), InvalidIdentity> {
+    let fail = |why| {
+        Err(InvalidIdentity {
+            field: field.clone(),
+            why,
+        })
+    };
+    for b in value.bytes() {
+        if b.is_ascii_control() {
+            return fail(Why::Control);
+        }
+        if !b.is_ascii() {
+            return fail(Why::NotAscii);
+        }
+    }
+    if value.starts_with(' ') || value.ends_with(' ') {
+        return fail(Why::Whitespace);
+    }
+    Ok(())
+}
+
+/// A caller as authenticated by apiagg. Only [`User::new`] makes one, so every user's header
+/// sets are complete.
 #[derive(Debug)]
 pub struct User {
     /// User name.
@@ -32,14 +111,37 @@ pub struct User {
 
 impl User {
     /// A user with its header sets; `system:authenticated` is added to the groups unless the
-    /// user is anonymous or already has it. Values that are not valid header values are left
-    /// out of the headers.
+    /// user is anonymous or already has it. Fails when any part cannot be forwarded exactly
+    /// (see [`forwardable`]) or the name is empty: no identity is ever forwarded in part.
     pub fn new(
         name: String,
         uid: String,
         mut groups: Vec<String>,
         extra: Vec<(String, Vec<String>)>,
-    ) -> User {
+    ) -> Result<User, InvalidIdentity> {
+        if name.is_empty() {
+            return Err(InvalidIdentity {
+                field: Field::User,
+                why: Why::Empty,
+            });
+        }
+        forwardable(&name, Field::User)?;
+        forwardable(&uid, Field::Uid)?;
+        for (i, g) in groups.iter().enumerate() {
+            forwardable(g, Field::Group(i))?;
+        }
+        for (i, (key, values)) in extra.iter().enumerate() {
+            if key.is_empty() {
+                return Err(InvalidIdentity {
+                    field: Field::ExtraKey(i),
+                    why: Why::Empty,
+                });
+            }
+            forwardable(key, Field::ExtraKey(i))?;
+            for v in values {
+                forwardable(v, Field::ExtraValue(i))?;
+            }
+        }
         if name != ANONYMOUS && !groups.iter().any(|g| g == AUTHENTICATED) {
             groups.push(AUTHENTICATED.to_string());
         }
@@ -57,27 +159,29 @@ impl User {
             "x-remote-group",
             "x-remote-extra-",
             true,
-        );
+        )?;
         user.impersonation = user.headers(
             "impersonate-user",
             "impersonate-uid",
             "impersonate-group",
             "impersonate-extra-",
             false,
-        );
-        user
+        )?;
+        Ok(user)
     }
 
     /// `system:anonymous` in `system:unauthenticated` (one shared value).
     pub fn anonymous() -> &'static Arc<User> {
         static ANON: OnceLock<Arc<User>> = OnceLock::new();
         ANON.get_or_init(|| {
-            Arc::new(User::new(
+            let user = User::new(
                 ANONYMOUS.into(),
                 String::new(),
                 vec![UNAUTHENTICATED.into()],
                 Vec::new(),
-            ))
+            );
+            // Constants, checked by the `anonymous_is_unauthenticated` test.
+            Arc::new(user.expect("the anonymous identity is forwardable"))
         })
     }
 
@@ -93,6 +197,8 @@ impl User {
         &self.impersonation
     }
 
+    /// One header set; every value must make it in (checked again here, so that a value the
+    /// `http` crate refuses is an error, never a silent gap).
     fn headers(
         &self,
         user: &'static str,
@@ -100,32 +206,36 @@ impl User {
         group: &'static str,
         extra: &str,
         all_groups: bool,
-    ) -> Headers {
+    ) -> Result<Headers, InvalidIdentity> {
         let mut out = Vec::new();
-        let mut push = |name: HeaderName, value: &str| {
-            if let Ok(value) = HeaderValue::from_str(value) {
-                out.push((name, value));
-            }
+        let mut push = |name: HeaderName, value: &str, field: Field| {
+            let value = HeaderValue::from_str(value).map_err(|_| InvalidIdentity {
+                field,
+                why: Why::Control,
+            })?;
+            out.push((name, value));
+            Ok::<_, InvalidIdentity>(())
         };
-        push(HeaderName::from_static(user), &self.name);
+        push(HeaderName::from_static(user), &self.name, Field::User)?;
         if !self.uid.is_empty() {
-            push(HeaderName::from_static(uid), &self.uid);
+            push(HeaderName::from_static(uid), &self.uid, Field::Uid)?;
         }
-        for g in &self.groups {
+        for (i, g) in self.groups.iter().enumerate() {
             if all_groups || g != AUTHENTICATED {
-                push(HeaderName::from_static(group), g);
+                push(HeaderName::from_static(group), g, Field::Group(i))?;
             }
         }
-        for (key, values) in &self.extra {
-            let Ok(name) = HeaderName::from_bytes(format!("{extra}{}", escape_key(key)).as_bytes())
-            else {
-                continue;
-            };
+        for (i, (key, values)) in self.extra.iter().enumerate() {
+            let name = HeaderName::from_bytes(format!("{extra}{}", escape_key(key)).as_bytes())
+                .map_err(|_| InvalidIdentity {
+                    field: Field::ExtraKey(i),
+                    why: Why::Control,
+                })?;
             for v in values {
-                push(name.clone(), v);
+                push(name.clone(), v, Field::ExtraValue(i))?;
             }
         }
-        out
+        Ok(out)
     }
 }
 
@@ -178,49 +288,4 @@ pub fn percent_decode(text: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn values<'a>(headers: &'a Headers, name: &str) -> Vec<&'a str> {
-        headers
-            .iter()
-            .filter(|(n, _)| n == name)
-            .filter_map(|(_, v)| v.to_str().ok())
-            .collect()
-    }
-
-    #[test]
-    fn remote_headers_follow_upstream() {
-        let user = User::new(
-            "alice".into(),
-            "u-1".into(),
-            vec!["dev".into(), "ops".into()],
-            vec![("example.org/scopes".into(), vec!["a".into(), "b".into()])],
-        );
-        let h = user.remote_headers();
-        assert_eq!(values(h, "x-remote-user"), ["alice"]);
-        assert_eq!(values(h, "x-remote-uid"), ["u-1"]);
-        assert_eq!(values(h, "x-remote-group"), ["dev", "ops", AUTHENTICATED]);
-        assert_eq!(values(h, "x-remote-extra-example.org%2fscopes"), ["a", "b"]);
-        let i = user.impersonation_headers();
-        assert_eq!(values(i, "impersonate-group"), ["dev", "ops"]);
-        assert_eq!(
-            values(i, "impersonate-extra-example.org%2fscopes"),
-            ["a", "b"]
-        );
-    }
-
-    #[test]
-    fn keys_round_trip() {
-        for key in ["example.org/scopes", "100%", "a b", "plain-key"] {
-            assert_eq!(unescape_key(&escape_key(key)), key.to_lowercase());
-        }
-        assert_eq!(escape_key("100%"), "100%25");
-    }
-
-    #[test]
-    fn anonymous_is_unauthenticated() {
-        let anon = User::anonymous();
-        assert_eq!(anon.groups, [UNAUTHENTICATED]);
-    }
-}
+mod tests;

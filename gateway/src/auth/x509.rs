@@ -1,14 +1,20 @@
-//! Client certificates: what a TLS connection's certificate proves, decided once per connection
-//! right after the handshake. The handshake itself accepts any certificate whose holder proves
-//! its key (as kube-apiserver asks for but does not require one); whether it chains to the client
-//! CA (user = CN, groups = O) or to the front proxy's CA with an allowed CN is decided here, so a
-//! certificate from another CA gets a 401 Status instead of a TLS alert.
+//! Client certificates: what a TLS connection's certificate proves, verified per request
+//! against the current CA bundles. The handshake itself accepts any certificate whose holder
+//! proves its key (as kube-apiserver asks for but does not require one); whether it chains to
+//! the client CA (user = CN, groups = O) or to the front proxy's CA with an allowed CN is
+//! decided here, so a certificate from another CA gets a 401 Status instead of a TLS alert.
+//!
+//! The connection keeps its chain and the last [`Verdict`]; a request reuses the verdict while
+//! neither CA file has been reloaded since (one atomic load each) and no certificate of the
+//! chain has started or ended its validity since (one clock read), else verifies again. CA
+//! rotation and certificate expiry thus reach keep-alive connections that were open before.
 
 use std::any::Any;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use arc_swap::ArcSwapOption;
+use arc_swap::{ArcSwap, ArcSwapOption};
 use async_trait::async_trait;
 use pingora_core::listeners::TlsAccept;
 use pingora_core::protocols::tls::TlsRef;
@@ -20,18 +26,48 @@ use rustls::server::WebPkiClientVerifier;
 use rustls::{DigitallySignedStruct, DistinguishedName, RootCertStore, SignatureScheme};
 use x509_parser::prelude::{FromDer, X509Certificate};
 
-use super::user::User;
+use super::user::{InvalidIdentity, User};
 use crate::backends::{verify_signature_with, Reload};
 
 fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
-/// A CA file, re-read when it changes; the last good bundle keeps verifying.
+/// A CA file, re-read when it changes; the last good bundle keeps verifying. Every successful
+/// reload bumps its generation, which makes connections verify their certificates again.
 pub struct CaFile {
     path: PathBuf,
     verifier: ArcSwapOption<Arc<dyn ClientCertVerifier>>,
     last: Mutex<Vec<u8>>,
+    generation: AtomicU64,
+}
+
+/// Why a client certificate proves nothing (the request may still authenticate otherwise).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CertificateRefusal {
+    /// The chain does not verify against the CA file (other CA, expired, wrong usage…).
+    #[error("verifying {what} certificate: {source}")]
+    Unverified {
+        /// `client` or `front-proxy`.
+        what: &'static str,
+        /// rustls' reason.
+        source: rustls::Error,
+    },
+    /// The CA file has never been loaded.
+    #[error("no CA loaded")]
+    NoCa,
+    /// The subject cannot be read.
+    #[error("reading the certificate subject: {0}")]
+    Subject(String),
+    /// The subject has no CN.
+    #[error("the certificate has no common name")]
+    NoCommonName,
+    /// The front proxy's CN is not allowed.
+    #[error("client certificate CN {0:?} is not in requestHeader.allowedNames")]
+    NotAllowed(String),
+    /// The CN or an O cannot be forwarded exactly: a 401, whatever else the request carries.
+    #[error(transparent)]
+    Identity(#[from] InvalidIdentity),
 }
 
 impl CaFile {
@@ -41,19 +77,32 @@ impl CaFile {
             path,
             verifier: ArcSwapOption::empty(),
             last: Mutex::new(Vec::new()),
+            generation: AtomicU64::new(0),
         };
         ca.reload()?;
         Ok(ca)
     }
 
+    /// Bumped on every successful reload.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
     /// Verifies a chain (leaf first) against this CA for client authentication.
-    fn verify(&self, chain: &[CertificateDer<'static>]) -> Result<(), String> {
-        let verifier = self.verifier.load_full().ok_or("no CA loaded")?;
-        let (leaf, intermediates) = chain.split_first().ok_or("no certificate")?;
+    fn verify(
+        &self,
+        chain: &[CertificateDer<'static>],
+        what: &'static str,
+        now: UnixTime,
+    ) -> Result<(), CertificateRefusal> {
+        let verifier = self.verifier.load_full().ok_or(CertificateRefusal::NoCa)?;
+        let Some((leaf, intermediates)) = chain.split_first() else {
+            return Err(CertificateRefusal::Subject("no certificate".into()));
+        };
         verifier
-            .verify_client_cert(leaf, intermediates, UnixTime::now())
+            .verify_client_cert(leaf, intermediates, now)
             .map(|_| ())
-            .map_err(|e| e.to_string())
+            .map_err(|source| CertificateRefusal::Unverified { what, source })
     }
 }
 
@@ -68,34 +117,96 @@ impl Reload for CaFile {
         if *last == bytes {
             return Ok(false);
         }
+        // The file's name is said by whoever reports the error (`name()`, the setup error).
+        if !bytes.windows(11).any(|w| w == b"-----BEGIN ") {
+            return Err(
+                "not PEM (no \"-----BEGIN CERTIFICATE-----\" line); a DER file \
+                 converts with `openssl x509 -inform der`"
+                    .into(),
+            );
+        }
         let mut roots = RootCertStore::empty();
-        for cert in CertificateDer::pem_slice_iter(&bytes) {
+        for (i, cert) in CertificateDer::pem_slice_iter(&bytes).enumerate() {
+            let cert = cert.map_err(|e| format!("damaged PEM: {e}"))?;
             roots
-                .add(cert.map_err(|e| e.to_string())?)
-                .map_err(|e| e.to_string())?;
+                .add(cert)
+                .map_err(|e| format!("CA certificate #{}: {e}", i + 1))?;
         }
         if roots.is_empty() {
-            return Err("no PEM certificate found".into());
+            return Err("no CERTIFICATE block in the PEM".into());
         }
         let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
             .build()
             .map_err(|e| e.to_string())?;
         self.verifier.store(Some(Arc::new(verifier)));
+        // After the store: a reader that sees the new generation verifies with the new bundle.
+        self.generation.fetch_add(1, Ordering::AcqRel);
         *last = bytes;
         Ok(true)
     }
 }
 
-/// What a connection's client certificate proves.
+/// What a client certificate proves, as of the CA generations it was verified with and the
+/// validity epoch of its chain.
 #[derive(Debug, Default)]
-pub struct ConnectionIdentity {
+pub struct Verdict {
+    generations: (u64, u64),
+    epoch: usize,
     /// Verified against `clientCAFile`: the user, or why not.
-    pub certificate: Option<Result<Arc<User>, String>>,
+    pub certificate: Option<Result<Arc<User>, CertificateRefusal>>,
     /// Verified against the front proxy's CA with an allowed CN, or why not.
-    pub front_proxy: Option<Result<(), String>>,
+    pub front_proxy: Option<Result<(), CertificateRefusal>>,
 }
 
-/// The CAs and names that decide [`ConnectionIdentity`].
+/// A TLS connection's client certificate chain and its latest [`Verdict`].
+pub struct ConnectionIdentity {
+    chain: Vec<CertificateDer<'static>>,
+    /// The seconds at which a certificate of the chain starts or stops being valid, sorted:
+    /// between two of them verification gives the same answer. `None`: unreadable dates,
+    /// verified on every request.
+    boundaries: Option<Vec<u64>>,
+    checks: Arc<ClientCertificates>,
+    verdict: ArcSwap<Verdict>,
+}
+
+impl std::fmt::Debug for ConnectionIdentity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConnectionIdentity")
+            .field("certificates", &self.chain.len())
+            .field("verdict", &self.verdict.load())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ConnectionIdentity {
+    /// The verdict for a request now: the cached one while the CA files are unchanged and no
+    /// certificate of the chain started or stopped being valid since, else verified again
+    /// (and cached for the next requests).
+    pub fn verdict(&self) -> Arc<Verdict> {
+        let current = self.verdict.load_full();
+        if self.chain.is_empty() {
+            return current;
+        }
+        let generations = self.checks.generations();
+        let now = UnixTime::now();
+        let epoch = self.epoch(now);
+        if current.generations == generations && epoch == Some(current.epoch) {
+            return current;
+        }
+        let fresh = Arc::new(self.checks.verdict(&self.chain, generations, now, epoch));
+        self.verdict.store(fresh.clone());
+        fresh
+    }
+
+    /// How many validity boundaries of the chain `now` has passed.
+    fn epoch(&self, now: UnixTime) -> Option<usize> {
+        let now = now.as_secs();
+        let boundaries = self.boundaries.as_ref()?;
+        Some(boundaries.partition_point(|b| *b <= now))
+    }
+}
+
+/// The CAs and names that decide a [`Verdict`].
 pub struct ClientCertificates {
     /// `clientCAFile`.
     pub client_ca: Option<Arc<CaFile>>,
@@ -104,10 +215,11 @@ pub struct ClientCertificates {
 }
 
 /// Subject CN and O values of a DER certificate.
-fn subject(der: &[u8]) -> Result<(String, Vec<String>), String> {
-    let (_, cert) = X509Certificate::from_der(der).map_err(|e| e.to_string())?;
+fn subject(der: &[u8]) -> Result<(String, Vec<String>), CertificateRefusal> {
+    let refusal = |e: &dyn std::fmt::Display| CertificateRefusal::Subject(e.to_string());
+    let (_, cert) = X509Certificate::from_der(der).map_err(|e| refusal(&e))?;
     let text = |attr: &x509_parser::x509::AttributeTypeAndValue<'_>| {
-        attr.as_str().map(str::to_string).map_err(|e| e.to_string())
+        attr.as_str().map(str::to_string).map_err(|e| refusal(&e))
     };
     let cn = match cert.subject().iter_common_name().next() {
         Some(attr) => text(attr)?,
@@ -121,34 +233,83 @@ fn subject(der: &[u8]) -> Result<(String, Vec<String>), String> {
     Ok((cn, orgs))
 }
 
+/// The seconds at which a certificate of `chain` becomes valid (`notBefore`) or stops being
+/// valid (one past `notAfter`, which is inclusive), sorted; `None` when one cannot be read.
+fn boundaries(chain: &[CertificateDer<'static>]) -> Option<Vec<u64>> {
+    let mut out = Vec::with_capacity(chain.len() * 2);
+    for der in chain {
+        let (_, cert) = X509Certificate::from_der(der).ok()?;
+        let secs = |t: x509_parser::time::ASN1Time| u64::try_from(t.timestamp()).unwrap_or(0);
+        out.push(secs(cert.validity().not_before));
+        out.push(secs(cert.validity().not_after).saturating_add(1));
+    }
+    out.sort_unstable();
+    Some(out)
+}
+
 impl ClientCertificates {
-    /// Decides what `chain` (leaf first; empty when the client sent none) proves.
-    pub fn identify(&self, chain: &[CertificateDer<'static>]) -> ConnectionIdentity {
+    /// The generations of the client and front-proxy CA files.
+    fn generations(&self) -> (u64, u64) {
+        (
+            self.client_ca.as_ref().map_or(0, |ca| ca.generation()),
+            self.front_proxy
+                .as_ref()
+                .map_or(0, |(ca, _)| ca.generation()),
+        )
+    }
+
+    /// The identity of a new connection whose client sent `chain` (leaf first; empty when it
+    /// sent none), verified now.
+    pub fn identify(self: &Arc<Self>, chain: &[CertificateDer<'static>]) -> ConnectionIdentity {
+        let generations = self.generations();
+        let mut connection = ConnectionIdentity {
+            chain: chain.to_vec(),
+            boundaries: boundaries(chain),
+            checks: self.clone(),
+            verdict: ArcSwap::from_pointee(Verdict::default()),
+        };
+        let now = UnixTime::now();
+        let epoch = connection.epoch(now);
+        connection.verdict = ArcSwap::from_pointee(self.verdict(chain, generations, now, epoch));
+        connection
+    }
+
+    /// Decides what `chain` proves at `now`, with the CA generations read before verifying;
+    /// `epoch` is `now`'s place among the chain's validity boundaries (`None`: unknown, the
+    /// verdict is never reused).
+    fn verdict(
+        &self,
+        chain: &[CertificateDer<'static>],
+        generations: (u64, u64),
+        now: UnixTime,
+        epoch: Option<usize>,
+    ) -> Verdict {
         let Some(leaf) = chain.first() else {
-            return ConnectionIdentity::default();
+            return Verdict::default();
         };
         let names = subject(leaf);
         let certificate = self.client_ca.as_ref().map(|ca| {
-            ca.verify(chain)
-                .map_err(|e| format!("verifying certificate: {e}"))?;
+            ca.verify(chain, "client", now)?;
             let (cn, orgs) = names.clone()?;
             if cn.is_empty() {
-                return Err("the certificate has no common name".to_string());
+                return Err(CertificateRefusal::NoCommonName);
             }
-            Ok(Arc::new(User::new(cn, String::new(), orgs, Vec::new())))
+            // The CN is the user name, the Os the groups: all must forward exactly.
+            let user = User::new(cn, String::new(), orgs, Vec::new())?;
+            Ok(Arc::new(user))
         });
         let front_proxy = self.front_proxy.as_ref().map(|(ca, allowed)| {
-            ca.verify(chain)
-                .map_err(|e| format!("verifying front-proxy certificate: {e}"))?;
+            ca.verify(chain, "front-proxy", now)?;
             let (cn, _) = names.clone()?;
             if !allowed.is_empty() && !allowed.contains(&cn) {
-                return Err(format!(
-                    "client certificate CN {cn:?} is not in requestHeader.allowedNames"
-                ));
+                return Err(CertificateRefusal::NotAllowed(cn));
             }
             Ok(())
         });
-        ConnectionIdentity {
+        Verdict {
+            generations,
+            // Out of range for any chain: a verdict of unknown epoch is never reused.
+            epoch: epoch.unwrap_or(usize::MAX),
             certificate,
             front_proxy,
         }
@@ -224,3 +385,6 @@ impl ClientCertVerifier for RequestClientCertificates {
         self.0.signature_verification_algorithms.supported_schemes()
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -11,8 +11,9 @@ use apiagg_config::{CertSource, TokenSource};
 use arc_swap::ArcSwapOption;
 use http::HeaderValue;
 use pingora_core::utils::tls::CertKey;
-use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+use super::certs::{check_pair, CertError, CheckedPair, Purpose};
 
 /// Why credentials cannot be loaded. Retryable once the files are fixed.
 #[derive(Debug, thiserror::Error)]
@@ -25,7 +26,10 @@ pub enum CredentialError {
         /// The read error.
         source: std::io::Error,
     },
-    /// The certificate or key is not usable PEM.
+    /// The certificate or key cannot be used (the cause and the file are in it).
+    #[error(transparent)]
+    Certificate(#[from] CertError),
+    /// The token is not usable.
     #[error("{what}: {message}")]
     Invalid {
         /// Which part (`certificate`, `private key`, file names).
@@ -75,50 +79,48 @@ impl std::fmt::Debug for ClientIdentity {
 }
 
 impl ClientIdentity {
-    /// Reads and checks the pair `source` names.
+    /// Reads and checks the pair `source` names (a client certificate: `clientAuth`).
     pub fn load(source: &CertSource) -> Result<ClientIdentity, CredentialError> {
-        let (cert, key, shown) = match source {
+        let (cert, key, names) = match source {
             CertSource::Files { cert, key } => (
                 read(cert)?,
                 read(key)?,
-                format!("{} / {}", cert.display(), key.display()),
+                (cert.display().to_string(), key.display().to_string()),
             ),
-            CertSource::Pem { cert, key } => (cert.clone(), key.clone(), "kubeconfig".into()),
+            CertSource::Pem { cert, key } => (
+                cert.clone(),
+                key.clone(),
+                (
+                    "kubeconfig client-certificate-data".into(),
+                    "kubeconfig client-key-data".into(),
+                ),
+            ),
         };
-        Self::from_pem(&cert, &key).map_err(|message| CredentialError::Invalid {
-            what: shown,
-            message,
-        })
+        Ok(Self::from_pem(&cert, &key, (&names.0, &names.1))?)
     }
 
-    /// Parses a PEM chain and key, refusing what would fail (or panic) at connect time.
-    pub fn from_pem(cert: &[u8], key: &[u8]) -> Result<ClientIdentity, String> {
-        let chain = CertificateDer::pem_slice_iter(cert)
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| format!("certificate: {e}"))?;
-        if chain.is_empty() {
-            return Err("no PEM certificate found".into());
-        }
-        for c in &chain {
-            x509_parser::parse_x509_certificate(c).map_err(|e| format!("certificate: {e}"))?;
-        }
-        let key = PrivateKeyDer::from_pem_slice(key).map_err(|e| format!("private key: {e}"))?;
-        let signing = rustls::crypto::ring::sign::any_supported_type(&key)
-            .map_err(|e| format!("private key: {e}"))?;
-        let certified = rustls::sign::CertifiedKey::new(chain.clone(), signing);
-        certified
-            .keys_match()
-            .map_err(|e| format!("the key does not belong to the certificate: {e}"))?;
+    /// Parses a PEM chain and key, refusing what would fail (or panic) at connect time, with
+    /// the cause and the file (`names`: certificate, key) said once.
+    pub fn from_pem(
+        cert: &[u8],
+        key: &[u8],
+        names: (&str, &str),
+    ) -> Result<ClientIdentity, CertError> {
+        let CheckedPair {
+            chain,
+            key: private,
+            ..
+        } = check_pair(cert, key, names, Purpose::ClientAuth)?;
         let mut hasher = DefaultHasher::new();
         cert.hash(&mut hasher);
-        key.secret_der().hash(&mut hasher);
+        private.secret_der().hash(&mut hasher);
         let cert_key = CertKey::new(
             chain.iter().map(|c| c.to_vec()).collect(),
-            key.secret_der().to_vec(),
+            private.secret_der().to_vec(),
         );
         Ok(ClientIdentity {
             chain,
-            key,
+            key: private,
             fingerprint: hasher.finish(),
             cert_key: Arc::new(cert_key),
         })
@@ -217,10 +219,14 @@ mod tests {
 
     #[test]
     fn garbage_certificates_are_refused_not_panicked_on() {
-        let err = ClientIdentity::from_pem(b"nonsense", b"nonsense").expect_err("refused");
-        assert!(err.contains("no PEM certificate"), "{err}");
+        let names = ("c.crt", "c.key");
+        let err = ClientIdentity::from_pem(b"nonsense", b"nonsense", names).expect_err("refused");
+        assert!(err.to_string().starts_with("c.crt: not PEM"), "{err}");
         let fake = "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n";
-        let err = ClientIdentity::from_pem(fake.as_bytes(), b"").expect_err("refused");
-        assert!(err.starts_with("certificate"), "{err}");
+        let err = ClientIdentity::from_pem(fake.as_bytes(), b"", names).expect_err("refused");
+        assert!(
+            err.to_string().starts_with("c.crt: certificate #1"),
+            "{err}"
+        );
     }
 }

@@ -1,6 +1,7 @@
 //! Layer 1: the backends apiagg talks to. The route table with every upstream's pingora peers,
 //! endpoint health, TLS trust, and the one HTTP client stack the controllers share.
 
+mod certs;
 mod client;
 mod credentials;
 mod health;
@@ -8,6 +9,7 @@ mod table;
 mod tls;
 mod upstream;
 
+pub use certs::{check_pair, CertError, Purpose};
 pub use client::{Client, Clients, FetchError, Fetched};
 pub use credentials::{ClientIdentity, CredentialError, Reload};
 pub use health::HealthBook;

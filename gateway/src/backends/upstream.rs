@@ -43,11 +43,12 @@ pub enum BuildError {
     /// The delegate URL is unusable (the input must change).
     #[error("delegate: {0}")]
     DelegateUrl(#[source] apiagg_config::EndpointError),
-    /// A credential file is missing or invalid (retryable once the file is fixed).
-    #[error("{what}: {source}")]
+    /// A credential file is missing or invalid (retryable once the file is fixed). The cause
+    /// is in the message only (not a `source`, which error chains would print again).
+    #[error("{what}: {error}")]
     Credentials {
         what: &'static str,
-        source: CredentialError,
+        error: CredentialError,
     },
 }
 
@@ -348,18 +349,18 @@ pub fn delegate_credentials(config: &DelegateConfig) -> Result<DelegateCredentia
         .clone()
         .map(BearerToken::load)
         .transpose()
-        .map_err(|source| BuildError::Credentials {
+        .map_err(|error| BuildError::Credentials {
             what: "delegate token",
-            source,
+            error,
         })?;
     let identity = config
         .client_cert
         .as_ref()
         .map(ClientIdentity::load)
         .transpose()
-        .map_err(|source| BuildError::Credentials {
+        .map_err(|error| BuildError::Credentials {
             what: "delegate client certificate",
-            source,
+            error,
         })?;
     Ok(DelegateCredentials {
         token: token.map(Arc::new),

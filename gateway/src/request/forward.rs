@@ -251,6 +251,7 @@ mod tests {
             vec!["dev".into()],
             vec![("example.org/scopes".into(), vec!["read".into()])],
         )
+        .expect("user")
     }
 
     fn forwarding<'a>(identity: Identity<'a>, auth: &'a Authenticator) -> Forwarding<'a> {

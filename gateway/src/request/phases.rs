@@ -118,8 +118,17 @@ impl ProxyHttp for ApiaggProxy {
         match authenticated {
             Ok(caller) => ctx.caller = Some(caller),
             Err(why) => {
-                tracing::debug!(path = uri.path(), "unauthorized: {why}");
-                let reply = reply::failure_reply(401, "Unauthorized", "Unauthorized");
+                tracing::debug!(path = uri.path(), "unauthenticated: {why}");
+                // 401 says nothing about why; a 429 (TokenReviews rate-limited) says so.
+                let message = if why.status() == 429 {
+                    why.to_string()
+                } else {
+                    "Unauthorized".to_string()
+                };
+                let mut reply = reply::failure_reply(why.status(), why.reason(), &message);
+                if let Some(seconds) = why.retry_after() {
+                    reply = reply.header(http::header::RETRY_AFTER, seconds.to_string());
+                }
                 return self.answer(session, ctx, RouteKind::Refused, reply).await;
             }
         }

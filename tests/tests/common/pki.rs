@@ -64,6 +64,31 @@ impl Ca {
         (pem, key.serialize_pem())
     }
 
+    /// An X.509 v1 client certificate (no version field, no extensions), as old CAs and
+    /// `openssl x509 -req` without an extension file issue: (cert_pem, key_pem).
+    pub fn client_v1(&self, common_name: &str) -> (String, String) {
+        let (cert, key) = self.client(common_name, &[]);
+        let v3 = pem_decode(&cert);
+        let (certificate, _) = read_tlv(&v3);
+        let (tbs, rest) = read_tlv(certificate);
+        let (algorithm, _) = split_tlv(rest);
+        let mut fields = Vec::new();
+        let mut rest = tbs;
+        while !rest.is_empty() {
+            let (field, tail) = split_tlv(rest);
+            // [0] version and [3] extensions are what v1 lacks.
+            if field[0] != 0xa0 && field[0] != 0xa3 {
+                fields.extend_from_slice(field);
+            }
+            rest = tail;
+        }
+        let tbs = der(0x30, &fields);
+        let signature = self.issuer.key().sign(&tbs).expect("sign certificate");
+        let bit_string = der(0x03, &[&[0u8][..], &signature].concat());
+        let v1 = der(0x30, &[tbs, algorithm.to_vec(), bit_string].concat());
+        (pem_encode("CERTIFICATE", &v1), key)
+    }
+
     /// A serving certificate (serverAuth EKU) for DNS names / IPs (IP literals become IP SANs):
     /// (cert_pem, key_pem).
     pub fn server(&self, names: &[&str]) -> (String, String) {
@@ -190,6 +215,14 @@ fn header(input: &[u8]) -> (usize, usize) {
         .iter()
         .fold(0usize, |acc, b| (acc << 8) | *b as usize);
     (2 + count, len)
+}
+
+/// The DER of the first PEM block.
+fn pem_decode(pem: &str) -> Vec<u8> {
+    let b64: String = pem.lines().filter(|l| !l.starts_with("-----")).collect();
+    base64::engine::general_purpose::STANDARD
+        .decode(b64)
+        .expect("base64")
 }
 
 /// PEM armour around DER.

@@ -107,7 +107,9 @@ pub(super) fn impersonation(headers: &HeaderMap) -> Result<Option<Impersonation>
     } else if !user_groups.iter().any(|g| g == AUTHENTICATED) {
         user_groups.push(AUTHENTICATED.into());
     }
-    let user = User::new(name, uid.unwrap_or_default(), user_groups, extra);
+    // An impersonated identity that cannot be forwarded exactly is refused, never cut short.
+    let user = User::new(name, uid.unwrap_or_default(), user_groups, extra)
+        .map_err(|e| format!("impersonation: {e}"))?;
     Ok(Some(Impersonation { user, checks }))
 }
 

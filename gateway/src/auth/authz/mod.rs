@@ -1,17 +1,19 @@
 //! What an authenticated caller may do: `AlwaysAllow`, or kube-apiserver's webhook authorizer —
 //! a SubjectAccessReview at the delegate for every request, its decision cached by a hash of the
-//! review (allowed 5 min, denied 30 s by default; failures are not cached). Request attributes
+//! review (allowed 5 min, denied 30 s by default, in separate bounded caches; failures are not
+//! cached; concurrent reviews of one key merged into one). Request attributes
 //! are derived as k8s.io/apiserver's `requestinfo.go` does, caller-sent `Impersonate-*` headers
 //! are authorized first as its impersonation filter does, and refusals are worded as its
 //! `responsewriters.Forbidden` words them.
 
+use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use apiagg_config::file::{Authorization, AuthorizationMode};
 use apiagg_requestinfo::RequestInfo;
-use dashmap::DashMap;
 use http::HeaderMap;
+use moka::future::Cache;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
@@ -35,8 +37,8 @@ use self::review::*;
 
 /// Upper bound of one SubjectAccessReview.
 const REVIEW_TIMEOUT: Duration = Duration::from_secs(10);
-/// Most decisions remembered; past it, expired entries are dropped, then everything.
-const CACHE_LIMIT: usize = 16_384;
+/// Most decisions remembered in each cache (allowed, denied); past it the least used go first.
+const CACHE_LIMIT: u64 = 16_384;
 /// Where SubjectAccessReviews are posted.
 const REVIEW_PATH: &str = "/apis/authorization.k8s.io/v1/subjectaccessreviews";
 /// Members may do anything without a review (kube-apiserver's privileged-group authorizer).
@@ -105,44 +107,84 @@ struct Decision {
     reason: String,
 }
 
-struct Cached {
-    decision: Decision,
-    until: Instant,
+/// A review that ended in a denial: not an error for callers, but kept out of the allowed
+/// cache.
+enum Loaded<E> {
+    Denied(Decision),
+    Failed(E),
 }
 
-/// Decisions by the SHA-256 of the review (user and attributes), each until its deadline; at
-/// most 16,384 entries.
-#[derive(Default)]
+/// Decisions by the SHA-256 of the review (user and attributes): allowed and denied ones in
+/// separate bounded caches (a flood of denials cannot evict allowed decisions), each entry
+/// until its cache's TTL, least used evicted first; concurrent reviews of one key merged.
 struct DecisionCache {
-    entries: DashMap<[u8; 32], Cached>,
+    allowed: Option<Cache<[u8; 32], Decision>>,
+    denied: Option<Cache<[u8; 32], Decision>>,
+}
+
+/// A bounded cache whose entries live `ttl`; none when `ttl` is zero (nothing is kept).
+fn bounded(ttl: Duration) -> Option<Cache<[u8; 32], Decision>> {
+    (!ttl.is_zero()).then(|| {
+        Cache::builder()
+            .max_capacity(CACHE_LIMIT)
+            .time_to_live(ttl)
+            .build()
+    })
 }
 
 impl DecisionCache {
-    fn get(&self, key: &[u8; 32]) -> Option<Decision> {
-        let entry = self.entries.get(key)?;
-        (entry.until > Instant::now()).then(|| entry.decision.clone())
+    fn new(allowed: Duration, denied: Duration) -> DecisionCache {
+        DecisionCache {
+            allowed: bounded(allowed),
+            denied: bounded(denied),
+        }
     }
 
-    fn put(&self, key: [u8; 32], decision: Decision, ttl: Duration) {
-        if ttl.is_zero() {
-            return;
+    async fn get(&self, key: &[u8; 32]) -> Option<Decision> {
+        if let Some(d) = self.allowed.as_ref()?.get(key).await {
+            return Some(d);
         }
-        if self.entries.len() >= CACHE_LIMIT {
-            let now = Instant::now();
-            self.entries.retain(|_, c| c.until > now);
-            if self.entries.len() >= CACHE_LIMIT {
-                self.entries.clear();
+        self.denied.as_ref()?.get(key).await
+    }
+
+    /// The decision `review` gives for `key`, asked once for all concurrent callers; allowed
+    /// and denied decisions are remembered, failures are not.
+    async fn load<E: Clone + Send + Sync + 'static>(
+        &self,
+        key: [u8; 32],
+        review: impl Future<Output = Result<Decision, E>>,
+    ) -> Result<Decision, E> {
+        let review = async {
+            match review.await {
+                Ok(d) if d.allowed => Ok(d),
+                Ok(d) => {
+                    if let Some(denied) = &self.denied {
+                        denied.insert(key, d.clone()).await;
+                    }
+                    Err(Loaded::Denied(d))
+                }
+                Err(e) => Err(Loaded::Failed(e)),
             }
+        };
+        let loaded = match &self.allowed {
+            Some(allowed) => allowed
+                .try_get_with(key, review)
+                .await
+                .map_err(|e| match &*e {
+                    Loaded::Denied(d) => Loaded::Denied(d.clone()),
+                    Loaded::Failed(e) => Loaded::Failed(e.clone()),
+                }),
+            None => review.await,
+        };
+        match loaded {
+            Ok(d) | Err(Loaded::Denied(d)) => Ok(d),
+            Err(Loaded::Failed(e)) => Err(e),
         }
-        let until = Instant::now() + ttl;
-        self.entries.insert(key, Cached { decision, until });
     }
 }
 
 /// The webhook authorizer: SubjectAccessReviews at the delegate, cached.
 struct Webhook {
-    authorized_ttl: Duration,
-    unauthorized_ttl: Duration,
     cache: DecisionCache,
 }
 
@@ -173,9 +215,7 @@ impl Authorizer {
     /// The authorizer `config` asks for.
     pub fn new(config: &Authorization) -> Authorizer {
         let webhook = (config.mode == AuthorizationMode::Webhook).then(|| Webhook {
-            authorized_ttl: config.cache_authorized_ttl,
-            unauthorized_ttl: config.cache_unauthorized_ttl,
-            cache: DecisionCache::default(),
+            cache: DecisionCache::new(config.cache_authorized_ttl, config.cache_unauthorized_ttl),
         });
         Authorizer {
             webhook,
@@ -275,29 +315,31 @@ impl Webhook {
             reviewer.metrics.authorization_decision(decision, cache);
         };
         let key = cache_key(user, attributes);
-        if let Some(decision) = self.cache.get(&key) {
+        if let Some(decision) = self.cache.get(&key).await {
             count(label(&decision), "hit");
             return Ok(decision);
         }
-        let asked = match reviewer.delegate {
-            Some(delegate) => ask(user, attributes, delegate, reviewer.clients).await,
-            None => Err("SubjectAccessReview: no delegate to ask".into()),
-        };
-        let decision = match asked {
-            Ok(decision) => decision,
-            Err(e) => {
-                count("error", "miss");
-                return Err(e);
+        // Only the caller whose review runs counts a miss; callers merged into it, a hit.
+        let mut asked = false;
+        let review = async {
+            asked = true;
+            match reviewer.delegate {
+                Some(delegate) => ask(user, attributes, delegate, reviewer.clients).await,
+                None => Err("SubjectAccessReview: no delegate to ask".to_string()),
             }
         };
-        count(label(&decision), "miss");
-        let ttl = if decision.allowed {
-            self.authorized_ttl
-        } else {
-            self.unauthorized_ttl
-        };
-        self.cache.put(key, decision.clone(), ttl);
-        Ok(decision)
+        let outcome = self.cache.load(key, review).await;
+        let cache = if asked { "miss" } else { "hit" };
+        match outcome {
+            Ok(decision) => {
+                count(label(&decision), cache);
+                Ok(decision)
+            }
+            Err(e) => {
+                count("error", "miss");
+                Err(e)
+            }
+        }
     }
 }
 

@@ -107,7 +107,7 @@ fn everything_else_is_a_non_resource_request() {
 }
 
 fn user(name: &str) -> User {
-    User::new(name.into(), String::new(), vec!["dev".into()], Vec::new())
+    User::new(name.into(), String::new(), vec!["dev".into()], Vec::new()).expect("user")
 }
 
 fn message(refusal: Refusal) -> (String, Value) {
@@ -262,28 +262,96 @@ fn the_cache_key_covers_user_and_attributes() {
     assert_ne!(cache_key(&user("x"), &a), cache_key(&user("y"), &a));
     assert_eq!(cache_key(&user("x"), &a), cache_key(&user("x"), &a));
     // Length prefixes keep field boundaries apart.
-    let joined = User::new("ab".into(), String::new(), vec![], vec![]);
-    let split = User::new("a".into(), "b".into(), vec![], vec![]);
+    let joined = User::new("ab".into(), String::new(), vec![], vec![]).expect("user");
+    let split = User::new("a".into(), "b".into(), vec![], vec![]).expect("user");
     assert_ne!(cache_key(&joined, &a), cache_key(&split, &a));
 }
 
-#[test]
-fn the_cache_is_bounded_and_expires() {
-    let cache = DecisionCache::default();
-    let d = Decision {
-        allowed: true,
+fn decision(allowed: bool) -> Decision {
+    Decision {
+        allowed,
         reason: String::new(),
-    };
-    cache.put([1; 32], d.clone(), Duration::from_secs(60));
-    assert_eq!(cache.get(&[1; 32]), Some(d.clone()));
-    cache.put([2; 32], d.clone(), Duration::ZERO);
-    assert_eq!(cache.get(&[2; 32]), None);
-    for i in 0..CACHE_LIMIT + 10 {
-        let mut key = [0u8; 32];
-        key[..8].copy_from_slice(&(i as u64).to_le_bytes());
-        cache.put(key, d.clone(), Duration::from_secs(60));
     }
-    assert!(cache.entries.len() <= CACHE_LIMIT);
+}
+
+fn numbered(i: u64) -> [u8; 32] {
+    let mut key = [0u8; 32];
+    key[..8].copy_from_slice(&i.to_le_bytes());
+    key
+}
+
+#[tokio::test]
+async fn denials_are_kept_apart_and_failures_not_at_all() {
+    let cache = DecisionCache::new(Duration::from_secs(60), Duration::from_secs(60));
+    let ok = |d: Decision| async move { Ok::<_, String>(d) };
+    assert_eq!(
+        cache.load([1; 32], ok(decision(true))).await,
+        Ok(decision(true))
+    );
+    assert_eq!(cache.get(&[1; 32]).await, Some(decision(true)));
+    assert_eq!(
+        cache.load([9; 32], ok(decision(false))).await,
+        Ok(decision(false))
+    );
+    assert_eq!(cache.get(&[9; 32]).await, Some(decision(false)));
+    // A flood of distinct denials (more than either cache holds) leaves the allowed one.
+    for i in 0..CACHE_LIMIT + 500 {
+        let key = numbered(i + 10);
+        assert_eq!(
+            cache.load(key, ok(decision(false))).await,
+            Ok(decision(false))
+        );
+    }
+    if let Some(denied) = &cache.denied {
+        denied.run_pending_tasks().await;
+        assert!(denied.entry_count() <= CACHE_LIMIT);
+    }
+    assert_eq!(cache.get(&[1; 32]).await, Some(decision(true)));
+    // A failure is not remembered: the next look-up asks again.
+    let failed = cache
+        .load([2; 32], async { Err::<Decision, _>("down") })
+        .await;
+    assert_eq!(failed, Err("down"));
+    assert_eq!(cache.get(&[2; 32]).await, None);
+    // A zero TTL keeps nothing.
+    let none = DecisionCache::new(Duration::ZERO, Duration::ZERO);
+    assert_eq!(
+        none.load([3; 32], ok(decision(true))).await,
+        Ok(decision(true))
+    );
+    assert_eq!(none.get(&[3; 32]).await, None);
+}
+
+#[tokio::test]
+async fn concurrent_reviews_of_one_key_are_asked_once() {
+    let cache = DecisionCache::new(Duration::from_secs(60), Duration::from_secs(60));
+    for allowed in [true, false] {
+        let key = [u8::from(allowed); 32];
+        let asked = std::sync::atomic::AtomicUsize::new(0);
+        let (release, released) = tokio::sync::watch::channel(false);
+        let look_ups = (0..20).map(|_| {
+            let mut released = released.clone();
+            let asked = &asked;
+            cache.load(key, async move {
+                asked.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                // Held until every look-up has started (the join below polls them all first).
+                let _ = released.wait_for(|r| *r).await;
+                Ok::<_, String>(decision(allowed))
+            })
+        });
+        let all = futures_util::future::join_all(look_ups);
+        let release = async {
+            tokio::task::yield_now().await;
+            let _ = release.send(true);
+        };
+        let (decisions, ()) = tokio::join!(all, release);
+        assert!(decisions.iter().all(|d| *d == Ok(decision(allowed))));
+        assert_eq!(
+            asked.load(std::sync::atomic::Ordering::SeqCst),
+            1,
+            "{allowed}"
+        );
+    }
 }
 
 #[test]
@@ -309,7 +377,8 @@ fn the_review_spec_leaves_empty_fields_out() {
         "u-1".into(),
         vec!["dev".into()],
         vec![("scopes".into(), vec!["a".into()])],
-    );
+    )
+    .expect("user");
     let spec = review_spec(&u, &derive("GET", "/apis/a.io/v1/foos"));
     assert_eq!(
         spec,

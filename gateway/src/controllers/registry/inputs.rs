@@ -44,10 +44,10 @@ pub(super) fn fingerprints(
         .and_then(|d| d.client_cert.as_ref())
         .map(|source| ClientIdentity::load(source).map(|i| i.fingerprint))
         .transpose()
-        .map_err(|source| {
+        .map_err(|error| {
             Error::Delegate(BuildError::Credentials {
                 what: "delegate client certificate",
-                source,
+                error,
             })
         })?;
     Ok((delegate, proxy.map(|p| p.fingerprint)))

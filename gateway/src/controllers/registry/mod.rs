@@ -41,9 +41,10 @@ pub enum Error {
     /// The route table cannot be built.
     #[error(transparent)]
     Table(#[from] TableError),
-    /// The proxy client certificate cannot be loaded.
+    /// The proxy client certificate cannot be loaded. The cause is in the message, not also a
+    /// `source`: error chains would print it twice.
     #[error("proxyClient: {0}")]
-    ProxyClient(#[source] CredentialError),
+    ProxyClient(CredentialError),
 }
 
 /// What the controller keeps between rounds.
@@ -98,7 +99,9 @@ impl RegistryController {
             controller.install(&config, &backends, &[])?;
             Ok(backends)
         });
-        controller.record(&first);
+        // A first config that fails is the caller's error to report (there is no previous
+        // config to keep serving): counted here, not logged a second time.
+        controller.count(&first);
         let serving = Serving {
             sources,
             config,
@@ -175,19 +178,24 @@ impl RegistryController {
         Ok(())
     }
 
+    /// Logs a rejected reload and counts the outcome.
     fn record<T>(&self, result: &Result<T, Error>) {
-        let metrics = &self.metrics;
-        match result {
-            Ok(_) => {
-                metrics.reloads.with_label_values(&["success"]).inc();
-                metrics.last_reload_ok.set(1);
-            }
-            Err(e) => {
-                tracing::error!(config = %self.path.display(), "config rejected, the previous config keeps serving: {e}");
-                metrics.reloads.with_label_values(&["failure"]).inc();
-                metrics.last_reload_ok.set(0);
-            }
+        if let Err(e) = result {
+            tracing::error!(config = %self.path.display(), "config rejected, the previous config keeps serving: {e}");
         }
+        self.count(result);
+    }
+
+    /// Counts the outcome of a load in the reload metrics.
+    fn count<T>(&self, result: &Result<T, Error>) {
+        let metrics = &self.metrics;
+        let (label, ok) = if result.is_ok() {
+            ("success", 1)
+        } else {
+            ("failure", 0)
+        };
+        metrics.reloads.with_label_values(&[label]).inc();
+        metrics.last_reload_ok.set(ok);
     }
 
     /// Applies changed sources; on error nothing changes.
