@@ -207,4 +207,40 @@ mod tests {
             .to_string()
             .contains("the delegate serves stable.example.com/v1"));
     }
+
+    #[test]
+    fn stored_apiservices_of_owned_group_versions_are_displaced() {
+        let stored = |name: &str, group: &str| {
+            let object = serde_json::json!({"metadata": {"name": name},
+                "spec": {"group": group, "version": "v1", "groupPriorityMinimum": 1, "versionPriority": 1,
+                    "service": {"namespace": "x", "name": "y"}}});
+            SourcedApiService {
+                object: serde_json::from_value(object).expect("an APIService"),
+                origin: "the APIService API".into(),
+            }
+        };
+        let all = vec![
+            stored("v1.", ""),
+            stored("v1.a.io", "a.io"),
+            stored("v1.b.io", "b.io"),
+        ];
+        let (routable, displaced) = split_stored(all, &[gv("b.io", "v1")]);
+        let names: Vec<_> = routable
+            .iter()
+            .map(|s| s.object.metadata.name.clone())
+            .collect();
+        assert_eq!(names, [Some("v1.a.io".to_string())]);
+        let reasons: Vec<_> = displaced
+            .iter()
+            .map(|d| (d.name.as_str(), d.reason))
+            .collect();
+        assert_eq!(
+            reasons,
+            [("v1.", BUILTIN_GROUP), ("v1.b.io", CONFLICTS_WITH_DELEGATE)]
+        );
+        assert_eq!(
+            displaced[1].message,
+            "the delegate serves b.io/v1 itself: its group-version wins, this APIService never routes"
+        );
+    }
 }

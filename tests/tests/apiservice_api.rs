@@ -396,6 +396,7 @@ async fn takeovers_and_made_up_subresources_are_refused() {
     }
     let (_, object) = send(Method::GET, &format!("{api}/{name}"), None).await;
     assert_eq!(object["spec"]["service"]["name"], "extension", "{object}");
+    assert_eq!(delegate.requests(&format!("{API}/{name}/scale")).await, 0);
     let before = extension.requests(&format!("/apis/{G}/{V}/flunders")).await;
     assert_eq!(status_code(&flunders).await, 200);
     assert_eq!(
