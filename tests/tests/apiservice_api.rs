@@ -501,7 +501,7 @@ async fn patch_and_alias_bombs_are_refused_at_once() {
         (
             "alias bomb",
             "application/apply-patch+yaml",
-            yaml.into_bytes(),
+            yaml.clone().into_bytes(),
             "its aliases expanded",
         ),
     ];
@@ -522,6 +522,21 @@ async fn patch_and_alias_bombs_are_refused_at_once() {
         eprintln!("{what}: {size} bytes refused in {took:?}");
         assert_eq!(status_code(&gw.url("/readyz")).await, 200, "after {what}");
     }
+    // Sixteen alias bombs at once: each is refused (they take turns, memory stays bounded).
+    let mut at_once = tokio::task::JoinSet::new();
+    for _ in 0..16 {
+        let (url, body) = (format!("{api}/{name}?fieldManager=bomb"), yaml.clone());
+        at_once.spawn(async move {
+            let yaml = "application/apply-patch+yaml";
+            common::api::send_bytes(Method::PATCH, &url, yaml, body.into_bytes())
+                .await
+                .0
+        });
+    }
+    while let Some(code) = at_once.join_next().await {
+        assert_eq!(code.expect("a bomb's request"), 413);
+    }
+    assert_eq!(status_code(&gw.url("/readyz")).await, 200);
     let peak = common::api::peak_rss_kib(gw.proc.child.id());
     eprintln!(
         "apiagg peak RSS: {} MiB ({} MiB before the bombs)",

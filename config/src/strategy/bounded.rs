@@ -109,8 +109,9 @@ pub fn yaml_value(text: &str, what: &str) -> Result<Value, WriteError> {
         })
 }
 
-/// What one value costs besides its text: its own memory.
-const NODE: usize = std::mem::size_of::<Value>();
+/// What one value costs besides its text: its own memory, twice (the slack of growing vectors
+/// and maps, and the allocator's).
+const NODE: usize = 2 * std::mem::size_of::<Value>();
 
 /// A value being deserialized, charged against a shared budget of memory (each value its size
 /// plus its text), built as serde_json's own `Value` visitor builds it otherwise.

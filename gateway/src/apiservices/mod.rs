@@ -11,6 +11,7 @@ mod query;
 mod schemas;
 mod table;
 mod watch;
+mod work;
 mod writes;
 
 use std::sync::Arc;

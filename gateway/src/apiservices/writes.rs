@@ -13,6 +13,7 @@ use serde_json::{json, Value};
 
 use super::answers::{done, new_uid, now, status, store_error, unavailable, warned, write_error};
 use super::query::Query;
+use super::work::{self, WorkError};
 use super::{Answer, Api, ApiRequest, LocalGroupVersion};
 use crate::store::{revision_of, StoreError};
 
@@ -42,28 +43,19 @@ const WORK_BUDGET: Duration = Duration::from_secs(5);
 /// Seconds a write waits for the delegate's group-versions (`Retry-After`).
 const DELEGATE_RETRY_AFTER: u32 = 1;
 
-/// Runs a patch or apply on the blocking pool within [`WORK_BUDGET`]; past it, a 504 Status.
+/// Runs a patch or apply on the patch threads within [`WORK_BUDGET`]: past it a 504 Status, a
+/// full line a 429, a lost job a 500.
 async fn off_thread(
     work: impl FnOnce() -> Result<Prepared, WriteError> + Send + 'static,
 ) -> Result<Result<Prepared, WriteError>, Answer> {
-    match tokio::time::timeout(WORK_BUDGET, tokio::task::spawn_blocking(work)).await {
-        Ok(Ok(result)) => Ok(result),
-        Ok(Err(e)) => Err(status(
-            500,
-            "InternalError",
-            &format!("the patch failed: {e}"),
-            None,
-        )),
-        Err(_) => Err(status(
-            504,
-            "Timeout",
-            &format!(
-                "the patch did not complete within its budget of {}s",
-                WORK_BUDGET.as_secs()
-            ),
-            None,
-        )),
-    }
+    work::run(WORK_BUDGET, work).await.map_err(|e| {
+        let text = e.to_string();
+        match e {
+            WorkError::Timeout(_) => status(504, "Timeout", &text, None),
+            WorkError::Busy => status(429, "TooManyRequests", &text, None),
+            WorkError::Lost => status(500, "InternalError", &text, None),
+        }
+    })
 }
 
 /// The options and the JSON body of a create or an update.
