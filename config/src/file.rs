@@ -297,6 +297,13 @@ impl Sources {
                 problems.push(Problem::new(location, e));
                 continue;
             }
+            let spec = object.spec.as_ref();
+            let group = spec.and_then(|s| s.group.as_deref()).unwrap_or("");
+            if crate::ownership::remote_builtin(group, spec.is_some_and(|s| s.service.is_some())) {
+                let remote = Invalid::RemoteBuiltinGroup(group.to_string());
+                problems.push(Problem::new(location, remote));
+                continue;
+            }
             if let Some(first) = seen.get(&name) {
                 let duplicate = Invalid::DuplicateApiService {
                     name: name.clone(),

@@ -7,6 +7,7 @@ pub mod content_hash;
 pub mod endpoint;
 pub mod file;
 pub mod managed_fields;
+pub mod ownership;
 pub mod priorities;
 pub mod registry;
 pub mod strategy;

@@ -1,31 +1,46 @@
 //! Priorities kube-apiserver gives the APIServices it registers for its built-in groups.
 
+/// kube-apiserver's `groupPriorityMinimum` of its built-in groups (core `""` is 18000), the
+/// table [`builtin_priority`] and [`crate::ownership`] read.
+pub const GROUP_PRIORITIES: &[(&str, i32)] = &[
+    ("apps", 17800),
+    ("events.k8s.io", 17750),
+    ("authentication.k8s.io", 17700),
+    ("authorization.k8s.io", 17600),
+    ("autoscaling", 17500),
+    ("batch", 17400),
+    ("certificates.k8s.io", 17300),
+    ("networking.k8s.io", 17200),
+    ("policy", 17100),
+    ("rbac.authorization.k8s.io", 17000),
+    ("storage.k8s.io", 16800),
+    ("apiextensions.k8s.io", 16700),
+    ("admissionregistration.k8s.io", 16700),
+    ("scheduling.k8s.io", 16600),
+    ("coordination.k8s.io", 16500),
+    ("node.k8s.io", 16300),
+    ("discovery.k8s.io", 16200),
+    ("flowcontrol.apiserver.k8s.io", 16100),
+    ("internal.apiserver.k8s.io", 16000),
+    ("resource.k8s.io", 15900),
+    ("storagemigration.k8s.io", 15800),
+];
+
+fn group_priority(group: &str) -> Option<i32> {
+    GROUP_PRIORITIES
+        .iter()
+        .find(|(g, _)| *g == group)
+        .map(|(_, p)| *p)
+}
+
 /// `(groupPriorityMinimum, versionPriority)` for a group-version served by the delegate: the
 /// kube-apiserver table for built-in groups, `(1000, 100)` (the CRD default) for anything else.
 pub fn builtin_priority(group: &str, version: &str) -> (i32, i32) {
-    let group_priority = match group {
-        "" => return (18000, 1),
-        "apps" => 17800,
-        "events.k8s.io" => 17750,
-        "authentication.k8s.io" => 17700,
-        "authorization.k8s.io" => 17600,
-        "autoscaling" => 17500,
-        "batch" => 17400,
-        "certificates.k8s.io" => 17300,
-        "networking.k8s.io" => 17200,
-        "policy" => 17100,
-        "rbac.authorization.k8s.io" => 17000,
-        "storage.k8s.io" => 16800,
-        "apiextensions.k8s.io" | "admissionregistration.k8s.io" => 16700,
-        "scheduling.k8s.io" => 16600,
-        "coordination.k8s.io" => 16500,
-        "node.k8s.io" => 16300,
-        "discovery.k8s.io" => 16200,
-        "flowcontrol.apiserver.k8s.io" => 16100,
-        "internal.apiserver.k8s.io" => 16000,
-        "resource.k8s.io" => 15900,
-        "storagemigration.k8s.io" => 15800,
-        _ => return (1000, 100),
+    if group.is_empty() {
+        return (18000, 1);
+    }
+    let Some(group_priority) = group_priority(group) else {
+        return (1000, 100);
     };
     let version_priority = match (group, version) {
         ("autoscaling", "v2") => 30,

@@ -126,7 +126,8 @@ fn count_pem_certificates(pem: &[u8]) -> usize {
 
 impl Registry {
     /// Builds the registry from a config plus the group-versions the delegate serves. A config
-    /// APIService with the same name as a delegate group-version wins over the automatic one.
+    /// APIService with the same name as a delegate group-version wins over the automatic one:
+    /// pass APIServices of the API only after [`crate::ownership::split_stored`].
     /// Services resolve through the config's `services` table only.
     pub fn build(config: &GatewayConfig, local: &[LocalGroupVersion]) -> Registry {
         Registry::build_with(config, local, None)

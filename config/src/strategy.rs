@@ -5,6 +5,7 @@
 //! `metadata.managedFields`, unknown-field warnings). Pure: the caller supplies the time, the UID
 //! and the stored object.
 
+pub mod bounded;
 mod patch;
 mod writes;
 
@@ -33,6 +34,10 @@ pub enum WriteError {
     /// An apply would change fields other managers own (`Conflict`, 409); retry with `force`.
     #[error("{0}")]
     Conflict(Conflicts),
+    /// The patch or its result exceeds a limit (`RequestEntityTooLarge`, 413): too many JSON
+    /// Patch operations, copies or alias expansion beyond the body limit.
+    #[error("{0}")]
+    TooLarge(String),
     /// The request options are refused (`Invalid` on `*Options.meta.k8s.io`, 422).
     #[error(transparent)]
     Options(#[from] OptionsError),

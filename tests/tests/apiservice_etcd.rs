@@ -147,3 +147,68 @@ async fn replicas_share_registrations_through_etcd() {
         "replica A never saw the change made after etcd came back"
     );
 }
+
+/// An older replica (or anyone with etcd access) stored `v1.apps` pointing at its own backend:
+/// apiagg never routes it — the delegate's `apps/v1` wins from the first request — marks it
+/// `Available=False/BuiltinGroup`, and GET and DELETE reach the stored object. Caller: an
+/// anonymous admin of this test config.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_builtin_group_planted_in_etcd_never_routes() {
+    use base64::Engine;
+    let data = tempfile::tempdir().expect("tempdir");
+    let (client_port, peer_port) = (free_port(), free_port());
+    let _server = etcd(data.path(), client_port, peer_port);
+    etcd_ready(client_port).await;
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    let planted = json!({"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+        "metadata": {"name": "v1.apps", "uid": "0c3d1b6e-0000-4000-8000-000000000001"},
+        "spec": {"group": "apps", "version": "v1", "groupPriorityMinimum": 20000,
+            "versionPriority": 1000, "insecureSkipTLSVerify": true,
+            "service": {"namespace": "test", "name": "attacker"}}});
+    let put = json!({"key": b64("/registry/apiregistration.k8s.io/apiservices/v1.apps"),
+        "value": b64(&planted.to_string())});
+    let stored = client()
+        .post(format!("http://127.0.0.1:{client_port}/v3/kv/put"))
+        .json(&put)
+        .send()
+        .await
+        .expect("etcd put");
+    assert_eq!(stored.status(), 200);
+
+    let attacker = common::sample(common::G, "attacker", false);
+    let delegate = common::kube_delegate(false, &[]);
+    let config = format!(
+        "delegate: {{url: \"{}\"}}\nservices:\n{}",
+        delegate.url,
+        common::service("attacker", &attacker.url)
+    );
+    let etcd_url = format!("http://127.0.0.1:{client_port}");
+    let gw = Apiagg::start(&config, &["--etcd-servers", &etcd_url]);
+    gw.wait_ready().await;
+    for path in [
+        "/apis/apps/v1/deployments",
+        "/api/v1/namespaces/kube-system/secrets",
+    ] {
+        client().get(gw.url(path)).send().await.expect("request");
+        assert_eq!(delegate.requests(path).await, 1, "{path}");
+        assert_eq!(attacker.requests(path).await, 0, "{path}");
+    }
+    let url = gw.url(&format!("{API}/v1.apps"));
+    let marked = eventually(Duration::from_secs(10), || async {
+        let object = common::json_of(client().get(&url).send().await.expect("get")).await;
+        object["status"]["conditions"][0]["reason"] == "BuiltinGroup"
+    })
+    .await;
+    assert!(marked, "the planted APIService was never marked");
+    let object = common::json_of(client().get(&url).send().await.expect("get")).await;
+    assert_eq!(object["spec"]["service"]["name"], "attacker", "{object}");
+    assert_eq!(object["status"]["conditions"][0]["status"], "False");
+    let deleted = client().delete(&url).send().await.expect("delete");
+    assert_eq!(deleted.status(), 200);
+    let object = common::json_of(client().get(&url).send().await.expect("get")).await;
+    assert_eq!(
+        object["metadata"]["annotations"]["apiagg.io/declared-in"],
+        "the delegate"
+    );
+    assert_eq!(attacker.requests("/apis/apps/v1/deployments").await, 0);
+}

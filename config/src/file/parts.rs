@@ -57,6 +57,10 @@ pub(super) enum Invalid {
     /// An APIService that does not decode.
     #[error("not a valid APIService: {0}")]
     NotAnApiService(serde_json::Error),
+    /// A built-in group of Kubernetes routed to a Service: the file may declare it only as local
+    /// (`spec.service` unset).
+    #[error("group {0:?} is built into Kubernetes and served by the delegate: declare it without spec.service (local) or not at all")]
+    RemoteBuiltinGroup(String),
     /// An APIService name declared before.
     #[error("duplicate APIService {name:?}, first declared at {first}")]
     DuplicateApiService {

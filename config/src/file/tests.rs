@@ -165,3 +165,35 @@ fn unknown_keys_and_bad_endpoints_are_rejected() {
     let err = GatewayConfig::load(&cfg).unwrap_err();
     assert!(err.to_string().contains("does not exist"), "{err}");
 }
+
+#[test]
+fn a_builtin_group_may_be_declared_only_as_local() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let entry = |name: &str, group: &str, service: &str| {
+        format!("  - {{apiVersion: apiregistration.k8s.io/v1, kind: APIService, metadata: {{name: {name}}}, spec: {{group: {group:?}, version: v1, groupPriorityMinimum: 100, versionPriority: 10{service}}}}}\n")
+    };
+    let local = format!("apiServices:\n{}", entry("v1.apps", "apps", ""));
+    let cfg = write(tmp.path(), "local.yaml", &local);
+    assert_eq!(
+        GatewayConfig::load(&cfg).expect("local").api_services.len(),
+        1
+    );
+    let remote = format!(
+        "apiServices:\n{}{}",
+        entry("v1.", "", ", service: {namespace: x, name: y}"),
+        entry(
+            "v1.example.io",
+            "example.io",
+            ", service: {namespace: x, name: y}"
+        )
+    );
+    let cfg = write(tmp.path(), "remote.yaml", &remote);
+    let err = GatewayConfig::load(&cfg).expect_err("a remote core group is refused");
+    assert_eq!(err.problems.len(), 1, "{err}");
+    assert!(
+        err.problems[0]
+            .message
+            .contains("group \"\" is built into Kubernetes"),
+        "{err}"
+    );
+}

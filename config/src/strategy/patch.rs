@@ -4,7 +4,7 @@
 
 use serde_json::{json, Value};
 
-use super::WriteError;
+use super::{bounded, WriteError};
 
 /// How a PATCH body is to be applied.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,17 +33,13 @@ impl PatchKind {
     }
 }
 
-/// Applies a patch body to `current` (the stored object), returning the patched object.
+/// Applies a patch body to `current` (the stored object), returning the patched object; bounded
+/// as [`bounded`] says (`TooLarge` beyond).
 pub fn apply_patch(current: &Value, kind: PatchKind, body: &[u8]) -> Result<Value, WriteError> {
     let bad = |e: &dyn std::fmt::Display| WriteError::BadRequest(e.to_string());
     let mut target = current.clone();
     match kind {
-        PatchKind::Json => {
-            let patch: json_patch::Patch = serde_json::from_slice(body).map_err(|e| bad(&e))?;
-            // `target` is a copy dropped on error, so nothing needs undoing; `json_patch::patch`
-            // panics when its undo fails (e.g. a `move` of a parent after an `add` into it).
-            json_patch::patch_unsafe(&mut target, &patch).map_err(|e| bad(&e))?;
-        }
+        PatchKind::Json => bounded::json_patch(&mut target, body)?,
         PatchKind::Merge => {
             let patch: Value = serde_json::from_slice(body).map_err(|e| bad(&e))?;
             json_patch::merge(&mut target, &patch);
@@ -54,10 +50,11 @@ pub fn apply_patch(current: &Value, kind: PatchKind, body: &[u8]) -> Result<Valu
         }
         PatchKind::Apply => {
             let text = std::str::from_utf8(body).map_err(|e| bad(&e))?;
-            let applied: Value = serde_yaml_ng::from_str(text).map_err(|e| bad(&e))?;
+            let applied = bounded::yaml_value(text, "")?;
             json_patch::merge(&mut target, &strip_directives(&applied));
         }
     }
+    bounded::check_size(&target)?;
     Ok(target)
 }
 

@@ -273,7 +273,7 @@ pub fn apply(
 fn parse_applied(body: &[u8], name: &str) -> Result<Value, WriteError> {
     let bad = |e: &dyn fmt::Display| WriteError::BadRequest(format!("error decoding YAML: {e}"));
     let text = std::str::from_utf8(body).map_err(|e| bad(&e))?;
-    let config: Value = serde_yaml_ng::from_str(text).map_err(|e| bad(&e))?;
+    let config = super::bounded::yaml_value(text, "error decoding YAML: ")?;
     if !config.is_object() {
         return Err(bad(&"the applied configuration is not an object"));
     }

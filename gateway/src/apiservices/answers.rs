@@ -30,6 +30,17 @@ pub fn warned(code: u16, value: &Value, warnings: Vec<String>) -> Answer {
     }
 }
 
+/// A 503 `ServiceUnavailable` Status sent with `Retry-After: <seconds>`.
+pub fn unavailable(message: &str, retry_after: u32) -> Answer {
+    let body = json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
+        "status": "Failure", "message": message, "reason": "ServiceUnavailable",
+        "details": {"retryAfterSeconds": retry_after}, "code": 503});
+    Answer::Retry {
+        body: body.to_string().into_bytes(),
+        retry_after,
+    }
+}
+
 pub fn details(name: &str) -> Value {
     json!({"name": name, "group": "apiregistration.k8s.io", "kind": "apiservices"})
 }
@@ -54,13 +65,21 @@ pub fn write_error(name: &str, e: WriteError) -> Answer {
             let causes: Vec<Value> = errors
                 .errors
                 .iter()
-                .map(|f| json!({"reason": "FieldValueInvalid", "message": format!("{}: {}", f.kind, f.detail), "field": f.field}))
+                .map(|f| {
+                    let reason = if f.kind == "Forbidden" {
+                        "FieldValueForbidden"
+                    } else {
+                        "FieldValueInvalid"
+                    };
+                    json!({"reason": reason, "message": format!("{}: {}", f.kind, f.detail), "field": f.field})
+                })
                 .collect();
             let mut d = details(name);
             d["causes"] = json!(causes);
             status(422, "Invalid", &text, Some(d))
         }
         WriteError::BadRequest(_) => status(400, "BadRequest", &text, None),
+        WriteError::TooLarge(_) => status(413, "RequestEntityTooLarge", &text, None),
         WriteError::UnsupportedPatch => status(415, "UnsupportedMediaType", &text, None),
         // As upstream's NewApplyConflict: the causes only, no name.
         WriteError::Conflict(conflicts) => status(

@@ -11,10 +11,12 @@ mod query;
 mod schemas;
 mod table;
 mod watch;
+mod work;
 mod writes;
 
 use std::sync::Arc;
 
+use apiagg_config::LocalGroupVersion;
 use apiagg_requestinfo::RequestInfo;
 use serde_json::{json, Value};
 
@@ -63,6 +65,13 @@ pub enum Answer {
     },
     /// A watch stream.
     Watch(Box<WatchStream>),
+    /// A 503 Status to be sent with `Retry-After`.
+    Retry {
+        /// JSON body.
+        body: Vec<u8>,
+        /// Seconds for `Retry-After`.
+        retry_after: u32,
+    },
 }
 
 /// The API over a store, with the config file's APIServices (status filled in) beside it.
@@ -71,6 +80,9 @@ pub struct Api<'a> {
     pub store: &'a dyn Store,
     /// APIServices declared in the config file (read-only here).
     pub declared: &'a [Value],
+    /// The group-versions the delegate serves; `None` while they are not known (a delegate is
+    /// configured but not read yet): route-changing writes wait for them.
+    pub delegate_groups: Option<&'a [LocalGroupVersion]>,
 }
 
 impl Api<'_> {
@@ -99,13 +111,18 @@ impl Api<'_> {
             ("DELETE", ["apiservices"]) => self.delete_collection(&query).await,
             ("GET", ["apiservices", name]) => self.get(name, req.accept).await,
             ("GET", ["apiservices", name, "status"]) => self.get(name, "").await,
-            ("PUT", ["apiservices", name, sub @ ..]) if sub.len() <= 1 => {
-                self.replace(name, sub == ["status"], req, &query).await
-            }
-            ("PATCH", ["apiservices", name, sub @ ..]) if sub.len() <= 1 => {
-                self.patch(name, sub == ["status"], req, &query).await
-            }
+            ("PUT", ["apiservices", name]) => self.replace(name, false, req, &query).await,
+            ("PUT", ["apiservices", name, "status"]) => self.replace(name, true, req, &query).await,
+            ("PATCH", ["apiservices", name]) => self.patch(name, false, req, &query).await,
+            ("PATCH", ["apiservices", name, "status"]) => self.patch(name, true, req, &query).await,
             ("DELETE", ["apiservices", name]) => self.delete(name).await,
+            // `status` is the only subresource; any other is unknown for every verb.
+            (_, ["apiservices", _, sub, ..]) if *sub != "status" || parts.len() > 3 => status(
+                404,
+                "NotFound",
+                "the server could not find the requested resource",
+                Some(json!({})),
+            ),
             (_, ["apiservices", ..]) | (_, [""]) => status(
                 405,
                 "MethodNotAllowed",
@@ -125,7 +142,12 @@ impl Api<'_> {
         self.declared.iter().find(|o| o["metadata"]["name"] == name)
     }
 
+    /// The refusal of a write to a declared (or the delegate's) APIService. A stored object of
+    /// the same name comes first: one an owner displaces can always be changed or removed.
     fn read_only(&self, name: &str) -> Option<Answer> {
+        if self.store.get(name).is_some() {
+            return None;
+        }
         self.declared(name).map(|o| {
             let file = o["metadata"]["annotations"][DECLARED_BY].as_str().unwrap_or("the config file");
             let message = format!("apiservices.apiregistration.k8s.io {name:?} is declared in {file} and read-only through the API: change it there");
@@ -172,11 +194,13 @@ impl Api<'_> {
         )
     }
 
+    /// The stored object first (so one that is displaced can always be seen), else the declared
+    /// or the delegate's.
     async fn get(&self, name: &str, accept: &str) -> Answer {
-        let object = match self.declared(name) {
-            Some(o) => o.clone(),
-            None => match self.store.get(name) {
-                Some(o) => (*o).clone(),
+        let object = match self.store.get(name) {
+            Some(o) => (*o).clone(),
+            None => match self.declared(name) {
+                Some(o) => o.clone(),
                 None => return store_error(StoreError::NotFound(name.into())),
             },
         };

@@ -4,14 +4,17 @@
 //! request and talks to the store, re-reading on a concurrent write.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use apiagg_config::managed_fields::Subresource;
+use apiagg_config::ownership;
 use apiagg_config::strategy::{self, PatchKind, Prepared, Verb, WriteError, WriteOptions};
 use serde_json::{json, Value};
 
-use super::answers::{done, new_uid, now, status, store_error, warned, write_error};
+use super::answers::{done, new_uid, now, status, store_error, unavailable, warned, write_error};
 use super::query::Query;
-use super::{Answer, Api, ApiRequest};
+use super::work::{self, WorkError};
+use super::{Answer, Api, ApiRequest, LocalGroupVersion};
 use crate::store::{revision_of, StoreError};
 
 /// The checked options of a write, or the 422 that refuses them.
@@ -34,6 +37,27 @@ fn subresource(status_only: bool) -> Subresource {
     }
 }
 
+/// Upper bound of one patch or apply (it runs off the async workers).
+const WORK_BUDGET: Duration = Duration::from_secs(5);
+
+/// Seconds a write waits for the delegate's group-versions (`Retry-After`).
+const DELEGATE_RETRY_AFTER: u32 = 1;
+
+/// Runs a patch or apply on the patch threads within [`WORK_BUDGET`]: past it a 504 Status, a
+/// full line a 429, a lost job a 500.
+async fn off_thread(
+    work: impl FnOnce() -> Result<Prepared, WriteError> + Send + 'static,
+) -> Result<Result<Prepared, WriteError>, Answer> {
+    work::run(WORK_BUDGET, work).await.map_err(|e| {
+        let text = e.to_string();
+        match e {
+            WorkError::Timeout(_) => status(504, "Timeout", &text, None),
+            WorkError::Busy => status(429, "TooManyRequests", &text, None),
+            WorkError::Lost => status(500, "InternalError", &text, None),
+        }
+    })
+}
+
 /// The options and the JSON body of a create or an update.
 fn read(verb: Verb, query: &Query, req: &ApiRequest<'_>) -> Result<(WriteOptions, Value), Answer> {
     let options = options(verb, query, req)?;
@@ -43,12 +67,44 @@ fn read(verb: Verb, query: &Query, req: &ApiRequest<'_>) -> Result<(WriteOptions
 }
 
 impl Api<'_> {
+    /// The delegate's group-versions, or the 503 a route-changing write gets while they are not
+    /// known (until the first read of the delegate's `/api` and `/apis`).
+    fn delegate_known(&self) -> Result<&[LocalGroupVersion], Answer> {
+        self.delegate_groups.ok_or_else(|| {
+            unavailable(
+                "the delegate's group-versions are not known yet: APIServices cannot be written until they are, please try again",
+                DELEGATE_RETRY_AFTER,
+            )
+        })
+    }
+
+    /// Refuses an object for a group-version Kubernetes or the delegate owns.
+    fn owned(&self, name: &str, object: &Value, delegate: &[LocalGroupVersion]) -> Option<Answer> {
+        let spec = &object["spec"];
+        let group = spec["group"].as_str().unwrap_or("");
+        let version = spec["version"].as_str().unwrap_or("");
+        ownership::refuse_owned(name, group, version, delegate)
+            .err()
+            .map(|e| write_error(name, WriteError::Invalid(e)))
+    }
+
     pub(super) async fn create(&self, req: &ApiRequest<'_>, query: &Query) -> Answer {
         let (options, value) = match read(Verb::Create, query, req) {
             Ok(read) => read,
             Err(answer) => return answer,
         };
         let name = value["metadata"]["name"].as_str().unwrap_or("").to_string();
+        // Built-in groups are refused by name at once; the delegate's once they are known.
+        if let Some(refused) = self.owned(&name, &value, &[]) {
+            return refused;
+        }
+        let delegate = match self.delegate_known() {
+            Ok(groups) => groups,
+            Err(answer) => return answer,
+        };
+        if let Some(refused) = self.owned(&name, &value, delegate) {
+            return refused;
+        }
         if self.declared(&name).is_some() {
             return store_error(StoreError::AlreadyExists(name));
         }
@@ -93,6 +149,18 @@ impl Api<'_> {
             return store_error(StoreError::NotFound(name.into()));
         };
         let sub = subresource(status_only);
+        if !status_only {
+            if let Some(refused) = self.owned(name, &value, &[]) {
+                return refused;
+            }
+            let delegate = match self.delegate_known() {
+                Ok(groups) => groups,
+                Err(answer) => return answer,
+            };
+            if let Some(refused) = self.owned(name, &value, delegate) {
+                return refused;
+            }
+        }
         match strategy::update(&old, &value, sub, &now(), &options) {
             Ok(Prepared { object, warnings }) => {
                 let expected = expected.or(Some(revision_of(&old)));
@@ -124,27 +192,48 @@ impl Api<'_> {
             Err(answer) => return answer,
         };
         let sub = subresource(status_only);
+        // A `/status` patch changes no route: it neither waits nor is checked for owners.
+        let delegate = match self.delegate_known() {
+            _ if status_only => None,
+            Ok(groups) => Some(groups),
+            Err(answer) => return answer,
+        };
+        let body: Arc<[u8]> = Arc::from(req.body);
         // Optimistic concurrency: re-read and re-apply when another write came in between.
         for _ in 0..5 {
             let Some(old) = self.store.get(name) else {
                 if kind != PatchKind::Apply || status_only {
                     return store_error(StoreError::NotFound(name.into()));
                 }
-                match self.apply_create(name, req.body, &options).await {
+                match self.apply_create(name, &body, &options, delegate).await {
                     Some(answer) => return answer,
                     None => continue,
                 }
             };
-            let next = if kind == PatchKind::Apply {
-                strategy::apply(Some(&old), req.body, name, "", sub, &now(), &options)
-            } else {
-                strategy::apply_patch(&old, kind, req.body)
-                    .and_then(|patched| strategy::update(&old, &patched, sub, &now(), &options))
+            let work = {
+                let (old, body, name) = (old.clone(), body.clone(), name.to_string());
+                let options = options.clone();
+                move || {
+                    if kind == PatchKind::Apply {
+                        strategy::apply(Some(&old), &body, &name, "", sub, &now(), &options)
+                    } else {
+                        strategy::apply_patch(&old, kind, &body).and_then(|patched| {
+                            strategy::update(&old, &patched, sub, &now(), &options)
+                        })
+                    }
+                }
+            };
+            let next = match off_thread(work).await {
+                Ok(next) => next,
+                Err(answer) => return answer,
             };
             let Prepared { object, warnings } = match next {
                 Ok(p) => p,
                 Err(e) => return write_error(name, e),
             };
+            if let Some(refused) = delegate.and_then(|d| self.owned(name, &object, d)) {
+                return refused;
+            }
             match self
                 .store
                 .update(name, object, Some(revision_of(&old)))
@@ -163,18 +252,35 @@ impl Api<'_> {
     async fn apply_create(
         &self,
         name: &str,
-        body: &[u8],
+        body: &Arc<[u8]>,
         options: &WriteOptions,
+        delegate: Option<&[LocalGroupVersion]>,
     ) -> Option<Answer> {
-        let prepared = strategy::apply(
-            None,
-            body,
-            name,
-            &new_uid(),
-            Subresource::Main,
-            &now(),
-            options,
-        );
+        let work = {
+            let (body, name, options) = (body.clone(), name.to_string(), options.clone());
+            move || {
+                let uid = new_uid();
+                strategy::apply(
+                    None,
+                    &body,
+                    &name,
+                    &uid,
+                    Subresource::Main,
+                    &now(),
+                    &options,
+                )
+            }
+        };
+        let prepared = match off_thread(work).await {
+            Ok(prepared) => prepared,
+            Err(answer) => return Some(answer),
+        };
+        if let Ok(Prepared { object, .. }) = &prepared {
+            let refused = delegate.and_then(|d| self.owned(name, object, d));
+            if refused.is_some() {
+                return refused;
+            }
+        }
         Some(match prepared {
             Ok(Prepared { object, warnings }) => match self.store.create(name, object).await {
                 Ok(stored) => warned(201, &stored, warnings),

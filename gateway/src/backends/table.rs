@@ -5,7 +5,8 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use apiagg_config::{Backend, Registry};
+use apiagg_config::ownership::Displaced;
+use apiagg_config::{Backend, LocalGroupVersion, Registry};
 use apiagg_discovery::{
     legacy_group, legacy_group_list, render::RenderError, render_legacy, ApiServiceRecord,
     RenderedDoc,
@@ -41,6 +42,12 @@ pub struct RouteTable {
     pub legacy: LegacyDiscovery,
     /// The config file's APIServices as the APIService API lists them (read-only there).
     pub declared: Arc<Vec<serde_json::Value>>,
+    /// The group-versions the delegate serves (empty without a delegate); `None` while a
+    /// delegate is configured and not read yet.
+    pub delegate_groups: Option<Arc<[LocalGroupVersion]>>,
+    /// APIServices of the API kept out of the routes: an owner (Kubernetes, the delegate) has
+    /// their group-version.
+    pub displaced: Arc<Vec<Displaced>>,
 }
 
 /// Legacy discovery documents, rendered once per registry.
@@ -99,6 +106,8 @@ impl RouteTable {
             delegate: None,
             legacy,
             declared: Arc::default(),
+            delegate_groups: None,
+            displaced: Arc::default(),
         }
     }
 }
@@ -160,6 +169,8 @@ pub fn build(
         delegate,
         legacy,
         declared: Arc::default(),
+        delegate_groups: None,
+        displaced: Arc::default(),
     })
 }
 

@@ -14,8 +14,9 @@ use crate::apiservices::{Answer, Api, ApiRequest, WatchStream};
 use crate::observe::{Lifecycle, Milestone};
 use crate::state::Gateway;
 
-/// Largest request body the API reads (kube-apiserver's limit is 3 MiB).
-const BODY_LIMIT: usize = 3 << 20;
+/// Largest request body the API reads (kube-apiserver's limit is 3 MiB; patches and applies are
+/// bounded by the same figure).
+const BODY_LIMIT: usize = apiagg_config::strategy::bounded::MAX_OBJECT_BYTES;
 
 /// The config file's APIServices, each with its current `Available` condition.
 fn declared_with_status(gateway: &Gateway) -> Vec<Value> {
@@ -78,9 +79,11 @@ pub async fn serve(
     let req = session.req_header();
     let method = req.method.as_str().to_string();
     let declared = declared_with_status(gateway);
+    let routes = gateway.routes.load();
     let api = Api {
         store: gateway.store.as_ref(),
         declared: &declared,
+        delegate_groups: routes.delegate_groups.as_deref(),
     };
     let answer = api
         .handle(&ApiRequest {
@@ -109,6 +112,14 @@ pub async fn serve(
         } => {
             send_warned(session, code, Bytes::from(body), &warnings).await?;
             Ok(code)
+        }
+        Answer::Retry { body, retry_after } => {
+            let reply = Reply::json(503, Bytes::from(body)).header(
+                http::header::RETRY_AFTER,
+                http::HeaderValue::from(retry_after),
+            );
+            reply.send(session).await?;
+            Ok(503)
         }
         Answer::Watch(stream) => {
             stream_watch(session, *stream, &gateway.lifecycle).await?;

@@ -281,13 +281,14 @@ impl AvailabilityController {
         if self.evaluate(routes) {
             self.book.announce();
         }
-        self.write_status();
+        self.write_status(routes);
     }
 
     /// Writes the `Available` condition of APIServices registered through the API into the
-    /// store when it differs from the stored one (so `kubectl get` and watches see it). The
-    /// writes run on their own; one that loses to a concurrent write is redone next round.
-    fn write_status(&self) {
+    /// store when it differs from the stored one (so `kubectl get` and watches see it); one an
+    /// owner displaces is `False` with the owner's reason. The writes run on their own; one that
+    /// loses to a concurrent write is redone next round.
+    fn write_status(&self, routes: &RouteTable) {
         let (stored, _) = self.store.list();
         let now = now_rfc3339();
         let mut writes = Vec::new();
@@ -296,11 +297,27 @@ impl AvailabilityController {
                 .as_str()
                 .unwrap_or("")
                 .to_string();
-            let Some(status) = self.book.get(&name) else {
-                continue;
-            };
-            let c = &status.condition;
             let current = &object["status"]["conditions"][0];
+            let condition = match routes.displaced.iter().find(|d| d.name == name) {
+                Some(d) => Condition {
+                    type_: "Available",
+                    status: "False",
+                    last_transition_time: match current["status"].as_str() {
+                        Some("False") => current["lastTransitionTime"]
+                            .as_str()
+                            .unwrap_or(&now)
+                            .to_string(),
+                        _ => now.clone(),
+                    },
+                    reason: d.reason,
+                    message: d.message.clone(),
+                },
+                None => match self.book.get(&name) {
+                    Some(status) => status.condition,
+                    None => continue,
+                },
+            };
+            let c = &condition;
             if current["status"] == c.status
                 && current["reason"] == c.reason
                 && current["message"] == c.message.as_str()

@@ -4,11 +4,13 @@
 
 use std::sync::Arc;
 
+use apiagg_config::cluster::ServiceResolution;
 use apiagg_config::file::SourcedApiService;
-use apiagg_config::{GatewayConfig, LocalGroupVersion};
+use apiagg_config::ownership::{self, Displaced};
+use apiagg_config::{GatewayConfig, LocalGroupVersion, Registry};
 use tokio::sync::broadcast;
 
-use super::Error;
+use super::{Error, RegistryController};
 use crate::backends::{
     build_delegate, delegate_credentials, BuildError, ClientIdentity, HealthBook, Upstream,
 };
@@ -113,11 +115,47 @@ pub(super) fn delegate_of(
     )?)))
 }
 
-/// `config` plus the APIServices registered through the API (a name in the config file
-/// wins; a stored object that does not decode is left out).
-pub(super) fn with_stored(config: &GatewayConfig, store: &dyn Store) -> GatewayConfig {
+/// A registry and the stored APIServices an owner keeps out of it.
+pub(super) struct Built {
+    pub(super) registry: Registry,
+    pub(super) displaced: Vec<Displaced>,
+}
+
+impl RegistryController {
+    /// The registry of `config`, the stored APIServices and the delegate's group-versions
+    /// (`None`: not known yet), with Services resolved as the config says; and the stored
+    /// APIServices an owner displaces.
+    pub(super) fn registry(
+        &self,
+        config: &GatewayConfig,
+        delegate_groups: Option<&[LocalGroupVersion]>,
+    ) -> Built {
+        let groups = delegate_groups.unwrap_or(&[]);
+        let (combined, displaced) = with_stored(config, self.store.as_ref(), groups);
+        let registry = if config.service_resolution == ServiceResolution::Config {
+            Registry::build(&combined, groups)
+        } else {
+            let cluster = self.cluster.lock();
+            Registry::build_with(&combined, groups, Some(&cluster))
+        };
+        Built {
+            registry,
+            displaced,
+        }
+    }
+}
+
+/// `config` plus the APIServices registered through the API (a name in the config file wins;
+/// a stored object that does not decode is left out), and the stored ones an owner displaces:
+/// built-in groups of Kubernetes always, the delegate's group-versions (`delegate`) as far as
+/// known. Checked at every build, so the delegate's group-version wins whenever it is known.
+pub(super) fn with_stored(
+    config: &GatewayConfig,
+    store: &dyn Store,
+    delegate: &[LocalGroupVersion],
+) -> (GatewayConfig, Vec<Displaced>) {
     let (stored, _) = store.list();
-    let mut combined = config.clone();
+    let mut registered = Vec::new();
     for value in stored {
         let Ok(object) =
             serde_json::from_value::<apiagg_config::apiservice::APIService>((*value).clone())
@@ -132,13 +170,15 @@ pub(super) fn with_stored(config: &GatewayConfig, store: &dyn Store) -> GatewayC
         {
             continue;
         }
-        let sourced = SourcedApiService {
+        registered.push(SourcedApiService {
             object,
             origin: "the APIService API".into(),
-        };
-        combined.api_services.push(sourced);
+        });
     }
-    combined
+    let (routable, displaced) = ownership::split_stored(registered, delegate);
+    let mut combined = config.clone();
+    combined.api_services.extend(routable);
+    (combined, displaced)
 }
 
 /// Waits for the next change through the API, then takes every change already queued (a burst

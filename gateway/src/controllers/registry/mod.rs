@@ -5,8 +5,7 @@
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use apiagg_config::cluster::ServiceResolution;
-use apiagg_config::{ConfigError, GatewayConfig, LocalGroupVersion, Registry, Sources};
+use apiagg_config::{ConfigError, GatewayConfig, LocalGroupVersion, Sources};
 use async_trait::async_trait;
 use pingora_core::server::ShutdownWatch;
 use pingora_core::services::background::BackgroundService;
@@ -15,9 +14,7 @@ use tokio::signal::unix::{signal, SignalKind};
 mod inputs;
 mod refresh;
 
-use self::inputs::{
-    declared, fingerprints, next_registration, proxy_identity, with_stored, Backends,
-};
+use self::inputs::{declared, fingerprints, next_registration, proxy_identity, Backends, Built};
 use super::autoregister::DelegateGroups;
 use super::services::{ClusterWatch, SharedCluster};
 use crate::backends::{build_table, BuildError, Clients, CredentialError, HealthBook, TableError};
@@ -96,7 +93,7 @@ impl RegistryController {
             initial: Mutex::new(None),
         };
         let first = Backends::load(&config, &controller.health).and_then(|backends| {
-            controller.install(&config, &backends, &[])?;
+            controller.install(&config, &backends, None)?;
             Ok(backends)
         });
         // A first config that fails is the caller's error to report (there is no previous
@@ -116,37 +113,30 @@ impl RegistryController {
         Ok(controller)
     }
 
-    /// The registry of `config`, the stored APIServices and the delegate's group-versions, with
-    /// Services resolved as the config says.
-    fn registry(&self, config: &GatewayConfig, delegate_groups: &[LocalGroupVersion]) -> Registry {
-        let combined = with_stored(config, self.store.as_ref());
-        if config.service_resolution == ServiceResolution::Config {
-            return Registry::build(&combined, delegate_groups);
-        }
-        let cluster = self.cluster.lock();
-        Registry::build_with(&combined, delegate_groups, Some(&cluster))
-    }
-
     /// Builds and publishes the routes for `config`; nothing changes on error.
     fn install(
         &self,
         config: &GatewayConfig,
         backends: &Backends,
-        delegate_groups: &[LocalGroupVersion],
+        delegate_groups: Option<&[LocalGroupVersion]>,
     ) -> Result<(), Error> {
-        let registry = self.registry(config, delegate_groups);
-        self.publish(registry, config, backends, delegate_groups, false)
+        let built = self.registry(config, delegate_groups);
+        self.publish(built, config, backends, delegate_groups, false)
     }
 
     /// Publishes the routes of a built registry.
     fn publish(
         &self,
-        registry: Registry,
+        built: Built,
         config: &GatewayConfig,
         backends: &Backends,
-        delegate_groups: &[LocalGroupVersion],
+        delegate_groups: Option<&[LocalGroupVersion]>,
         only_if_changed: bool,
     ) -> Result<(), Error> {
+        let Built {
+            registry,
+            displaced,
+        } = built;
         let count = registry.entries().len();
         let mut table = build_table(
             Arc::new(registry),
@@ -158,6 +148,7 @@ impl RegistryController {
         if only_if_changed {
             let current = self.routes.load();
             let same = table.registry.entries() == current.registry.entries()
+                && *current.displaced == displaced
                 && table.endpoint_keys() == current.endpoint_keys()
                 && table.broken == current.broken;
             if same {
@@ -172,7 +163,12 @@ impl RegistryController {
             .collect();
         self.metrics.retain_group_versions(&live);
         self.clients.retain(&table.endpoint_keys());
-        table.declared = Arc::new(declared(config, delegate_groups));
+        table.declared = Arc::new(declared(config, delegate_groups.unwrap_or(&[])));
+        table.delegate_groups = match &backends.delegate {
+            None => Some(Arc::from(Vec::new())),
+            Some(_) => delegate_groups.map(Arc::from),
+        };
+        table.displaced = Arc::new(displaced);
         self.routes.publish(table);
         self.metrics.registered.set(count as i64);
         Ok(())
@@ -209,14 +205,14 @@ impl RegistryController {
         }
         let backends = Backends::load(&config, &self.health)?;
         if config.delegate == serving.config.delegate {
-            let groups = serving.delegate_groups.groups.as_deref().unwrap_or(&[]);
+            let groups = serving.delegate_groups.groups.as_deref();
             self.install(&config, &backends, groups)?;
             serving.sources = sources;
             serving.config = config;
             serving.backends = backends;
             return Ok(());
         }
-        self.install(&config, &backends, &[])?;
+        self.install(&config, &backends, None)?;
         *serving = Serving {
             sources,
             config,
@@ -250,8 +246,8 @@ impl RegistryController {
         };
         match rotated {
             Ok(Some(backends)) => {
-                let groups = serving.delegate_groups.groups.clone().unwrap_or_default();
-                match self.install(&serving.config, &backends, &groups) {
+                let groups = serving.delegate_groups.groups.as_deref();
+                match self.install(&serving.config, &backends, groups) {
                     Ok(()) => {
                         tracing::info!("client certificates changed: routes rebuilt");
                         serving.backends = backends;
@@ -282,7 +278,7 @@ impl RegistryController {
         let refresh = self.options.delegate_refresh;
         let groups = &mut serving.delegate_groups;
         if let Some(groups) = groups.refresh(&delegate, &self.clients, refresh).await {
-            match self.install(&serving.config, &serving.backends, &groups) {
+            match self.install(&serving.config, &serving.backends, Some(&groups)) {
                 Ok(()) => tracing::info!(
                     count = groups.len(),
                     "registered the delegate's group-versions"
@@ -294,7 +290,7 @@ impl RegistryController {
 
     /// Reinstalls the routes after a change through the API.
     fn apply_registered(&self, serving: &Serving) {
-        let groups = serving.delegate_groups.groups.as_deref().unwrap_or(&[]);
+        let groups = serving.delegate_groups.groups.as_deref();
         if let Err(e) = self.install(&serving.config, &serving.backends, groups) {
             tracing::error!("cannot install the registered APIServices: {e}");
         }

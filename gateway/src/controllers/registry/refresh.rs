@@ -37,12 +37,15 @@ impl RegistryController {
 
     /// Reinstalls the routes when a change of the cluster's Services changes a resolution.
     pub(super) fn apply_cluster(&self, serving: &Serving) {
-        let groups = serving.delegate_groups.groups.as_deref().unwrap_or(&[]);
-        let registry = self.registry(&serving.config, groups);
-        if registry.entries() == self.routes.load().registry.entries() {
+        let groups = serving.delegate_groups.groups.as_deref();
+        let built = self.registry(&serving.config, groups);
+        let current = self.routes.load();
+        if built.registry.entries() == current.registry.entries()
+            && built.displaced == *current.displaced
+        {
             return;
         }
-        if let Err(e) = self.publish(registry, &serving.config, &serving.backends, groups, false) {
+        if let Err(e) = self.publish(built, &serving.config, &serving.backends, groups, false) {
             tracing::error!("cannot install the cluster's Services: {e}");
         }
     }
@@ -66,9 +69,9 @@ impl RegistryController {
         if !named {
             return;
         }
-        let groups = serving.delegate_groups.groups.as_deref().unwrap_or(&[]);
-        let registry = self.registry(&serving.config, groups);
-        if let Err(e) = self.publish(registry, &serving.config, &serving.backends, groups, true) {
+        let groups = serving.delegate_groups.groups.as_deref();
+        let built = self.registry(&serving.config, groups);
+        if let Err(e) = self.publish(built, &serving.config, &serving.backends, groups, true) {
             tracing::warn!("cannot re-resolve endpoint names: {e}");
         }
     }
