@@ -57,10 +57,12 @@ impl RequestHeaderNames {
     /// cannot be forwarded exactly (never a user with that header left out).
     pub fn user(&self, headers: &HeaderMap) -> Option<Result<Arc<User>, InvalidIdentity>> {
         let text = |v: &HeaderValue, field: Field| {
-            v.to_str().map(str::to_string).map_err(|_| InvalidIdentity {
-                field,
-                why: Why::NotAscii,
-            })
+            std::str::from_utf8(v.as_bytes())
+                .map(str::to_string)
+                .map_err(|_| InvalidIdentity {
+                    field,
+                    why: Why::NotUtf8,
+                })
         };
         let first = |names: &[HeaderName], field: Field| {
             names
@@ -184,8 +186,12 @@ mod tests {
             (Field::User, Why::Whitespace)
         );
         assert_eq!(
-            why(&[("x-remote-user", b"b\xc3\xa9b")]),
-            (Field::User, Why::NotAscii)
+            why(&[("x-remote-user", b"b\xe9b")]),
+            (Field::User, Why::NotUtf8)
+        );
+        assert_eq!(
+            why(&[("x-remote-user", "b\u{85}b".as_bytes())]),
+            (Field::User, Why::Control)
         );
         assert_eq!(
             why(&[("x-remote-user", b"a\tb")]),
@@ -193,7 +199,7 @@ mod tests {
         );
         assert_eq!(
             why(&[("x-remote-user", b"bob"), ("x-remote-uid", b"\xff")]),
-            (Field::Uid, Why::NotAscii)
+            (Field::Uid, Why::NotUtf8)
         );
         // A group the `http` crate cannot show as text is refused, not skipped.
         assert_eq!(
@@ -202,12 +208,15 @@ mod tests {
                 ("x-remote-group", b"ok"),
                 ("x-remote-group", b"\x80")
             ]),
-            (Field::Group(1), Why::NotAscii)
+            (Field::Group(1), Why::NotUtf8)
         );
         assert_eq!(
             why(&[("x-remote-user", b"bob"), ("x-remote-extra-scopes", b" s")]),
             (Field::ExtraValue(0), Why::Whitespace)
         );
         assert!(user_of(&[("x-remote-user", b"bob")]).expect("user").is_ok());
+        // Unicode text is forwarded as it is.
+        let jose = user_of(&[("x-remote-user", "jos\u{e9}".as_bytes())]).expect("user");
+        assert_eq!(jose.expect("josé").name, "jos\u{e9}");
     }
 }

@@ -54,9 +54,10 @@ pub enum Why {
     /// Receivers trim leading and trailing whitespace: `"admin "` would arrive as `admin`.
     #[error("it has leading or trailing whitespace")]
     Whitespace,
-    /// Bytes past ASCII do not round-trip through every HTTP stack (`obs-text`).
-    #[error("it holds a character that is not visible ASCII")]
-    NotAscii,
+    /// Bytes that are not UTF-8 text (a header a front proxy or a client sent): receivers would
+    /// read another name.
+    #[error("it is not valid UTF-8")]
+    NotUtf8,
 }
 
 /// An identity apiagg cannot forward exactly: the request is refused with 401 rather than
@@ -70,8 +71,10 @@ pub struct InvalidIdentity {
     pub why: Why,
 }
 
-/// Checks that `value` goes into a header value and comes out the same at every receiver:
-/// visible ASCII with inner spaces only.
+/// Checks that `value` goes into a header value and comes out the same at every receiver: no
+/// control character (C0, DEL, C1), no leading or trailing whitespace (receivers trim it, as Go's
+/// `strings.TrimSpace` does). Other Unicode text (`josé`) is forwarded as its UTF-8 bytes, as
+/// kube-apiserver forwards OIDC names.
 pub fn forwardable(value: &str, field: Field) -> Result<(), InvalidIdentity> {
     let fail = |why| {
         Err(InvalidIdentity {
@@ -79,15 +82,10 @@ pub fn forwardable(value: &str, field: Field) -> Result<(), InvalidIdentity> {
             why,
         })
     };
-    for b in value.bytes() {
-        if b.is_ascii_control() {
-            return fail(Why::Control);
-        }
-        if !b.is_ascii() {
-            return fail(Why::NotAscii);
-        }
+    if value.chars().any(char::is_control) {
+        return fail(Why::Control);
     }
-    if value.starts_with(' ') || value.ends_with(' ') {
+    if value.starts_with(char::is_whitespace) || value.ends_with(char::is_whitespace) {
         return fail(Why::Whitespace);
     }
     Ok(())

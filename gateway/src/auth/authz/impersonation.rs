@@ -35,6 +35,13 @@ pub(super) fn impersonation(headers: &HeaderMap) -> Result<Option<Impersonation>
     {
         return Ok(None);
     }
+    // A name that is not text would be read as another name (replacement characters).
+    let not_text = headers.iter().any(|(n, v)| {
+        n.as_str().starts_with(IMPERSONATE_PREFIX) && std::str::from_utf8(v.as_bytes()).is_err()
+    });
+    if not_text {
+        return Err("Impersonate-* header values must be UTF-8 text".into());
+    }
     let text = |v: &http::HeaderValue| String::from_utf8_lossy(v.as_bytes()).into_owned();
     let name = headers
         .get(IMPERSONATE_USER)

@@ -77,9 +77,14 @@ fn identities_that_cannot_be_forwarded_exactly_are_refused() {
         (user("a\x7f", "", "g", "k", "v"), Field::User, Why::Control),
         (user("a\tb", "", "g", "k", "v"), Field::User, Why::Control),
         (
-            user("jos\u{e9}", "", "g", "k", "v"),
+            user("a\u{a0}", "", "g", "k", "v"),
             Field::User,
-            Why::NotAscii,
+            Why::Whitespace,
+        ),
+        (
+            user("a\u{9b}b", "", "g", "k", "v"),
+            Field::User,
+            Why::Control,
         ),
         (user("a", "u\n", "g", "k", "v"), Field::Uid, Why::Control),
         (
