@@ -4,6 +4,7 @@
 
 mod apiservices;
 mod authorize;
+mod body;
 mod classify;
 mod deadline;
 mod errors;
