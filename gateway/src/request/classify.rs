@@ -129,7 +129,9 @@ pub fn non_canonical(path: &str) -> Option<&'static str> {
                     Some(c) if c < 0x20 || c == 0x7f => {
                         return Some("it contains an encoded control character")
                     }
-                    Some(c) if c.is_ascii_alphanumeric() || matches!(c, b'-' | b'.' | b'_' | b'~') => {
+                    Some(c)
+                        if c.is_ascii_alphanumeric() || matches!(c, b'-' | b'.' | b'_' | b'~') =>
+                    {
                         return Some(
                             "it contains a percent-encoded unreserved character (such as \
                              \"%2E\" for \".\"); send it unencoded",
@@ -270,14 +272,38 @@ mod tests {
             ("/apis/a.io/v1/x%7Ey", unreserved),
             ("/metric%73", unreserved),
             // What else a backend would decode into a separator or worse.
-            ("/apis/a.io/v1/x%5Cy", "it contains an encoded \"/\" or \"\\\""),
-            ("/apis/a.io/v1/x%5cy", "it contains an encoded \"/\" or \"\\\""),
-            ("/apis/a.io%2fv1/x", "it contains an encoded \"/\" or \"\\\""),
-            ("/apis/a.io/v1/x%0A", "it contains an encoded control character"),
-            ("/apis/a.io/v1/x%7f", "it contains an encoded control character"),
-            ("/apis/a.io/v1/x%2", "it contains an invalid percent-encoding"),
-            ("/apis/a.io/v1/x%g1", "it contains an invalid percent-encoding"),
-            ("/apis/a.io/v1/../x", "it contains a \".\" or \"..\" segment"),
+            (
+                "/apis/a.io/v1/x%5Cy",
+                "it contains an encoded \"/\" or \"\\\"",
+            ),
+            (
+                "/apis/a.io/v1/x%5cy",
+                "it contains an encoded \"/\" or \"\\\"",
+            ),
+            (
+                "/apis/a.io%2fv1/x",
+                "it contains an encoded \"/\" or \"\\\"",
+            ),
+            (
+                "/apis/a.io/v1/x%0A",
+                "it contains an encoded control character",
+            ),
+            (
+                "/apis/a.io/v1/x%7f",
+                "it contains an encoded control character",
+            ),
+            (
+                "/apis/a.io/v1/x%2",
+                "it contains an invalid percent-encoding",
+            ),
+            (
+                "/apis/a.io/v1/x%g1",
+                "it contains an invalid percent-encoding",
+            ),
+            (
+                "/apis/a.io/v1/../x",
+                "it contains a \".\" or \"..\" segment",
+            ),
             ("/apis/a.io/v1/.", "it contains a \".\" or \"..\" segment"),
         ];
         for (path, why) in cases {

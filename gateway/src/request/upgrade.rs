@@ -338,12 +338,21 @@ mod tests {
 
     #[test]
     fn only_websocket_and_spdy_are_tunnelled() {
-        for upgrade in ["websocket", "WebSocket", "SPDY/3.1", "spdy/3.1", " websocket "] {
+        for upgrade in [
+            "websocket",
+            "WebSocket",
+            "SPDY/3.1",
+            "spdy/3.1",
+            " websocket ",
+        ] {
             let req = request(&[("Connection", "keep-alive, Upgrade"), ("Upgrade", upgrade)]);
             assert_eq!(is_upgrade(&req), Ok(true), "{upgrade}");
         }
         assert_eq!(is_upgrade(&request(&[])), Ok(false));
-        assert_eq!(is_upgrade(&request(&[("Connection", "keep-alive")])), Ok(false));
+        assert_eq!(
+            is_upgrade(&request(&[("Connection", "keep-alive")])),
+            Ok(false)
+        );
     }
 
     #[test]
@@ -352,7 +361,10 @@ mod tests {
         let protocol = |p: &str| Err(Refused::Protocol(p.into()));
         assert_eq!(is_upgrade(&upgrade("h2c")), protocol("h2c"));
         assert_eq!(is_upgrade(&upgrade("TLS/1.0")), protocol("TLS/1.0"));
-        assert_eq!(is_upgrade(&upgrade("websocket/13")), protocol("websocket/13"));
+        assert_eq!(
+            is_upgrade(&upgrade("websocket/13")),
+            protocol("websocket/13")
+        );
         assert_eq!(is_upgrade(&upgrade("SPDY/3")), protocol("SPDY/3"));
         assert_eq!(
             is_upgrade(&upgrade("websocket, h2c")),
@@ -367,7 +379,10 @@ mod tests {
             ("Upgrade", "SPDY/3.1"),
             ("Upgrade", "h2c"),
         ]);
-        assert_eq!(is_upgrade(&two), Err(Refused::Several("SPDY/3.1, h2c".into())));
+        assert_eq!(
+            is_upgrade(&two),
+            Err(Refused::Several("SPDY/3.1, h2c".into()))
+        );
         assert_eq!(is_upgrade(&upgrade("")), Err(Refused::Empty));
         assert_eq!(is_upgrade(&upgrade(" , ")), Err(Refused::Empty));
         let message = Refused::Protocol("h2c".into()).to_string();
