@@ -525,6 +525,11 @@ async fn wire_attacks_are_refused_or_framed_once() {
                 "{what} (HTTP/1.1): got {answer:?}, expected 400 {cause}"
             ));
         }
+        // A refused upgrade closes the connection: nothing the client sends next is read.
+        let closed = answer.to_ascii_lowercase().contains("connection: close");
+        if what.starts_with("11") && !closed {
+            failures.push(format!("{what}: the connection stays open: {answer:?}"));
+        }
         let delegate_saw = new_paths(&delegate_log().await, &delegate_before);
         if backend_seen() != backend_before || !delegate_saw.is_empty() {
             failures.push(format!(

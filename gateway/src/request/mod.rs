@@ -171,6 +171,8 @@ impl ApiaggProxy {
         let upgrade = match upgrade::is_upgrade(session.req_header()) {
             Ok(upgrade) => upgrade,
             Err(refused) => {
+                // The client may follow up in the protocol it asked for: close after the 400.
+                session.set_keepalive(None);
                 let reply = reply::failure_reply(400, "BadRequest", &refused.to_string());
                 return self.answer(session, ctx, RouteKind::Refused, reply).await;
             }
