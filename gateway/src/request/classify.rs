@@ -60,8 +60,14 @@ pub fn classify<'a>(info: &RequestInfo<'a>) -> Route<'a> {
 }
 
 /// Why a request path is refused before routing: apiagg routes and forwards only canonical
-/// paths, so the route it picks is the path every backend sees (no `..`, `//` or `%2F` can
-/// make the two differ).
+/// paths, so the route it picks is the path every backend sees. Refused: no leading `/`, a
+/// `.` or `..` segment, an empty segment (`//`), a control character or `\`, an invalid `%`
+/// escape, and an escape of what a backend would decode into something that changes the
+/// route: `/` and `\` (`%2F`, `%5C`), a control character, and any unreserved character
+/// (RFC 3986 §2.3: ALPHA, DIGIT, `-`, `.`, `_`, `~`; e.g. `%2E`, `%61`), whose only canonical
+/// form is unencoded (a Go backend decodes the path before routing, apiagg routes the raw
+/// one). Hex digits of either case. Other escapes (`%3A`, `%20`, `%25`, ...) stay: they name
+/// no separator, and no group, version or fixed path contains them.
 pub fn non_canonical(path: &str) -> Option<&'static str> {
     let bytes = path.as_bytes();
     if bytes.first() != Some(&b'/') {
@@ -104,6 +110,14 @@ pub fn non_canonical(path: &str) -> Option<&'static str> {
                     Some(c) if c < 0x20 || c == 0x7f => {
                         return Some("it contains an encoded control character")
                     }
+                    Some(c)
+                        if c.is_ascii_alphanumeric() || matches!(c, b'-' | b'.' | b'_' | b'~') =>
+                    {
+                        return Some(
+                            "it contains a percent-encoded unreserved character (such as \
+                             \"%2E\" for \".\"); send it unencoded",
+                        )
+                    }
                     Some(_) => {}
                 }
             }
@@ -133,19 +147,9 @@ fn hex(digit: u8) -> Option<u8> {
     (digit as char).to_digit(16).map(|d| d as u8)
 }
 
-/// Whether a segment is `.` or `..`, a dot possibly percent-encoded (`%2e`, `%2E`).
+/// Whether a segment is `.` or `..` (an encoded dot is refused before the segment ends).
 fn is_dot_segment(segment: &[u8]) -> bool {
-    let mut rest = segment;
-    let mut dots = 0;
-    while !rest.is_empty() {
-        rest = match rest {
-            [b'.', tail @ ..] => tail,
-            [b'%', b'2', b'e' | b'E', tail @ ..] => tail,
-            _ => return false,
-        };
-        dots += 1;
-    }
-    dots == 1 || dots == 2
+    matches!(segment, b"." | b"..")
 }
 
 /// Whether a route is still served while shutting down (spec §11.3): health and metrics.
@@ -203,8 +207,10 @@ mod tests {
             "/apis/",
             "/apis/a.io/v1/namespaces/x/foos/y",
             "/api/v1/namespaces/x/pods/y%3Az/proxy/",
-            "/apis/a.io/v1/foos/a%2eb",
             "/openapi/v3/apis/a.io/v1",
+            // Reserved and other escapes name no separator: kept.
+            "/apis/a.io/v1/foos/a%20b%25c%3Fd%23e%3Bf%40g%C3%A9",
+            "/apis/a.io/v1/foos/%2a%2B%7B",
         ] {
             assert_eq!(non_canonical(path), None, "{path}");
         }
@@ -225,6 +231,48 @@ mod tests {
             "/apis/a.io/v1/x\\y",
         ] {
             assert!(non_canonical(path).is_some(), "{path}");
+        }
+    }
+
+    #[test]
+    fn encoded_unreserved_characters_are_refused_with_their_cause() {
+        let unreserved = "it contains a percent-encoded unreserved character (such as \
+                          \"%2E\" for \".\"); send it unencoded";
+        let slash = "it contains an encoded \"/\" or \"\\\"";
+        let control = "it contains an encoded control character";
+        let invalid = "it contains an invalid percent-encoding";
+        let dots = "it contains a \".\" or \"..\" segment";
+        let cases = [
+            // The attack: the delegate decodes the group, apiagg would route the raw one.
+            ("/apis/apiregistration%2Ek8s.io/v1/apiservices", unreserved),
+            ("/apis/apiregistration%2ek8s.io/v1/apiservices", unreserved),
+            // Encoded dot segments, both cases, whole or half encoded.
+            ("/apis/a.io/v1/%2E%2E/x", unreserved),
+            ("/apis/a.io/v1/%2e%2e/x", unreserved),
+            ("/apis/a.io/v1/.%2e/x", unreserved),
+            ("/apis/a.io/v1/%2e", unreserved),
+            // Letters, digits and the other unreserved marks, at any place.
+            ("/%61pis/a.io/v1", unreserved),
+            ("/apis/a.io/v%31/x", unreserved),
+            ("/apis/a.io/v1/x%41", unreserved),
+            ("/apis/a.io/v1/x%7a", unreserved),
+            ("/apis/a%2Dio/v1", unreserved),
+            ("/apis/a.io/v1/x%5Fy", unreserved),
+            ("/apis/a.io/v1/x%7Ey", unreserved),
+            ("/metric%73", unreserved),
+            // What else a backend would decode into a separator or worse.
+            ("/apis/a.io/v1/x%5Cy", slash),
+            ("/apis/a.io/v1/x%5cy", slash),
+            ("/apis/a.io%2fv1/x", slash),
+            ("/apis/a.io/v1/x%0A", control),
+            ("/apis/a.io/v1/x%7f", control),
+            ("/apis/a.io/v1/x%2", invalid),
+            ("/apis/a.io/v1/x%g1", invalid),
+            ("/apis/a.io/v1/../x", dots),
+            ("/apis/a.io/v1/.", dots),
+        ];
+        for (path, why) in cases {
+            assert_eq!(non_canonical(path), Some(why), "{path}");
         }
     }
 

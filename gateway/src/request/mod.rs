@@ -5,6 +5,7 @@
 
 mod apiservices;
 mod authorize;
+mod body;
 mod classify;
 mod deadline;
 mod errors;
@@ -168,7 +169,18 @@ impl ApiaggProxy {
             );
             return self.answer(session, ctx, RouteKind::Refused, reply).await;
         }
-        if upgrade::is_upgrade(session.req_header()) {
+        // Only WebSocket and SPDY/3.1 upgrades are tunnelled; any other mention of an upgrade
+        // is refused, so pingora never proxies a request with an `Upgrade` header.
+        let upgrade = match upgrade::is_upgrade(session.req_header()) {
+            Ok(upgrade) => upgrade,
+            Err(refused) => {
+                // The client may follow up in the protocol it asked for: close after the 400.
+                session.set_keepalive(None);
+                let reply = reply::failure_reply(400, "BadRequest", &refused.to_string());
+                return self.answer(session, ctx, RouteKind::Refused, reply).await;
+            }
+        };
+        if upgrade {
             ctx.kind = RouteKind::Upgrade;
             let code = {
                 let forwarding = self.forwarding(session, ctx, &upstream);

@@ -12,7 +12,7 @@ use pingora_proxy::{FailToProxy, ProxyHttp, Session};
 
 use super::classify::{classify, exempt_from_shutdown, non_canonical, Route};
 use super::reply::{self, Reply};
-use super::{apiservices, deadline, errors, forward, ApiaggProxy, RequestCtx};
+use super::{apiservices, body, deadline, errors, forward, ApiaggProxy, RequestCtx};
 use crate::auth::ConnectionIdentity;
 use crate::observe::{Milestone, RouteKind};
 
@@ -245,6 +245,20 @@ impl ProxyHttp for ApiaggProxy {
                     .is_some_and(|u| u.has_untried(ctx.tried));
         }
         e
+    }
+
+    /// Runs for each piece of the request body on its way to the backend (`end_of_stream`: no
+    /// more follow); `Ok` passes the piece on. An empty last piece is dropped so the body is
+    /// framed exactly once (`body.rs`, cloudflare/pingora#935).
+    async fn request_body_filter(
+        &self,
+        _session: &mut Session,
+        body: &mut Option<Bytes>,
+        end_of_stream: bool,
+        _ctx: &mut RequestCtx,
+    ) -> Result<()> {
+        body::frame_once(body, end_of_stream);
+        Ok(())
     }
 
     /// Applies the one header policy (`forward.rs`) to the request pingora sends upstream.

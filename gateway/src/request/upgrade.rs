@@ -26,18 +26,91 @@ const DIAL_TIMEOUT: Duration = Duration::from_secs(10);
 trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
 impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
 
-/// Whether a request asks for a protocol upgrade (`Connection` contains `upgrade`).
-pub fn is_upgrade(req: &RequestHeader) -> bool {
-    req.headers.contains_key(http::header::UPGRADE)
-        && req
+/// Why a request that mentions an upgrade is refused (400 Status; never retryable: the same
+/// request is refused again).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refused {
+    /// `Upgrade` names one protocol, not one apiagg tunnels.
+    #[error("the upgrade to {0:?} is refused: apiagg tunnels only \"websocket\" and \"SPDY/3.1\"")]
+    Protocol(String),
+    /// `Upgrade` names several protocols (apiagg would have to pick one for the backend).
+    #[error(
+        "the upgrade to {0:?} is refused: name exactly one protocol, \"websocket\" or \"SPDY/3.1\""
+    )]
+    Several(String),
+    /// `Upgrade` is present but names nothing.
+    #[error("the upgrade is refused: the Upgrade header is empty")]
+    Empty,
+    /// `Connection: upgrade` without an `Upgrade` header.
+    #[error("the upgrade is refused: \"Connection: upgrade\" without an Upgrade header")]
+    Unnamed,
+    /// `Upgrade` without `upgrade` in `Connection` (not an upgrade in HTTP/1.1, and an Upgrade
+    /// header must never reach a backend on a normal request).
+    #[error("the upgrade to {0:?} is refused: the Upgrade header is sent without \"Connection: upgrade\"")]
+    NotNominated(String),
+}
+
+/// The protocols apiagg tunnels (compared case-insensitively): kubectl exec, attach and
+/// port-forward ask for `SPDY/3.1`, newer ones for `websocket` (`v5.channel.k8s.io`).
+const TUNNELLED: [&str; 2] = ["websocket", "SPDY/3.1"];
+
+/// Whether a request asks for an upgrade apiagg tunnels: `Ok(true)` for exactly one `Upgrade`
+/// protocol of [`TUNNELLED`] with `upgrade` in `Connection`; `Ok(false)` when it mentions no
+/// upgrade at all (no `Upgrade`, no `upgrade` in `Connection`); anything else is refused, so
+/// no request reaches pingora's proxy path with an `Upgrade` header (an `h2c` upgrade would
+/// carry raw HTTP/2 over apiagg's authenticated connection with forged `X-Remote-*`).
+pub fn is_upgrade(req: &RequestHeader) -> Result<bool, Refused> {
+    let mut upgrades = req.headers.get_all(http::header::UPGRADE).iter().peekable();
+    let nominated = req
+        .headers
+        .get_all(http::header::CONNECTION)
+        .iter()
+        .any(|v| tokens(v.as_bytes()).any(|t| t.eq_ignore_ascii_case(b"upgrade")));
+    if upgrades.peek().is_none() {
+        return if nominated {
+            Err(Refused::Unnamed)
+        } else {
+            Ok(false)
+        };
+    }
+    let mut named = upgrades.flat_map(|v| tokens(v.as_bytes()));
+    let (Some(protocol), None) = (named.next(), named.next()) else {
+        let all: Vec<String> = req
             .headers
-            .get_all(http::header::CONNECTION)
+            .get_all(http::header::UPGRADE)
             .iter()
-            .any(|v| {
-                v.as_bytes()
-                    .windows(7)
-                    .any(|w| w.eq_ignore_ascii_case(b"upgrade"))
-            })
+            .map(|v| shown(v.as_bytes()))
+            .collect();
+        let all = all.join(", ");
+        return Err(if all.trim_matches([',', ' ', '\t']).is_empty() {
+            Refused::Empty
+        } else {
+            Refused::Several(all)
+        });
+    };
+    if !TUNNELLED
+        .iter()
+        .any(|t| t.as_bytes().eq_ignore_ascii_case(protocol))
+    {
+        return Err(Refused::Protocol(shown(protocol)));
+    }
+    if !nominated {
+        return Err(Refused::NotNominated(shown(protocol)));
+    }
+    Ok(true)
+}
+
+/// The non-empty, trimmed elements of a comma-separated header value.
+fn tokens(value: &[u8]) -> impl Iterator<Item = &[u8]> {
+    value
+        .split(|&b| b == b',')
+        .map(<[u8]>::trim_ascii)
+        .filter(|t| !t.is_empty())
+}
+
+/// A header value as text for a message, at most 64 bytes of it.
+fn shown(value: &[u8]) -> String {
+    String::from_utf8_lossy(&value[..value.len().min(64)]).into_owned()
 }
 
 /// Connects to endpoint `index`, with apiagg's own TLS identity when `own` (impersonation).
@@ -255,14 +328,84 @@ pub async fn tunnel(
 mod tests {
     use super::*;
 
-    #[test]
-    fn upgrades_need_connection_upgrade_and_an_upgrade_header() {
+    fn request(headers: &[(&str, &str)]) -> RequestHeader {
         let mut req = RequestHeader::build("GET", b"/apis/a.io/v1/x/exec", None).expect("req");
-        req.insert_header("Connection", "keep-alive, Upgrade")
-            .expect("h");
-        assert!(!is_upgrade(&req));
-        req.insert_header("Upgrade", "SPDY/3.1").expect("h");
-        assert!(is_upgrade(&req));
+        for (name, value) in headers {
+            req.append_header(name.to_string(), *value).expect("header");
+        }
+        req
+    }
+
+    #[test]
+    fn only_websocket_and_spdy_are_tunnelled() {
+        for upgrade in [
+            "websocket",
+            "WebSocket",
+            "SPDY/3.1",
+            "spdy/3.1",
+            " websocket ",
+        ] {
+            let req = request(&[("Connection", "keep-alive, Upgrade"), ("Upgrade", upgrade)]);
+            assert_eq!(is_upgrade(&req), Ok(true), "{upgrade}");
+        }
+        assert_eq!(is_upgrade(&request(&[])), Ok(false));
+        assert_eq!(
+            is_upgrade(&request(&[("Connection", "keep-alive")])),
+            Ok(false)
+        );
+    }
+
+    #[test]
+    fn other_upgrades_are_refused_naming_the_protocol() {
+        let upgrade = |value: &str| request(&[("Connection", "Upgrade"), ("Upgrade", value)]);
+        let protocol = |p: &str| Err(Refused::Protocol(p.into()));
+        assert_eq!(is_upgrade(&upgrade("h2c")), protocol("h2c"));
+        assert_eq!(is_upgrade(&upgrade("TLS/1.0")), protocol("TLS/1.0"));
+        assert_eq!(
+            is_upgrade(&upgrade("websocket/13")),
+            protocol("websocket/13")
+        );
+        assert_eq!(is_upgrade(&upgrade("SPDY/3")), protocol("SPDY/3"));
+        assert_eq!(
+            is_upgrade(&upgrade("websocket, h2c")),
+            Err(Refused::Several("websocket, h2c".into()))
+        );
+        assert_eq!(
+            is_upgrade(&upgrade("websocket, websocket")),
+            Err(Refused::Several("websocket, websocket".into()))
+        );
+        let two = request(&[
+            ("Connection", "Upgrade"),
+            ("Upgrade", "SPDY/3.1"),
+            ("Upgrade", "h2c"),
+        ]);
+        assert_eq!(
+            is_upgrade(&two),
+            Err(Refused::Several("SPDY/3.1, h2c".into()))
+        );
+        assert_eq!(is_upgrade(&upgrade("")), Err(Refused::Empty));
+        assert_eq!(is_upgrade(&upgrade(" , ")), Err(Refused::Empty));
+        let message = Refused::Protocol("h2c".into()).to_string();
+        assert!(message.contains("\"h2c\""), "{message}");
+    }
+
+    #[test]
+    fn half_an_upgrade_is_refused() {
+        let unnamed = request(&[("Connection", "upgrade")]);
+        assert_eq!(is_upgrade(&unnamed), Err(Refused::Unnamed));
+        let h2c = request(&[("Connection", "Upgrade, HTTP2-Settings")]);
+        assert_eq!(is_upgrade(&h2c), Err(Refused::Unnamed));
+        let not_nominated = request(&[("Upgrade", "websocket")]);
+        assert_eq!(
+            is_upgrade(&not_nominated),
+            Err(Refused::NotNominated("websocket".into()))
+        );
+        // A token merely containing "upgrade" does not nominate it.
+        let lookalike = request(&[("Connection", "x-upgrade-hint"), ("Upgrade", "websocket")]);
+        assert_eq!(
+            is_upgrade(&lookalike),
+            Err(Refused::NotNominated("websocket".into()))
+        );
     }
 
     async fn head_of(bytes: &'static [u8]) -> io::Result<(u16, Vec<u8>, Vec<u8>)> {

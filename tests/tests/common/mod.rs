@@ -10,6 +10,7 @@ mod gateway;
 pub mod openapi;
 pub mod pki;
 pub mod trust;
+pub mod wire;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
