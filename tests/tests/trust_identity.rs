@@ -166,3 +166,72 @@ async fn a_front_proxy_stated_identity_that_cannot_be_forwarded_gets_401() {
     let (code, who) = c.get(&outer, &whoami(), &[("X-Remote-User", "dave")]).await;
     assert_eq!((code, &who["user"]), (200, &serde_json::json!("dave")));
 }
+
+/// Where the delegate answers TokenReviews (it counts requests by path).
+const TOKEN_REVIEWS: &str = "/apis/authentication.k8s.io/v1/tokenreviews";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_invented_tokens_never_floods_the_delegate() {
+    use futures_util::StreamExt;
+    use std::time::Instant;
+
+    let c = Cluster::start(true).await;
+    let plain = c.client(None);
+    let reviewed = format!("Bearer {}", common::trust::REVIEWED_TOKEN);
+    let (code, seen) = c
+        .get(&plain, &whoami(), &[("Authorization", &reviewed)])
+        .await;
+    assert_eq!(code, 200, "{seen}");
+    let before = c.delegate.requests(TOKEN_REVIEWS).await;
+
+    // An attacker sends 800 tokens nobody issued, 32 at a time.
+    const FLOOD: usize = 800;
+    let started = Instant::now();
+    let codes: Vec<u16> = futures_util::stream::iter(0..FLOOD)
+        .map(|i| {
+            let (plain, url) = (plain.clone(), c.url("/apis"));
+            async move {
+                let response = plain
+                    .get(url)
+                    .header("Authorization", format!("Bearer invented-{i}"))
+                    .send()
+                    .await
+                    .expect("response");
+                response.status().as_u16()
+            }
+        })
+        .buffer_unordered(32)
+        .collect()
+        .await;
+    let seconds = started.elapsed().as_secs_f64();
+    let refused = codes.iter().filter(|c| **c == 401).count();
+    let limited = codes.iter().filter(|c| **c == 429).count();
+    assert_eq!(refused + limited, FLOOD, "only 401 and 429: {codes:?}");
+
+    // Each reviewed token cost one review at most; the rest were held back by the limit
+    // (burst 200, then 100 a second over the flood's duration).
+    let reviews = c.delegate.requests(TOKEN_REVIEWS).await - before;
+    eprintln!(
+        "{FLOOD} invented tokens in {seconds:.2} s: {reviews} reviews, {limited} held back (429)"
+    );
+    assert!(
+        reviews as usize <= refused,
+        "{reviews} reviews for {refused} refusals"
+    );
+    let allowed = 200.0 + 100.0 * seconds + 5.0;
+    assert!(
+        (reviews as f64) <= allowed,
+        "{reviews} reviews in {seconds:.1} s (at most {allowed:.0})"
+    );
+    if allowed < FLOOD as f64 {
+        assert!(limited > 0, "the limit held nobody back in {seconds:.1} s");
+    }
+
+    // The flood evicted nothing: the reviewed token is still cached (no new review).
+    let settled = c.delegate.requests(TOKEN_REVIEWS).await;
+    let (code, seen) = c
+        .get(&plain, &whoami(), &[("Authorization", &reviewed)])
+        .await;
+    assert_eq!(code, 200, "{seen}");
+    assert_eq!(c.delegate.requests(TOKEN_REVIEWS).await, settled);
+}
