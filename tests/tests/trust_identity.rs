@@ -4,14 +4,11 @@
 
 mod common;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};
 use hyper_util::rt::TokioIo;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 
 use common::pki::Ca;
 use common::trust::{Cluster, OUTER_PROXY_CN};
@@ -27,30 +24,7 @@ struct KeptConnection(hyper::client::conn::http1::SendRequest<Empty<Bytes>>);
 
 impl KeptConnection {
     async fn open(c: &Cluster, identity: &(String, String)) -> KeptConnection {
-        let mut roots = rustls::RootCertStore::empty();
-        for cert in CertificateDer::pem_slice_iter(c.serving_ca.cert_pem.as_bytes()) {
-            roots.add(cert.expect("CA")).expect("root");
-        }
-        let chain = CertificateDer::pem_slice_iter(identity.0.as_bytes())
-            .collect::<Result<Vec<_>, _>>()
-            .expect("chain");
-        let key = PrivateKeyDer::from_pem_slice(identity.1.as_bytes()).expect("key");
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let mut config = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .expect("versions")
-            .with_root_certificates(roots)
-            .with_client_auth_cert(chain, key)
-            .expect("client auth");
-        config.alpn_protocols = vec![b"http/1.1".to_vec()];
-        let tcp = tokio::net::TcpStream::connect(("127.0.0.1", c.gw.port))
-            .await
-            .expect("connect");
-        let name = ServerName::try_from("localhost").expect("name");
-        let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
-            .connect(name, tcp)
-            .await
-            .expect("TLS handshake");
+        let tls = c.tls_connect(identity).await;
         let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
             .await
             .expect("HTTP/1.1");

@@ -7,15 +7,12 @@ mod common;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
-use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine;
 use common::trust::{Cluster, REVIEWED_TOKEN};
 use common::{G, V};
 use futures_util::{SinkExt, StreamExt};
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::Message;
 
@@ -153,28 +150,7 @@ async fn kubectl_with_certificate_and_token_kubeconfigs() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_websocket_upgrade_carries_the_identity_on_the_tunnel() {
     let c = Cluster::start(false).await;
-    let (cert, key) = c.client_ca.client("alice", &[]);
-    let mut roots = rustls::RootCertStore::empty();
-    roots
-        .add(CertificateDer::from_pem_slice(c.serving_ca.cert_pem.as_bytes()).expect("CA"))
-        .expect("root");
-    let chain = vec![CertificateDer::from_pem_slice(cert.as_bytes()).expect("cert")];
-    let key = PrivateKeyDer::from_pem_slice(key.as_bytes()).expect("key");
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .expect("versions")
-        .with_root_certificates(roots)
-        .with_client_auth_cert(chain, key)
-        .expect("client auth");
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", c.gw.port))
-        .await
-        .expect("connect");
-    let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
-        .connect(ServerName::try_from("localhost").expect("name"), tcp)
-        .await
-        .expect("TLS");
+    let tls = c.tls_connect(&c.client_ca.client("alice", &[])).await;
     let url = format!(
         "wss://localhost:{}/apis/{G}/{V}/namespaces/default/flunders/x/exec",
         c.gw.port

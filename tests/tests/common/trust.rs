@@ -208,6 +208,40 @@ impl Cluster {
         cluster
     }
 
+    /// A raw TLS connection to apiagg (HTTP/1.1 by ALPN) presenting `identity` (cert, key PEM):
+    /// for tests that need one connection of their own (keep-alive, upgrades).
+    pub async fn tls_connect(
+        &self,
+        identity: &(String, String),
+    ) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in CertificateDer::pem_slice_iter(self.serving_ca.cert_pem.as_bytes()) {
+            roots.add(cert.expect("CA")).expect("root");
+        }
+        let chain = CertificateDer::pem_slice_iter(identity.0.as_bytes())
+            .collect::<Result<Vec<_>, _>>()
+            .expect("chain");
+        let key = PrivateKeyDer::from_pem_slice(identity.1.as_bytes()).expect("key");
+        let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+        let mut config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("versions")
+            .with_root_certificates(roots)
+            .with_client_auth_cert(chain, key)
+            .expect("client auth");
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        let tcp = tokio::net::TcpStream::connect(("127.0.0.1", self.gw.port))
+            .await
+            .expect("connect");
+        let name = ServerName::try_from("localhost").expect("name");
+        tokio_rustls::TlsConnector::from(std::sync::Arc::new(config))
+            .connect(name, tcp)
+            .await
+            .expect("TLS handshake")
+    }
+
     /// `https://127.0.0.1:PORT<path>`.
     pub fn url(&self, path: &str) -> String {
         format!("https://127.0.0.1:{}{path}", self.gw.port)
