@@ -39,13 +39,7 @@ async fn raw(port: u16, bytes: &[u8]) -> (u16, String) {
         }
     })
     .await;
-    let text = String::from_utf8_lossy(&answer).into_owned();
-    let code = text
-        .strip_prefix("HTTP/1.1 ")
-        .and_then(|t| t.get(..3))
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    (code, text)
+    common::wire::status_of(&answer)
 }
 
 /// Who served requests for each path (backend and delegate `/debug/requests` logs).

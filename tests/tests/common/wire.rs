@@ -396,7 +396,12 @@ pub async fn raw_tls(port: u16, ca_pem: &str, bytes: &[u8]) -> (u16, String) {
             Ok(n) => answer.extend_from_slice(&chunk[..n]),
         }
     }
-    let text = String::from_utf8_lossy(&answer).into_owned();
+    status_of(&answer)
+}
+
+/// The status code of a raw HTTP/1.1 answer (0 when there is none) and the answer as text.
+pub fn status_of(answer: &[u8]) -> (u16, String) {
+    let text = String::from_utf8_lossy(answer).into_owned();
     let code = text
         .strip_prefix("HTTP/1.1 ")
         .and_then(|t| t.get(..3))
