@@ -119,16 +119,7 @@ impl ProxyHttp for ApiaggProxy {
             Ok(caller) => ctx.caller = Some(caller),
             Err(why) => {
                 tracing::debug!(path = uri.path(), "unauthenticated: {why}");
-                // 401 says nothing about why; a 429 (TokenReviews rate-limited) says so.
-                let message = if why.status() == 429 {
-                    why.to_string()
-                } else {
-                    "Unauthorized".to_string()
-                };
-                let mut reply = reply::failure_reply(why.status(), why.reason(), &message);
-                if let Some(seconds) = why.retry_after() {
-                    reply = reply.header(http::header::RETRY_AFTER, seconds.to_string());
-                }
+                let reply = reply::unauthenticated(&why);
                 return self.answer(session, ctx, RouteKind::Refused, reply).await;
             }
         }

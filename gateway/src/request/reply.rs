@@ -8,6 +8,8 @@ use pingora_http::ResponseHeader;
 use pingora_proxy::Session;
 use serde_json::{json, Value};
 
+use crate::auth::AuthError;
+
 /// `application/json`
 pub const JSON: &str = "application/json";
 /// `text/plain; charset=utf-8`
@@ -143,6 +145,21 @@ pub fn not_found() -> Bytes {
         "the server could not find the requested resource",
         Some(json!({})),
     )
+}
+
+/// The answer to a caller authentication refused: 401 saying nothing about why (as
+/// kube-apiserver), or 429 with `Retry-After` when TokenReviews are rate-limited.
+pub fn unauthenticated(why: &AuthError) -> Reply {
+    let message = if why.status() == 429 {
+        why.to_string()
+    } else {
+        "Unauthorized".to_string()
+    };
+    let reply = failure_reply(why.status(), why.reason(), &message);
+    match why.retry_after() {
+        Some(seconds) => reply.header(http::header::RETRY_AFTER, seconds.to_string()),
+        None => reply,
+    }
 }
 
 /// A failure `Status` reply with the same code in the body and the response.
