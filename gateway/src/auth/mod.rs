@@ -297,7 +297,8 @@ impl Authenticator {
             }
             match (&self.reviewer, delegate) {
                 (Some(reviewer), Some(delegate)) => {
-                    match reviewer.review(token, delegate, clients).await {
+                    // Boxed: a review's state stays out of every request's future.
+                    match Box::pin(reviewer.review(token, delegate, clients)).await {
                         Ok(user) => return Ok(found(user, Method::TokenReview)),
                         Err(ReviewError::TooMany) => return Err(AuthError::TooManyReviews),
                         Err(ReviewError::Identity(e)) => {

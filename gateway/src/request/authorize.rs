@@ -49,7 +49,9 @@ impl ApiaggProxy {
                 info,
                 headers: &header.headers,
             };
-            authorizer.authorize(&request, caller, reviewer).await
+            // Boxed: the webhook's state stays out of every request's future (pingora moves
+            // that future by value, so its size is paid on every request).
+            Box::pin(authorizer.authorize(&request, caller, reviewer)).await
         };
         match outcome {
             Ok(None) => Ok(()),

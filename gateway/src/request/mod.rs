@@ -184,7 +184,8 @@ impl ApiaggProxy {
             ctx.kind = RouteKind::Upgrade;
             let code = {
                 let forwarding = self.forwarding(session, ctx, &upstream);
-                upgrade::tunnel(session, &upstream, &forwarding).await
+                // Boxed: the tunnel's state stays out of every request's future.
+                Box::pin(upgrade::tunnel(session, &upstream, &forwarding)).await
             };
             ctx.code = code;
             return Ok(true);

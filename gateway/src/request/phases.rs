@@ -138,7 +138,9 @@ impl ProxyHttp for ApiaggProxy {
         // 5. The APIService API, served by apiagg itself (never by the delegate).
         if info.group_version_key() == Some(crate::apiservices::GROUP_VERSION) {
             ctx.kind = RouteKind::Local;
-            ctx.code = apiservices::serve(session, &self.gateway, &info).await?;
+            // Boxed: the API's state (patches, applies, watches) stays out of every request's
+            // future, which pingora moves by value on every request.
+            ctx.code = Box::pin(apiservices::serve(session, &self.gateway, &info)).await?;
             return Ok(true);
         }
 
