@@ -25,6 +25,7 @@ declare -A package=(
   [protoc]=protobuf-compiler    # etcd-client's build; decodes apiagg's OpenAPI protobuf in a test
   [etcd]=etcd-server            # the replicas test shares registrations through a real etcd
   [valgrind]=valgrind           # the instruction-budget test counts apiagg's work per request
+  [nginx]=nginx-light           # the anchor of tests/bench/*.sh (not needed by the tests)
 )
 missing=()
 for cmd in "$@"; do

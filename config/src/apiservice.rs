@@ -10,6 +10,9 @@ pub use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::{
 /// Port used when `spec.service.port` is omitted.
 pub const DEFAULT_SERVICE_PORT: i32 = 443;
 
+/// The API the APIService objects belong to, as a route key (`<group>/<version>`).
+pub const GROUP_VERSION: &str = "apiregistration.k8s.io/v1";
+
 /// One field error, rendered like apimachinery's `field.Error`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FieldError {

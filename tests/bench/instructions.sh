@@ -15,7 +15,7 @@ repo="$(cd "$here/../.." && pwd)"
 helper="$here/proxy_load_helper.py"
 target_dir="${CARGO_TARGET_DIR:-$repo/target}"
 n1="${N1:-500}" n2="${N2:-2500}"
-command -v valgrind >/dev/null || { echo "valgrind not found (apt-get install -y valgrind)" >&2; exit 1; }
+"$repo/scripts/need.sh" valgrind nginx
 [[ "${SKIP_BUILD:-0}" == 1 ]] || (cd "$repo" && cargo build --release -p apiagg-gateway --bins)
 tmp="$(mktemp -d /tmp/instructions.XXXXXX)"
 chmod 755 "$tmp"

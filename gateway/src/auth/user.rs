@@ -254,35 +254,7 @@ pub fn escape_key(key: &str) -> String {
 
 /// The inverse of [`escape_key`] (for front-proxy headers): `%XX` decoded, lower-cased.
 pub fn unescape_key(escaped: &str) -> String {
-    percent_decode(escaped).to_lowercase()
-}
-
-/// `%XX` sequences decoded (as Go's `URL.Path` and `url.PathUnescape`); invalid ones are kept as
-/// they are.
-pub fn percent_decode(text: &str) -> String {
-    if !text.contains('%') {
-        return text.to_string();
-    }
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = bytes
-            .get(i + 1..i + 3)
-            .and_then(|h| std::str::from_utf8(h).ok())
-            .and_then(|h| u8::from_str_radix(h, 16).ok());
-        match (bytes[i], hex) {
-            (b'%', Some(b)) => {
-                out.push(b);
-                i += 3;
-            }
-            (b, _) => {
-                out.push(b);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    apiagg_requestinfo::decode_segment(escaped).to_lowercase()
 }
 
 #[cfg(test)]

@@ -16,8 +16,6 @@ use super::*;
 
 /// The group kube-apiserver's `system:monitoring` role is bound to.
 const MONITORING_GROUP: &str = "system:monitoring";
-/// The route key of the APIService API.
-const API_GROUP_VERSION: &str = "apiregistration.k8s.io/v1";
 
 /// What the built-in rule protects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,7 +31,7 @@ pub enum Protected {
 impl Protected {
     /// What `info` asks for, if the rule protects it.
     pub fn of(info: &RequestInfo<'_>) -> Option<Protected> {
-        if info.group_version_key() == Some(API_GROUP_VERSION) {
+        if info.group_version_key() == Some(apiagg_config::apiservice::GROUP_VERSION) {
             return Some(if info.is_write() {
                 Protected::ApiServiceWrite
             } else {
