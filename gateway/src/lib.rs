@@ -8,7 +8,7 @@
 //! |---|---|---|
 //! | L4 | `app` (composition, listener, shutdown) | everything below |
 //! | L3 | `request` (the pingora request path), `controllers` (background loops) | L2, L1, L0 |
-//! | L2 | `state` (published snapshots, options), `auth` (who the caller is), `apiservices` (the `apiregistration.k8s.io/v1` REST API) | L1, L0 |
+//! | L2 | `state` (published snapshots, options), `auth` (who the caller is), `apiservices` (the `apiregistration.k8s.io/v1` REST API), `flowcontrol` (API Priority and Fairness, backend caps), `audit` (policy, events, log and webhook backends) | L1, L0 |
 //! | L1 | `backends` (route table, upstreams, health, TLS, the controllers' HTTP clients), `store` (APIServices registered through the API) | L0 |
 //! | L0 | `observe` (metrics, lifecycle, health checks) | nothing |
 //!
@@ -17,9 +17,11 @@
 
 mod apiservices;
 pub mod app;
+mod audit;
 mod auth;
 mod backends;
 mod controllers;
+mod flowcontrol;
 mod observe;
 mod request;
 mod state;
@@ -33,7 +35,7 @@ mod tests {
     use std::path::{Path, PathBuf};
 
     /// Every room with the rooms it may import (the table above).
-    const ROOMS: [(&str, &[&str]); 9] = [
+    const ROOMS: [(&str, &[&str]); 11] = [
         (
             "app",
             &[
@@ -42,6 +44,8 @@ mod tests {
                 "state",
                 "auth",
                 "apiservices",
+                "flowcontrol",
+                "audit",
                 "backends",
                 "store",
                 "observe",
@@ -53,6 +57,8 @@ mod tests {
                 "state",
                 "auth",
                 "apiservices",
+                "flowcontrol",
+                "audit",
                 "backends",
                 "store",
                 "observe",
@@ -64,6 +70,8 @@ mod tests {
                 "state",
                 "auth",
                 "apiservices",
+                "flowcontrol",
+                "audit",
                 "backends",
                 "store",
                 "observe",
@@ -72,6 +80,8 @@ mod tests {
         ("state", &["backends", "store", "observe"]),
         ("auth", &["backends", "store", "observe"]),
         ("apiservices", &["backends", "store", "observe"]),
+        ("flowcontrol", &["backends", "store", "observe"]),
+        ("audit", &["backends", "store", "observe"]),
         ("backends", &["observe"]),
         ("store", &["observe"]),
         ("observe", &[]),

@@ -150,6 +150,12 @@ fn histogram(
 }
 
 impl Metrics {
+    /// The registry every metric is registered in (rooms with metrics of their own add them
+    /// here, so `/metrics` shows them).
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
     /// Creates and registers every metric.
     pub fn new() -> Result<Metrics, prometheus::Error> {
         let r = Registry::new();
