@@ -128,6 +128,23 @@ struct ServeArgs {
     /// endpoint answers 503 after it.
     #[arg(long, value_parser = interval, default_value = "5s")]
     backend_connect_timeout: Duration,
+    /// A watch without `timeoutSeconds` ends after a random time between this and twice this,
+    /// so clients re-watch and spread over replicas (seconds, as kube-apiserver's flag, or a
+    /// duration; 0: watches are not bounded).
+    #[arg(long, value_parser = seconds, default_value = "1800")]
+    min_request_timeout: Duration,
+    /// On SIGTERM, open watches are ended evenly over this period instead of all at once (the
+    /// drain waits at least this long for them).
+    #[arg(long, value_parser = delay, default_value = "30s")]
+    shutdown_watch_termination_grace_period: Duration,
+    /// Requests (not long-running) in flight to one APIService's backend at most, all its
+    /// endpoints together: one slow backend holds at most this share of the gateway; more get
+    /// 429 with Retry-After.
+    #[arg(long, default_value_t = 150, value_parser = clap::value_parser!(u32).range(1..))]
+    max_requests_inflight_per_apiservice: u32,
+    /// The same bound per endpoint of a backend (requests go to endpoints with room).
+    #[arg(long, default_value_t = 150, value_parser = clap::value_parser!(u32).range(1..))]
+    max_requests_inflight_per_endpoint: u32,
     /// Stop serving `apidiscovery.k8s.io/v2beta1` (as kube-apiserver 1.33+ does).
     #[arg(long)]
     disable_discovery_v2beta1: bool,
@@ -144,6 +161,10 @@ struct ServeArgs {
     /// Do not record per-request metrics (only to measure what they cost).
     #[arg(long, hide = true)]
     disable_request_metrics: bool,
+    /// Client connections served at once; more are dropped at accept (default: three quarters
+    /// of the open-file limit, keeping the rest for connections to backends).
+    #[arg(long)]
+    max_connections: Option<usize>,
     /// Worker threads of the proxy.
     #[arg(long, default_value_t = default_threads())]
     threads: usize,
@@ -193,6 +214,15 @@ fn interval(text: &str) -> Result<Duration, ArgError> {
     Ok(duration)
 }
 
+/// Whole seconds (`1800`, as kube-apiserver's integer flags) or a duration (`30m`), up to a day.
+fn seconds(text: &str) -> Result<Duration, ArgError> {
+    match text.parse::<u64>() {
+        Ok(n) if n <= LONGEST.as_secs() => Ok(Duration::from_secs(n)),
+        Ok(_) => Err(ArgError::TooLong(text.into())),
+        Err(_) => delay(text),
+    }
+}
+
 /// A byte size (`64MiB`, `1GB`, `1048576`) of at least 1 KiB.
 fn body_limit(text: &str) -> Result<u64, ArgError> {
     let size: bytesize::ByteSize = text
@@ -238,6 +268,10 @@ fn launch(args: ServeArgs) -> Launch {
         backend_body_limit: args.backend_body_limit,
         request_timeout: args.request_timeout,
         connect_timeout: args.backend_connect_timeout,
+        min_request_timeout: args.min_request_timeout,
+        watch_termination_grace: args.shutdown_watch_termination_grace_period,
+        max_requests_per_apiservice: args.max_requests_inflight_per_apiservice as usize,
+        max_requests_per_endpoint: args.max_requests_inflight_per_endpoint as usize,
         ..Options::default()
     };
     let store = if args.etcd_servers.is_empty() {
@@ -260,6 +294,7 @@ fn launch(args: ServeArgs) -> Launch {
         store,
         listen: args.listen,
         threads: args.threads,
+        max_connections: args.max_connections,
         options,
     }
 }

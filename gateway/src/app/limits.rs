@@ -11,6 +11,15 @@
 use nix::sys::prctl;
 use nix::sys::resource::{getrlimit, setrlimit, Resource, RLIM_INFINITY};
 
+impl Raised {
+    /// The open-file limit the process now runs with.
+    pub fn limit(self) -> u64 {
+        match self {
+            Raised::To(_, limit) | Raised::Already(limit) => limit,
+        }
+    }
+}
+
 /// What [`raise_open_files`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Raised {

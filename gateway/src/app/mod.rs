@@ -2,6 +2,7 @@
 //! and its listener, and drives graceful shutdown.
 
 mod commands;
+mod connections;
 mod limits;
 mod listen;
 mod serving;
@@ -38,6 +39,8 @@ pub struct Launch {
     pub listen: Option<String>,
     /// Proxy worker threads.
     pub threads: usize,
+    /// Client connections served at once (`None`: three quarters of the open-file limit).
+    pub max_connections: Option<usize>,
     /// Behaviour of the gateway.
     pub options: Options,
 }
@@ -45,7 +48,7 @@ pub struct Launch {
 /// Runs the gateway until it is told to stop.
 pub fn serve(launch: Launch) -> anyhow::Result<()> {
     limits::disable_huge_pages();
-    limits::raise_open_files();
+    let open_files = limits::raise_open_files().map_or(1024, limits::Raised::limit);
     let path = &launch.config;
     let sources =
         Sources::read(path).with_context(|| format!("reading config {}", path.display()))?;
@@ -88,10 +91,24 @@ pub fn serve(launch: Launch) -> anyhow::Result<()> {
     let mut server = Server::new_with_opt_and_conf(None, conf);
     server.bootstrap();
 
-    let mut proxy = pingora_proxy::http_proxy_service_with_name(
+    let max_connections = launch
+        .max_connections
+        .unwrap_or_else(|| connections::default_bound(open_files));
+    let bound = connections::ConnectionBound::new(max_connections, gateway.metrics.registry())
+        .context("creating metrics")?;
+    let proxy_app = pingora_proxy::http_proxy(
         &server.configuration,
         ApiaggProxy::new(gateway.clone(), auth.clone()),
-        "apiagg",
+    );
+    let mut proxy = pingora_core::services::listening::Service::new(
+        "apiagg".to_string(),
+        connections::Counted::new(proxy_app, bound.clone()),
+    );
+    proxy.set_connection_filter(Arc::new(connections::Filter(bound)));
+    tracing::info!(
+        max_connections,
+        open_files,
+        "client connections are bounded below the open-file limit"
     );
     let listener = listen::Listener::new(&listen, config.tls.as_ref())?;
     proxy.add_listener(listener.config(certificates, auth.certificates())?);

@@ -8,12 +8,13 @@ use async_trait::async_trait;
 use pingora_core::server::{ShutdownSignal, ShutdownSignalWatch};
 use tokio::signal::unix::{signal, SignalKind};
 
-use crate::observe::{Lifecycle, Milestone};
+use crate::observe::{Lifecycle, Milestone, Watches};
 use crate::state::{Gateway, Options};
 
 /// The shutdown watcher handed to pingora.
 pub struct GracefulShutdown {
     lifecycle: Arc<Lifecycle>,
+    watches: Arc<Watches>,
     options: Options,
 }
 
@@ -22,6 +23,7 @@ impl GracefulShutdown {
     pub fn new(gateway: &Gateway) -> GracefulShutdown {
         GracefulShutdown {
             lifecycle: gateway.lifecycle.clone(),
+            watches: gateway.watches.clone(),
             options: gateway.options.clone(),
         }
     }
@@ -56,16 +58,24 @@ impl ShutdownSignalWatch for GracefulShutdown {
             _ = int.recv() => return ShutdownSignal::FastShutdown,
         }
         lifecycle.reach(Milestone::Rejecting);
+        let grace = options.watch_termination_grace;
+        self.watches.start_draining(grace);
         tracing::info!(
             in_flight = lifecycle.in_flight(),
-            "refusing new requests, draining in-flight ones"
+            watches = self.watches.open_now(),
+            "refusing new requests, draining in-flight ones; open watches end over {grace:?}"
         );
+        // The drain waits for the watches' grace period at least.
+        let limit = options.drain_timeout.max(grace + std::time::Duration::from_secs(1));
         let drained = tokio::select! {
-            d = lifecycle.drain(options.drain_timeout) => d,
+            d = lifecycle.drain(limit) => d,
             _ = int.recv() => return ShutdownSignal::FastShutdown,
         };
         if drained {
-            tracing::info!("all requests finished, exiting");
+            tracing::info!(
+                watches_ended = self.watches.drained(),
+                "all requests finished, exiting"
+            );
         } else {
             tracing::warn!(
                 in_flight = lifecycle.in_flight(),

@@ -40,6 +40,10 @@ pub enum FetchError {
     /// Sending or reading failed, or the timeout passed.
     #[error("GET {url}: {message}")]
     Request { url: String, message: String },
+    /// apiagg itself ran out of a resource (open files, memory) while connecting: says
+    /// nothing about the backend.
+    #[error("GET {url}: apiagg is out of {why}")]
+    Exhausted { url: String, why: &'static str },
     /// The body is larger than the configured limit; it was not read further.
     #[error("GET {url}: the body exceeds the limit of {limit} bytes (--backend-body-limit)")]
     TooLarge { url: String, limit: u64 },
@@ -314,6 +318,9 @@ impl Client {
         let url = format!("{}{path}", self.base);
         let request = self.http.get(&url).header("Accept", "application/json");
         let response = self.identified(request).send().await.map_err(|e| {
+            if let Some(why) = super::own_exhaustion(&e) {
+                return FetchError::Exhausted { url, why };
+            }
             let message = error_chain(&e);
             if e.is_connect() {
                 FetchError::Connect { url, message }

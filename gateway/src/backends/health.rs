@@ -9,12 +9,16 @@ use arc_swap::ArcSwapOption;
 use dashmap::DashMap;
 use tokio::sync::Notify;
 
+use super::slots::Slots;
+
 /// Health of one backend endpoint.
 pub struct EndpointHealth {
     healthy: AtomicBool,
     last_error: ArcSwapOption<String>,
     /// Probes failed in a row (reset by a success).
     failed_probes: AtomicU32,
+    /// Requests in flight to this endpoint.
+    pub slots: Arc<Slots>,
 }
 
 impl Default for EndpointHealth {
@@ -23,6 +27,7 @@ impl Default for EndpointHealth {
             healthy: AtomicBool::new(true),
             last_error: ArcSwapOption::empty(),
             failed_probes: AtomicU32::new(0),
+            slots: Arc::default(),
         }
     }
 }
@@ -63,10 +68,12 @@ impl EndpointHealth {
     }
 }
 
-/// Every endpoint's health, keyed by the endpoint's connection identity (its pool key).
+/// Every endpoint's health, keyed by the endpoint's connection identity (its pool key), and
+/// every APIService's requests in flight, keyed by its name.
 #[derive(Default)]
 pub struct HealthBook {
     endpoints: DashMap<u64, Arc<EndpointHealth>>,
+    apiservices: DashMap<String, Arc<Slots>>,
     /// Signalled when an endpoint's health flips (a probe, or a failure on the proxy path).
     pub changed: Notify,
 }
@@ -77,9 +84,23 @@ impl HealthBook {
         self.endpoints.entry(key).or_default().clone()
     }
 
+    /// The in-flight count of an APIService's backend, created on first sight.
+    pub fn apiservice_slots(&self, name: &str) -> Arc<Slots> {
+        if let Some(slots) = self.apiservices.get(name) {
+            return slots.clone();
+        }
+        self.apiservices.entry(name.to_string()).or_default().clone()
+    }
+
     /// Forgets endpoints no longer in use.
     pub fn retain(&self, live: &std::collections::HashSet<u64>) {
         self.endpoints.retain(|k, _| live.contains(k));
+    }
+
+    /// Forgets the counts of APIServices no longer routed (a count in use stays with the
+    /// requests holding it).
+    pub fn retain_apiservices(&self, live: &std::collections::HashSet<&str>) {
+        self.apiservices.retain(|k, _| live.contains(k.as_str()));
     }
 }
 

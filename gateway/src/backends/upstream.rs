@@ -16,6 +16,7 @@ use rustls::pki_types::CertificateDer;
 
 use super::credentials::{BearerToken, ClientIdentity, CredentialError, DelegateCredentials};
 use super::health::{EndpointHealth, HealthBook};
+use super::slots::Slots;
 use super::tls::{self, TlsError};
 use crate::observe::GroupVersionMetrics;
 
@@ -94,6 +95,8 @@ pub struct Upstream {
     pub token: Option<Arc<BearerToken>>,
     /// Per-backend request metrics (remote APIServices only).
     pub metrics: Option<Arc<GroupVersionMetrics>>,
+    /// Requests in flight to all of its endpoints (kept across rebuilds).
+    pub slots: Arc<Slots>,
     next: AtomicUsize,
 }
 
@@ -109,13 +112,17 @@ impl Upstream {
     }
 
     /// Like [`Upstream::pick`], skipping the endpoints whose bit is set in `tried` (a retry goes
-    /// to another endpoint, never back to one that just failed).
-    pub fn pick_untried(&self, tried: u64) -> Option<usize> {
+    /// to another endpoint, never back to one that just failed) and, given a `cap`, those with
+    /// `cap` requests in flight.
+    pub fn pick_untried(&self, tried: u64, cap: Option<usize>) -> Option<usize> {
         let n = self.endpoints.len();
         let start = self.next.fetch_add(1, Ordering::Relaxed);
-        (0..n)
-            .map(|i| (start + i) % n)
-            .find(|&i| !was_tried(tried, i) && self.endpoints[i].health.is_healthy())
+        (0..n).map(|i| (start + i) % n).find(|&i| {
+            let health = &self.endpoints[i].health;
+            !was_tried(tried, i)
+                && health.is_healthy()
+                && cap.is_none_or(|cap| health.slots.has_room(cap))
+        })
     }
 
     /// Whether a healthy endpoint is left that `tried` does not include.
@@ -296,6 +303,7 @@ pub fn build_upstream(
     own: Own<'_>,
     book: &HealthBook,
 ) -> Result<Upstream, BuildError> {
+    let slots = book.apiservice_slots(&label);
     let mut built = Vec::with_capacity(endpoints.len());
     for endpoint in endpoints {
         let addrs = resolve(&endpoint.host, endpoint.port)?;
@@ -328,6 +336,7 @@ pub fn build_upstream(
         own_tls_config,
         token: None,
         metrics: None,
+        slots,
         next: AtomicUsize::new(0),
     })
 }

@@ -5,7 +5,7 @@ use bytes::Bytes;
 use pingora_error::{Error, ErrorSource, ErrorType};
 
 use super::reply::{self, Reply};
-use crate::backends::{HealthBook, Upstream};
+use crate::backends::{own_exhaustion, HealthBook, Upstream};
 use crate::observe::RouteKind;
 
 /// Passive failure detection: the endpoint is ejected at once and the availability controller
@@ -19,6 +19,12 @@ pub fn eject(health: &HealthBook, upstream: &Upstream, index: usize, e: &Error) 
         tracing::warn!(backend = %upstream.label, endpoint = %endpoint.url, "endpoint ejected: {e}");
         health.changed.notify_one();
     }
+}
+
+/// What apiagg itself ran out of, when that is why connecting failed (then no endpoint is to
+/// blame).
+pub fn exhausted(e: &Error) -> Option<&'static str> {
+    own_exhaustion(e.root_cause()).or_else(|| own_exhaustion(e))
 }
 
 /// Whether an error on an established upstream connection shows the endpoint is broken.

@@ -52,6 +52,26 @@ pub struct Forwarding<'a> {
     pub auth: &'a Authenticator,
 }
 
+/// Adds `timeoutSeconds=<seconds>` to the query of a watch the client did not bound.
+pub fn add_timeout_seconds(request: &mut RequestHeader, seconds: u64) -> pingora_error::Result<()> {
+    let uri = &request.uri;
+    let target = match uri.query() {
+        Some(query) if !query.is_empty() => {
+            format!("{}?{query}&timeoutSeconds={seconds}", uri.path())
+        }
+        _ => format!("{}?timeoutSeconds={seconds}", uri.path()),
+    };
+    let uri = http::Uri::try_from(target).map_err(|e| {
+        pingora_error::Error::because(
+            pingora_error::ErrorType::InternalError,
+            "adding timeoutSeconds to a watch",
+            e,
+        )
+    })?;
+    request.set_uri(uri);
+    Ok(())
+}
+
 /// Whether the client sent impersonation headers.
 pub fn asks_impersonation(request: &RequestHeader) -> bool {
     request

@@ -30,8 +30,8 @@ use self::forward::{Forwarding, Identity};
 use self::openapi::OpenApiPath;
 use self::reply::Reply;
 use crate::auth::{Authenticated, Authenticator, User};
-use crate::backends::{RouteTable, Upstream};
-use crate::observe::{InFlight, Repeats, RouteKind};
+use crate::backends::{RouteTable, Slot, Upstream};
+use crate::observe::{InFlight, OpenWatch, Repeats, RouteKind};
 use crate::state::Gateway;
 
 /// Per-request state.
@@ -60,6 +60,17 @@ pub struct RequestCtx {
     /// What bounds the request, and when it expires.
     limit: deadline::Limit,
     deadline: Option<Instant>,
+    /// A proxied watch: counted open, and ended early when the process terminates.
+    watch: Option<OpenWatch>,
+    /// `timeoutSeconds` apiagg adds to a watch the client did not bound.
+    watch_timeout: Option<u64>,
+    /// apiagg ended the answer itself (a watch at shutdown): not a failure to log.
+    ended_by_us: bool,
+    /// The request's place in its backend's bound, and in its endpoint's (both freed when the
+    /// request ends); `capped` when the endpoint bound applies.
+    backend_slot: Option<Slot>,
+    endpoint_slot: Option<Slot>,
+    capped: bool,
     _in_flight: Option<InFlight>,
 }
 
@@ -205,9 +216,37 @@ impl ApiaggProxy {
                 return self.answer(session, ctx, RouteKind::Refused, reply).await;
             }
         }
+        if info.verb == "watch" {
+            self.bound_watch(ctx, info);
+        }
         ctx.kind = kind;
         ctx.upstream = Some(upstream);
         Ok(false)
+    }
+
+    /// A watch ends, as kube-apiserver ends it, after the `timeoutSeconds` the client asked for
+    /// or else after a random time between `--min-request-timeout` and twice it, passed to
+    /// the backend as `timeoutSeconds` so that it ends the watch cleanly; apiagg cuts it a
+    /// little later if the backend does not.
+    fn bound_watch(&self, ctx: &mut RequestCtx, info: &RequestInfo<'_>) {
+        /// How long after its lifetime apiagg cuts a watch the backend did not end.
+        const CUT_AFTER: std::time::Duration = std::time::Duration::from_secs(15);
+        let watches = &self.gateway.watches;
+        let asked = info
+            .query
+            .timeout_seconds
+            .and_then(|t| t.parse::<u64>().ok())
+            .filter(|&t| t > 0);
+        let lifetime = match asked {
+            Some(seconds) => Some(std::time::Duration::from_secs(seconds)),
+            None => {
+                let lifetime = watches.lifetime();
+                ctx.watch_timeout = lifetime.map(|l| l.as_secs());
+                lifetime
+            }
+        };
+        ctx.deadline = lifetime.and_then(|l| ctx.started.checked_add(l + CUT_AFTER));
+        ctx.watch = Some(watches.open());
     }
 
     /// A remote APIService's request: to its backend, or 503 while it is unavailable.
@@ -221,6 +260,17 @@ impl ApiaggProxy {
     ) -> Result<bool> {
         if let Some(upstream) = routes.upstreams.get(index).cloned().flatten() {
             if upstream.available() {
+                // One slow backend holds at most its share of the gateway (long-running
+                // requests are bounded by the connection bound instead).
+                if !info.is_long_running() {
+                    let cap = self.gateway.options.max_requests_per_apiservice;
+                    let Some(slot) = upstream.slots.try_take(cap) else {
+                        let reply = reply::backend_full(&upstream.label, cap);
+                        return self.answer(session, ctx, RouteKind::Proxy, reply).await;
+                    };
+                    ctx.backend_slot = Some(slot);
+                    ctx.capped = true;
+                }
                 return self
                     .to_upstream(session, ctx, RouteKind::Proxy, upstream, info)
                     .await;

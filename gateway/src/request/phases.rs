@@ -16,6 +16,9 @@ use super::{apiservices, body, deadline, errors, forward, ApiaggProxy, RequestCt
 use crate::auth::ConnectionIdentity;
 use crate::observe::{Milestone, RouteKind};
 
+/// Why no endpoint was picked when every healthy one holds its bound of requests.
+const ENDPOINTS_FULL: &str = "every endpoint has --max-requests-inflight-per-endpoint requests";
+
 #[async_trait]
 impl ProxyHttp for ApiaggProxy {
     type CTX = RequestCtx;
@@ -43,6 +46,12 @@ impl ProxyHttp for ApiaggProxy {
             retry_same: false,
             limit: deadline::Limit::LongRunning,
             deadline: None,
+            watch: None,
+            watch_timeout: None,
+            ended_by_us: false,
+            backend_slot: None,
+            endpoint_slot: None,
+            capped: false,
             _in_flight: Some(self.gateway.lifecycle.track()),
         }
     }
@@ -166,14 +175,24 @@ impl ProxyHttp for ApiaggProxy {
         let Some(upstream) = &ctx.upstream else {
             return Error::e_explain(ErrorType::InternalError, "no upstream selected");
         };
+        let cap = ctx
+            .capped
+            .then_some(self.gateway.options.max_requests_per_endpoint);
         let picked = if std::mem::take(&mut ctx.retry_same) {
             Some(ctx.endpoint)
         } else {
-            upstream.pick_untried(ctx.tried)
+            ctx.endpoint_slot = None;
+            upstream.pick_untried(ctx.tried, cap)
         };
         let Some(index) = picked else {
             return Error::e_explain(ErrorType::ConnectNoRoute, "upstream has no endpoints");
         };
+        if let (Some(cap), None) = (cap, &ctx.endpoint_slot) {
+            match upstream.endpoints[index].health.slots.try_take(cap) {
+                Some(slot) => ctx.endpoint_slot = Some(slot),
+                None => return Error::e_explain(ErrorType::ConnectNoRoute, ENDPOINTS_FULL),
+            }
+        }
         ctx.endpoint = index;
         if index < 64 {
             ctx.tried |= 1 << index;
@@ -192,7 +211,8 @@ impl ProxyHttp for ApiaggProxy {
     }
 
     /// Connecting failed: eject the endpoint; retry on another healthy one (the request never
-    /// reached this one).
+    /// reached this one). Unless apiagg itself is out of open files or memory: then nothing is
+    /// ejected and the client gets a 503 saying so.
     fn fail_to_connect(
         &self,
         _session: &mut Session,
@@ -200,7 +220,10 @@ impl ProxyHttp for ApiaggProxy {
         ctx: &mut RequestCtx,
         mut e: Box<Error>,
     ) -> Box<Error> {
-        if let Some(upstream) = &ctx.upstream {
+        if errors::exhausted(&e).is_some() {
+            // apiagg's own exhaustion: no endpoint is to blame, and another would fail alike.
+            e.set_retry(false);
+        } else if let Some(upstream) = &ctx.upstream {
             errors::eject(&self.gateway.health, upstream, ctx.endpoint, &e);
             e.set_retry(upstream.has_untried(ctx.tried));
         }
@@ -264,6 +287,9 @@ impl ProxyHttp for ApiaggProxy {
         let Some(upstream) = &ctx.upstream else {
             return Ok(());
         };
+        if let Some(seconds) = ctx.watch_timeout {
+            forward::add_timeout_seconds(request, seconds)?;
+        }
         let forwarding = self.forwarding(session, ctx, upstream);
         let authority = &upstream.endpoints[ctx.endpoint].authority_header;
         forward::apply(request, &forwarding, authority)
@@ -322,6 +348,15 @@ impl ProxyHttp for ApiaggProxy {
         } else if !end_of_stream && ctx.deadline.is_some_and(|d| Instant::now() >= d) {
             // The answer started in time but does not end in time: cut it, as upstream does.
             return Error::e_explain(ErrorType::ReadTimedout, "the request deadline passed");
+        } else if let (false, Some(watch)) = (end_of_stream, &ctx.watch) {
+            // The process is terminating: this watch's turn in the drain came (the client
+            // re-watches, at another replica).
+            let watches = &self.gateway.watches;
+            if watches.drain_ends(watch, Instant::now()) {
+                watches.ended_by_drain();
+                ctx.ended_by_us = true;
+                return Error::e_explain(ErrorType::ReadTimedout, "the watch ended at shutdown");
+            }
         }
         Ok(None)
     }
@@ -335,7 +370,7 @@ impl ProxyHttp for ApiaggProxy {
         ctx: &mut RequestCtx,
     ) -> FailToProxy {
         let downstream_gone = e.esource() == &ErrorSource::Downstream;
-        if !downstream_gone {
+        if !downstream_gone && !ctx.ended_by_us {
             self.log_failure(ctx, e);
         }
         if downstream_gone || session.response_written().is_some() {
@@ -352,7 +387,12 @@ impl ProxyHttp for ApiaggProxy {
                 format!("{} at {authority}", u.label)
             },
         );
+        let full = ctx.capped && e.etype() == &ErrorType::ConnectNoRoute;
         let reply = match deadline::expired(ctx.deadline, ctx.limit, e) {
+            _ if full && ctx.upstream.as_ref().is_some_and(|u| u.available()) => {
+                let cap = self.gateway.options.max_requests_per_endpoint;
+                reply::backend_full(&target, cap)
+            }
             Some(deadline::Limit::Request(_)) => reply::timeout_reply(),
             Some(_) => reply::failure_reply(
                 503,

@@ -167,6 +167,16 @@ pub fn failure_reply(code: u16, reason: &str, message: &str) -> Reply {
     Reply::json(code, failure(code, reason, message, None))
 }
 
+/// 429 for a request to a backend that already has its bound of requests in flight.
+pub fn backend_full(backend: &str, cap: usize) -> Reply {
+    let message = format!(
+        "too many requests in flight to {backend} (its bound is {cap}); please try again later"
+    );
+    let details = json!({ "retryAfterSeconds": 1 });
+    Reply::json(429, failure(429, "TooManyRequests", &message, Some(details)))
+        .header(http::header::RETRY_AFTER, "1")
+}
+
 /// 504 for a request that did not finish within its timeout (spec §3.5).
 pub fn timeout_reply() -> Reply {
     let message = "Timeout: request did not complete within the allotted timeout";

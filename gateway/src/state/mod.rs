@@ -12,7 +12,7 @@ use arc_swap::{ArcSwap, ArcSwapOption};
 use tokio::sync::watch;
 
 use crate::backends::{Clients, HealthBook, RouteTable};
-use crate::observe::{Lifecycle, Metrics};
+use crate::observe::{Lifecycle, Metrics, Watches};
 use crate::store::Store;
 
 pub use status::{ApiServiceStatus, Condition, EndpointStatus, StatusBook};
@@ -62,6 +62,16 @@ pub struct Options {
     pub request_timeout: Duration,
     /// Bound of connecting to a backend or the delegate, TLS handshake included.
     pub connect_timeout: Duration,
+    /// A watch without `timeoutSeconds` lasts between this and twice this
+    /// (`--min-request-timeout`; zero: unbounded).
+    pub min_request_timeout: Duration,
+    /// On SIGTERM, open watches are ended evenly over this period
+    /// (`--shutdown-watch-termination-grace-period`).
+    pub watch_termination_grace: Duration,
+    /// Requests (not long-running) in flight to one APIService's backend at most; more get 429.
+    pub max_requests_per_apiservice: usize,
+    /// The same, per endpoint of a backend.
+    pub max_requests_per_endpoint: usize,
 }
 
 impl Default for Options {
@@ -86,6 +96,10 @@ impl Default for Options {
             backend_body_limit: 64 << 20,
             request_timeout: Duration::from_secs(60),
             connect_timeout: Duration::from_secs(5),
+            min_request_timeout: Duration::from_secs(1800),
+            watch_termination_grace: Duration::from_secs(30),
+            max_requests_per_apiservice: 150,
+            max_requests_per_endpoint: 150,
         }
     }
 }
@@ -132,6 +146,8 @@ pub struct Gateway {
     pub store: Arc<dyn Store>,
     /// Lifecycle flags.
     pub lifecycle: Arc<Lifecycle>,
+    /// Open watches, their lifetimes and their end on SIGTERM.
+    pub watches: Arc<Watches>,
     /// Metrics.
     pub metrics: Arc<Metrics>,
     /// Options.
@@ -153,6 +169,7 @@ impl Gateway {
             clients: Arc::new(Clients::new(options.backend_body_limit)),
             store,
             lifecycle: Lifecycle::new(),
+            watches: Watches::new(options.min_request_timeout),
             metrics: Arc::new(Metrics::new()?),
             options,
         })

@@ -68,6 +68,18 @@ pub(super) fn verdict(
 pub(super) struct ProbeFailure {
     pub(super) message: String,
     pub(super) definitive: bool,
+    /// apiagg itself was out of resources: the probe tells nothing about the endpoint.
+    pub(super) ours: bool,
+}
+
+impl ProbeFailure {
+    fn ours() -> ProbeFailure {
+        ProbeFailure {
+            message: String::new(),
+            definitive: false,
+            ours: true,
+        }
+    }
 }
 
 /// One probe: `None` on a 2xx answer within `timeout`.
@@ -84,6 +96,8 @@ pub(super) async fn probe(
             format!("{failing} {url}{path}: bad status from {url}{path}: {code}"),
             false,
         ),
+        // apiagg's own exhaustion says nothing about the endpoint: no verdict.
+        Ok(Err(FetchError::Exhausted { .. })) => return Some(ProbeFailure::ours()),
         Ok(Err(FetchError::Connect { message, .. })) => {
             (format!("{failing} {url}{path}: {message}"), true)
         }
@@ -96,5 +110,6 @@ pub(super) async fn probe(
     Some(ProbeFailure {
         message,
         definitive,
+        ours: false,
     })
 }

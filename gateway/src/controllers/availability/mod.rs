@@ -122,6 +122,7 @@ impl AvailabilityController {
                 // A flip is published at once, not at the end of the round.
                 let flipped = match failure {
                     None => health.mark_healthy(),
+                    Some(f) if f.ours => false,
                     Some(f) if f.definitive => health.mark_failed(f.message),
                     Some(f) => health.probe_failed(f.message, threshold),
                 };
@@ -132,6 +133,8 @@ impl AvailabilityController {
         ))
         .await;
         self.health.retain(&routes.health_keys());
+        let names = routes.registry.entries().iter().map(|e| e.name.as_str());
+        self.health.retain_apiservices(&names.chain(["delegate"]).collect());
     }
 
     /// Recomputes every APIService's condition and the metrics; returns whether any condition

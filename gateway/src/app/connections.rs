@@ -1,0 +1,162 @@
+//! A bound on client connections below the open-file limit. Every client connection holds a
+//! descriptor and every request in flight to a backend another; at the limit `accept()` and
+//! `connect()` fail with `EMFILE` for everyone. apiagg counts the client connections it serves
+//! and, at `--max-connections`, drops new ones at once (before the TLS handshake), keeping the
+//! rest of the limit for connections to backends, the delegate, files and the store.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use pingora_core::apps::ServerApp;
+use pingora_core::listeners::ConnectionFilter;
+use pingora_core::protocols::Stream;
+use pingora_core::server::ShutdownWatch;
+use prometheus::{IntCounter, IntGauge};
+
+/// The open files kept for everything but client connections: a quarter of the limit, at
+/// least 1,024.
+pub fn default_bound(open_file_limit: u64) -> usize {
+    let limit = open_file_limit.min(4_000_000);
+    let reserve = (limit / 4).max(1024);
+    limit.saturating_sub(reserve).max(64) as usize
+}
+
+/// Client connections being served, and the bound on them.
+#[derive(Debug)]
+pub struct ConnectionBound {
+    open: AtomicUsize,
+    max: usize,
+    /// Whether the bound is refusing connections now (logged when it changes).
+    refusing: AtomicBool,
+    gauge: IntGauge,
+    refused: IntCounter,
+}
+
+impl ConnectionBound {
+    /// A bound of `max` connections, counted in `registry`.
+    pub fn new(max: usize, registry: &prometheus::Registry) -> prometheus::Result<Arc<Self>> {
+        let gauge = IntGauge::new(
+            "apiagg_client_connections",
+            "Client connections being served.",
+        )?;
+        let refused = IntCounter::new(
+            "apiagg_client_connections_refused_total",
+            "Client connections dropped at accept because --max-connections were open.",
+        )?;
+        registry.register(Box::new(gauge.clone()))?;
+        registry.register(Box::new(refused.clone()))?;
+        Ok(Arc::new(ConnectionBound {
+            open: AtomicUsize::new(0),
+            max,
+            refusing: AtomicBool::new(false),
+            gauge,
+            refused,
+        }))
+    }
+
+    fn admit(&self) -> bool {
+        let open = self.open.load(Ordering::Acquire);
+        let refuse = open >= self.max;
+        if self.refusing.swap(refuse, Ordering::AcqRel) != refuse {
+            if refuse {
+                tracing::warn!(
+                    open,
+                    "--max-connections reached: new client connections are dropped until some close"
+                );
+            } else {
+                tracing::info!(open, "client connections below --max-connections again");
+            }
+        }
+        if refuse {
+            self.refused.inc();
+        }
+        !refuse
+    }
+}
+
+/// pingora's accept-time filter reading the bound.
+#[derive(Debug)]
+pub struct Filter(pub Arc<ConnectionBound>);
+
+#[async_trait]
+impl ConnectionFilter for Filter {
+    async fn should_accept(&self, _addr: Option<&std::net::SocketAddr>) -> bool {
+        self.0.admit()
+    }
+}
+
+/// A server application counted as one open connection while it serves one.
+pub struct Counted<A> {
+    inner: Arc<A>,
+    bound: Arc<ConnectionBound>,
+}
+
+impl<A> Counted<A> {
+    /// Counts the connections `inner` serves against `bound`.
+    pub fn new(inner: A, bound: Arc<ConnectionBound>) -> Counted<A> {
+        Counted {
+            inner: Arc::new(inner),
+            bound,
+        }
+    }
+}
+
+/// One counted connection.
+struct Open<'a>(&'a ConnectionBound);
+
+impl Drop for Open<'_> {
+    fn drop(&mut self) {
+        self.0.open.fetch_sub(1, Ordering::AcqRel);
+        self.0.gauge.dec();
+    }
+}
+
+#[async_trait]
+impl<A: ServerApp + Send + Sync + 'static> ServerApp for Counted<A> {
+    /// Serves one connection (HTTP/1.1: until its next request is to be read, which the next
+    /// call does) while it is counted open.
+    async fn process_new(
+        self: &Arc<Self>,
+        session: Stream,
+        shutdown: &ShutdownWatch,
+    ) -> Option<Stream> {
+        let bound = &*self.bound;
+        bound.open.fetch_add(1, Ordering::AcqRel);
+        bound.gauge.inc();
+        let _open = Open(bound);
+        self.inner.process_new(session, shutdown).await
+    }
+
+    async fn cleanup(&self) {
+        self.inner.cleanup().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bound_leaves_a_quarter_of_the_limit_and_at_least_1024_files() {
+        assert_eq!(default_bound(20_000), 15_000);
+        assert_eq!(default_bound(4_096), 3_072);
+        assert_eq!(default_bound(2_048), 1_024);
+        assert_eq!(default_bound(1_024), 64);
+        assert_eq!(default_bound(u64::MAX), 3_000_000);
+    }
+
+    #[tokio::test]
+    async fn connections_beyond_the_bound_are_refused_and_counted() {
+        let registry = prometheus::Registry::new();
+        let bound = ConnectionBound::new(2, &registry).expect("metrics");
+        let filter = Filter(bound.clone());
+        assert!(filter.should_accept(None).await);
+        bound.open.store(2, Ordering::Release);
+        assert!(!filter.should_accept(None).await);
+        assert!(!filter.should_accept(None).await);
+        assert_eq!(bound.refused.get(), 2);
+        bound.open.store(1, Ordering::Release);
+        assert!(filter.should_accept(None).await);
+    }
+}
