@@ -66,7 +66,9 @@ impl ShutdownSignalWatch for GracefulShutdown {
             "refusing new requests, draining in-flight ones; open watches end over {grace:?}"
         );
         // The drain waits for the watches' grace period at least.
-        let limit = options.drain_timeout.max(grace + std::time::Duration::from_secs(1));
+        let limit = options
+            .drain_timeout
+            .max(grace + std::time::Duration::from_secs(1));
         let drained = tokio::select! {
             d = lifecycle.drain(limit) => d,
             _ = int.recv() => return ShutdownSignal::FastShutdown,

@@ -89,7 +89,10 @@ impl HealthBook {
         if let Some(slots) = self.apiservices.get(name) {
             return slots.clone();
         }
-        self.apiservices.entry(name.to_string()).or_default().clone()
+        self.apiservices
+            .entry(name.to_string())
+            .or_default()
+            .clone()
     }
 
     /// Forgets endpoints no longer in use.

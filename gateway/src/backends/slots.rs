@@ -54,9 +54,18 @@ mod tests {
         let slots = Arc::new(Slots::default());
         let held: Vec<_> = std::thread::scope(|s| {
             let takers: Vec<_> = (0..8)
-                .map(|_| s.spawn(|| (0..100).filter_map(|_| slots.try_take(50)).collect::<Vec<_>>()))
+                .map(|_| {
+                    s.spawn(|| {
+                        (0..100)
+                            .filter_map(|_| slots.try_take(50))
+                            .collect::<Vec<_>>()
+                    })
+                })
                 .collect();
-            takers.into_iter().flat_map(|t| t.join().expect("taker")).collect()
+            takers
+                .into_iter()
+                .flat_map(|t| t.join().expect("taker"))
+                .collect()
         });
         assert_eq!(held.len(), 50);
         assert_eq!(slots.in_flight(), 50);

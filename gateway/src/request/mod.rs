@@ -229,7 +229,7 @@ impl ApiaggProxy {
     /// the backend as `timeoutSeconds` so that it ends the watch cleanly; apiagg cuts it a
     /// little later if the backend does not.
     fn bound_watch(&self, ctx: &mut RequestCtx, info: &RequestInfo<'_>) {
-        /// How long after its lifetime apiagg cuts a watch the backend did not end.
+        /// How long after its lifetime, at most, apiagg cuts a watch the backend did not end.
         const CUT_AFTER: std::time::Duration = std::time::Duration::from_secs(15);
         let watches = &self.gateway.watches;
         let asked = info
@@ -245,7 +245,7 @@ impl ApiaggProxy {
                 lifetime
             }
         };
-        ctx.deadline = lifetime.and_then(|l| ctx.started.checked_add(l + CUT_AFTER));
+        ctx.deadline = lifetime.and_then(|l| ctx.started.checked_add(l + l.min(CUT_AFTER)));
         ctx.watch = Some(watches.open());
     }
 

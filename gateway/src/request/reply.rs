@@ -173,8 +173,11 @@ pub fn backend_full(backend: &str, cap: usize) -> Reply {
         "too many requests in flight to {backend} (its bound is {cap}); please try again later"
     );
     let details = json!({ "retryAfterSeconds": 1 });
-    Reply::json(429, failure(429, "TooManyRequests", &message, Some(details)))
-        .header(http::header::RETRY_AFTER, "1")
+    Reply::json(
+        429,
+        failure(429, "TooManyRequests", &message, Some(details)),
+    )
+    .header(http::header::RETRY_AFTER, "1")
 }
 
 /// 504 for a request that did not finish within its timeout (spec §3.5).

@@ -134,7 +134,8 @@ impl AvailabilityController {
         .await;
         self.health.retain(&routes.health_keys());
         let names = routes.registry.entries().iter().map(|e| e.name.as_str());
-        self.health.retain_apiservices(&names.chain(["delegate"]).collect());
+        self.health
+            .retain_apiservices(&names.chain(["delegate"]).collect());
     }
 
     /// Recomputes every APIService's condition and the metrics; returns whether any condition
