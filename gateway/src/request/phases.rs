@@ -347,6 +347,11 @@ impl ProxyHttp for ApiaggProxy {
             *body = ctx.replacement.take();
         } else if !end_of_stream && ctx.deadline.is_some_and(|d| Instant::now() >= d) {
             // The answer started in time but does not end in time: cut it, as upstream does.
+            // A watch past its lifetime is expected to end: the client re-watches.
+            if ctx.watch.is_some() {
+                ctx.ended_by_us = true;
+                tracing::debug!("watch cut: the backend did not end it after its timeoutSeconds");
+            }
             return Error::e_explain(ErrorType::ReadTimedout, "the request deadline passed");
         } else if let (false, Some(watch)) = (end_of_stream, &ctx.watch) {
             // The process is terminating: this watch's turn in the drain came (the client
