@@ -14,6 +14,7 @@ use pingora_core::upstreams::peer::HttpPeer;
 use pingora_core::utils::tls::{parse_x509, WrappedX509};
 use rustls::pki_types::CertificateDer;
 
+use super::certs::earliest_not_after;
 use super::credentials::{BearerToken, ClientIdentity, CredentialError, DelegateCredentials};
 use super::health::{EndpointHealth, HealthBook};
 use super::tls::{self, TlsError};
@@ -94,6 +95,9 @@ pub struct Upstream {
     pub token: Option<Arc<BearerToken>>,
     /// Per-backend request metrics (remote APIServices only).
     pub metrics: Option<Arc<GroupVersionMetrics>>,
+    /// The earliest `notAfter` (Unix seconds) of the CA bundle it verifies its endpoints with,
+    /// for the expiry metric; `None` with system roots or no verification.
+    pub ca_not_after: Option<i64>,
     next: AtomicUsize,
 }
 
@@ -328,6 +332,10 @@ pub fn build_upstream(
         own_tls_config,
         token: None,
         metrics: None,
+        ca_not_after: (!settings.insecure)
+            .then_some(settings.ca)
+            .flatten()
+            .and_then(earliest_not_after),
         next: AtomicUsize::new(0),
     })
 }

@@ -9,5 +9,5 @@ mod repeats;
 
 pub use health::{answer as health_answer, Endpoint as HealthEndpoint};
 pub use lifecycle::{InFlight, Lifecycle, Milestone};
-pub use metrics::{GroupVersionMetrics, Metrics, RouteKind};
+pub use metrics::{CertificateKind, GroupVersionMetrics, Metrics, RouteKind};
 pub use repeats::Repeats;
