@@ -130,7 +130,7 @@ pub fn serve(launch: Launch) -> anyhow::Result<()> {
     ));
     server.add_service(background_service(
         "file watcher",
-        FileWatcher::new(watched, gateway.options.reload_interval),
+        FileWatcher::new(watched, &gateway),
     ));
     server.add_service(proxy);
     tracing::info!(listen = %listener.address, "apiagg starting");

@@ -12,7 +12,8 @@ use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 use x509_parser::prelude::{FromDer, GeneralName, X509Certificate};
 
-use crate::backends::{check_pair, CertError, Purpose, Reload};
+use crate::backends::{check_pair, earliest_not_after, CertError, Purpose, Reload};
+use crate::observe::CertificateKind;
 
 /// One certificate and the names it is served for.
 struct Pair {
@@ -162,6 +163,13 @@ impl Reload for ServingCertificates {
         self.current.store(Arc::new(loaded));
         *last = bytes;
         Ok(true)
+    }
+
+    fn expiry(&self) -> Option<(CertificateKind, i64)> {
+        let loaded = self.current.load();
+        let pairs = std::iter::once(&loaded.default).chain(loaded.sni.iter().map(|p| &p.key));
+        earliest_not_after(pairs.flat_map(|pair| pair.cert.iter()))
+            .map(|t| (CertificateKind::Serving, t))
     }
 }
 

@@ -20,6 +20,7 @@ use self::requestheader::RequestHeaderNames;
 pub use self::token::{ReviewError, TokenCache};
 use self::token::{TokenFile, TokenReviewer};
 use crate::backends::{Clients, Reload, Upstream};
+use crate::observe::CertificateKind;
 
 pub use self::user::{InvalidIdentity, User};
 pub use self::x509::{
@@ -134,9 +135,9 @@ impl Authenticator {
     /// Reads every file the config names.
     pub fn new(config: &Authentication) -> Result<Authenticator, SetupError> {
         let mut reloadable: Vec<Arc<dyn Reload>> = Vec::new();
-        let mut ca = |what, path: &std::path::PathBuf| -> Result<Arc<CaFile>, SetupError> {
+        let mut ca = |what, path: &std::path::PathBuf, kind| -> Result<Arc<CaFile>, SetupError> {
             let ca = Arc::new(
-                CaFile::load(path.clone())
+                CaFile::load(path.clone(), kind)
                     .map_err(|e| setup(what)(format!("{}: {e}", path.display())))?,
             );
             reloadable.push(ca.clone());
@@ -145,14 +146,18 @@ impl Authenticator {
         let client_ca = config
             .client_ca_file
             .as_ref()
-            .map(|p| ca("clientCAFile", p))
+            .map(|p| ca("clientCAFile", p, CertificateKind::ClientCa))
             .transpose()?;
         let front_proxy = config
             .request_header
             .as_ref()
             .map(|r| {
                 Ok::<_, SetupError>((
-                    ca("requestHeader.clientCAFile", &r.client_ca_file)?,
+                    ca(
+                        "requestHeader.clientCAFile",
+                        &r.client_ca_file,
+                        CertificateKind::RequestHeaderCa,
+                    )?,
                     r.allowed_names.clone(),
                 ))
             })

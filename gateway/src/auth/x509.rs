@@ -27,7 +27,8 @@ use rustls::{DigitallySignedStruct, DistinguishedName, RootCertStore, SignatureS
 use x509_parser::prelude::{FromDer, X509Certificate};
 
 use super::user::{InvalidIdentity, User};
-use crate::backends::{verify_signature_with, Reload};
+use crate::backends::{bundle_not_after, verify_signature_with, Reload};
+use crate::observe::CertificateKind;
 
 fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
@@ -37,6 +38,8 @@ fn provider() -> Arc<rustls::crypto::CryptoProvider> {
 /// reload bumps its generation, which makes connections verify their certificates again.
 pub struct CaFile {
     path: PathBuf,
+    /// Which CA it is, for the expiry metric.
+    kind: CertificateKind,
     verifier: ArcSwapOption<Arc<dyn ClientCertVerifier>>,
     last: Mutex<Vec<u8>>,
     generation: AtomicU64,
@@ -71,10 +74,11 @@ pub enum CertificateRefusal {
 }
 
 impl CaFile {
-    /// Reads the CA file; it must be usable now.
-    pub fn load(path: PathBuf) -> Result<CaFile, String> {
+    /// Reads the CA file; it must be usable now. `kind` names it in the expiry metric.
+    pub fn load(path: PathBuf, kind: CertificateKind) -> Result<CaFile, String> {
         let ca = CaFile {
             path,
+            kind,
             verifier: ArcSwapOption::empty(),
             last: Mutex::new(Vec::new()),
             generation: AtomicU64::new(0),
@@ -143,6 +147,12 @@ impl Reload for CaFile {
         self.generation.fetch_add(1, Ordering::AcqRel);
         *last = bytes;
         Ok(true)
+    }
+
+    fn expiry(&self) -> Option<(CertificateKind, i64)> {
+        // `last` holds the bundle that verifies now (set only by a successful reload).
+        let last = self.last.lock().unwrap_or_else(|e| e.into_inner());
+        bundle_not_after(&last).map(|t| (self.kind, t))
     }
 }
 

@@ -188,6 +188,27 @@ fn contains(haystack: &[u8], needle: &[u8]) -> bool {
     haystack.windows(needle.len()).any(|w| w == needle)
 }
 
+/// The earliest `notAfter` (Unix seconds) among `certificates`, for the expiry metric; `None`
+/// when there is none (a certificate that does not parse is left out: it was refused or
+/// reported where it was loaded).
+pub fn earliest_not_after<'a, 'b: 'a>(
+    certificates: impl IntoIterator<Item = &'a CertificateDer<'b>>,
+) -> Option<i64> {
+    certificates
+        .into_iter()
+        .filter_map(|der| X509Certificate::from_der(der).ok())
+        .map(|(_, cert)| cert.validity().not_after.timestamp())
+        .min()
+}
+
+/// [`earliest_not_after`] of the certificates of a PEM bundle (a CA bundle).
+pub fn bundle_not_after(pem: &[u8]) -> Option<i64> {
+    let certificates: Vec<_> = CertificateDer::pem_slice_iter(pem)
+        .filter_map(Result::ok)
+        .collect();
+    earliest_not_after(&certificates)
+}
+
 /// Checks every certificate of `chain` (version, validity) and the leaf's usage for `purpose`.
 pub fn check_chain(
     chain: &[CertificateDer<'_>],

@@ -13,7 +13,8 @@ use http::HeaderValue;
 use pingora_core::utils::tls::CertKey;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
-use super::certs::{check_pair, CertError, CheckedPair, Purpose};
+use super::certs::{check_pair, earliest_not_after, CertError, CheckedPair, Purpose};
+use crate::observe::CertificateKind;
 
 /// Why credentials cannot be loaded. Retryable once the files are fixed.
 #[derive(Debug, thiserror::Error)]
@@ -56,6 +57,11 @@ pub trait Reload: Send + Sync {
     fn name(&self) -> String;
     /// Re-reads the files; `Ok(true)` when something changed.
     fn reload(&self) -> Result<bool, String>;
+    /// The certificates it serves with now, for `apiagg_certificate_expiration_timestamp_seconds`:
+    /// their kind and earliest `notAfter` (Unix seconds); `None` when it holds no certificate.
+    fn expiry(&self) -> Option<(CertificateKind, i64)> {
+        None
+    }
 }
 
 /// A certificate chain and its private key, checked to belong together.
@@ -68,6 +74,8 @@ pub struct ClientIdentity {
     pub fingerprint: u64,
     /// The same pair for pingora's upstream connections.
     pub cert_key: Arc<CertKey>,
+    /// The earliest `notAfter` of the chain (Unix seconds), for the expiry metric.
+    pub not_after: Option<i64>,
 }
 
 impl std::fmt::Debug for ClientIdentity {
@@ -119,6 +127,7 @@ impl ClientIdentity {
             private.secret_der().to_vec(),
         );
         Ok(ClientIdentity {
+            not_after: earliest_not_after(&chain),
             chain,
             key: private,
             fingerprint: hasher.finish(),

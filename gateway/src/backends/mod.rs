@@ -11,7 +11,7 @@ mod table;
 mod tls;
 mod upstream;
 
-pub use certs::{check_pair, CertError, Purpose};
+pub use certs::{bundle_not_after, check_pair, earliest_not_after, CertError, Purpose};
 pub use client::{Client, Clients, FetchError, Fetched};
 pub use credentials::{ClientIdentity, CredentialError, Reload};
 pub use exhaustion::own_exhaustion;

@@ -14,6 +14,7 @@ use pingora_core::upstreams::peer::HttpPeer;
 use pingora_core::utils::tls::{parse_x509, WrappedX509};
 use rustls::pki_types::CertificateDer;
 
+use super::certs::earliest_not_after;
 use super::credentials::{BearerToken, ClientIdentity, CredentialError, DelegateCredentials};
 use super::health::{EndpointHealth, HealthBook};
 use super::slots::Slots;
@@ -97,6 +98,9 @@ pub struct Upstream {
     pub metrics: Option<Arc<GroupVersionMetrics>>,
     /// Requests in flight to all of its endpoints (kept across rebuilds).
     pub slots: Arc<Slots>,
+    /// The earliest `notAfter` (Unix seconds) of the CA bundle it verifies its endpoints with,
+    /// for the expiry metric; `None` with system roots or no verification.
+    pub ca_not_after: Option<i64>,
     next: AtomicUsize,
 }
 
@@ -337,6 +341,10 @@ pub fn build_upstream(
         token: None,
         metrics: None,
         slots,
+        ca_not_after: (!settings.insecure)
+            .then_some(settings.ca)
+            .flatten()
+            .and_then(earliest_not_after),
         next: AtomicUsize::new(0),
     })
 }

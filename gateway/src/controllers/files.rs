@@ -1,6 +1,7 @@
 //! The file watcher: re-reads certificates, CA bundles and token files when they change, so
 //! rotations need no restart. A file that turns bad is reported once and the last good value
-//! keeps serving.
+//! keeps serving. The expiry of the certificates in use is published at the first round and
+//! after every change.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,17 +11,31 @@ use pingora_core::server::ShutdownWatch;
 use pingora_core::services::background::BackgroundService;
 
 use crate::backends::Reload;
+use crate::observe::Metrics;
+use crate::state::Gateway;
 
 /// Re-reads every item each interval.
 pub struct FileWatcher {
     items: Vec<Arc<dyn Reload>>,
     interval: Duration,
+    metrics: Arc<Metrics>,
 }
 
 impl FileWatcher {
-    /// A watcher over `items`.
-    pub fn new(items: Vec<Arc<dyn Reload>>, interval: Duration) -> FileWatcher {
-        FileWatcher { items, interval }
+    /// A watcher over `items`, every `reload_interval` of the gateway's options.
+    pub fn new(items: Vec<Arc<dyn Reload>>, gateway: &Gateway) -> FileWatcher {
+        FileWatcher {
+            items,
+            interval: gateway.options.reload_interval,
+            metrics: gateway.metrics.clone(),
+        }
+    }
+
+    /// Publishes the expiry of the certificates `item` serves with.
+    fn report_expiry(&self, item: &dyn Reload) {
+        if let Some((kind, not_after)) = item.expiry() {
+            self.metrics.certificate_expiry(kind, Some(not_after));
+        }
     }
 }
 
@@ -32,13 +47,18 @@ impl BackgroundService for FileWatcher {
         }
         let mut problems: Vec<Option<String>> = vec![None; self.items.len()];
         let mut tick = tokio::time::interval(self.interval);
+        let mut first = true;
         loop {
             tokio::select! {
                 _ = tick.tick() => {}
                 _ = shutdown.changed() => return,
             }
             for (item, problem) in self.items.iter().zip(problems.iter_mut()) {
-                match item.reload() {
+                let result = item.reload();
+                if first || result == Ok(true) {
+                    self.report_expiry(item.as_ref());
+                }
+                match result {
                     Ok(changed) => {
                         if changed {
                             tracing::info!("{} reloaded", item.name());
@@ -58,6 +78,83 @@ impl BackgroundService for FileWatcher {
                     }
                 }
             }
+            first = false;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+
+    use super::*;
+    use crate::observe::CertificateKind;
+    use crate::state::Options;
+    use crate::store::Embedded;
+
+    /// A certificate file whose next reload reports a change when told so.
+    struct Fake {
+        not_after: AtomicI64,
+        changed: AtomicBool,
+    }
+
+    impl Reload for Fake {
+        fn name(&self) -> String {
+            "fake".into()
+        }
+        fn reload(&self) -> Result<bool, String> {
+            Ok(self.changed.swap(false, Ordering::SeqCst))
+        }
+        fn expiry(&self) -> Option<(CertificateKind, i64)> {
+            Some((
+                CertificateKind::Serving,
+                self.not_after.load(Ordering::SeqCst),
+            ))
+        }
+    }
+
+    fn serving(metrics: &Metrics) -> Option<String> {
+        let text = String::from_utf8(metrics.render()).expect("utf-8");
+        text.lines()
+            .find_map(|l| {
+                l.strip_prefix(
+                    "apiagg_certificate_expiration_timestamp_seconds{certificate=\"serving\"} ",
+                )
+            })
+            .map(str::to_string)
+    }
+
+    async fn until(metrics: &Metrics, want: &str) {
+        for _ in 0..500 {
+            if serving(metrics).as_deref() == Some(want) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        panic!("never {want}: {:?}", serving(metrics));
+    }
+
+    #[tokio::test]
+    async fn expiry_is_published_at_the_first_round_and_after_each_change() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Arc::new(Embedded::open(dir.path()).expect("store"));
+        let options = Options {
+            reload_interval: Duration::from_millis(5),
+            ..Options::default()
+        };
+        let gateway = Gateway::new(options, store).expect("gateway");
+        let fake = Arc::new(Fake {
+            not_after: AtomicI64::new(100),
+            changed: AtomicBool::new(false),
+        });
+        let watcher = FileWatcher::new(vec![fake.clone()], &gateway);
+        let (stop, shutdown) = tokio::sync::watch::channel(false);
+        let task = tokio::spawn(async move { watcher.start(shutdown).await });
+        until(&gateway.metrics, "100").await;
+        fake.not_after.store(200, Ordering::SeqCst);
+        fake.changed.store(true, Ordering::SeqCst);
+        until(&gateway.metrics, "200").await;
+        stop.send(true).expect("stop");
+        task.await.expect("watcher");
     }
 }

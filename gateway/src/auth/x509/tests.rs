@@ -60,7 +60,7 @@ fn fixture(ca_pem: &str) -> Fixture {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("client-ca.crt");
     std::fs::write(&path, ca_pem).expect("write");
-    let ca = Arc::new(CaFile::load(path.clone()).expect("CA"));
+    let ca = Arc::new(CaFile::load(path.clone(), CertificateKind::ClientCa).expect("CA"));
     let checks = Arc::new(ClientCertificates {
         client_ca: Some(ca.clone()),
         front_proxy: None,
@@ -170,4 +170,34 @@ fn a_verdict_holds_until_a_validity_boundary_of_the_chain() {
     };
     assert!(source.to_string().contains("expired"), "{source}");
     assert!(Arc::ptr_eq(&verdict, &expired.verdict()));
+}
+
+#[test]
+fn the_ca_file_reports_the_expiry_of_the_bundle_that_verifies() {
+    let dated = |year| {
+        let mut params = CertificateParams::new(Vec::<String>::new()).expect("params");
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.not_after = rcgen::date_time_ymd(year, 1, 1);
+        let key = KeyPair::generate().expect("key");
+        params.self_signed(&key).expect("CA").pem()
+    };
+    // 2030-01-01 and 2040-01-01, 00:00:00 UTC.
+    let f = fixture(&format!("{}{}", dated(2040), dated(2030)));
+    assert_eq!(
+        f.ca.expiry(),
+        Some((CertificateKind::ClientCa, 1_893_456_000))
+    );
+    std::fs::write(&f.path, dated(2040)).expect("rotate");
+    assert_eq!(f.ca.reload(), Ok(true));
+    assert_eq!(
+        f.ca.expiry(),
+        Some((CertificateKind::ClientCa, 2_208_988_800))
+    );
+    // A file that turns bad keeps the bundle in use, and its date.
+    std::fs::write(&f.path, "garbage").expect("garbage");
+    assert!(f.ca.reload().is_err());
+    assert_eq!(
+        f.ca.expiry(),
+        Some((CertificateKind::ClientCa, 2_208_988_800))
+    );
 }

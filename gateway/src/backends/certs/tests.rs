@@ -189,3 +189,30 @@ fn files_that_are_not_pem_or_hold_encrypted_keys_say_so() {
     let err = check_pair(&good, &good, (CERT, KEY), Purpose::ClientAuth).expect_err("no key");
     said_once(err, KEY, "no private key");
 }
+
+#[test]
+fn the_earliest_not_after_is_extracted_in_unix_seconds() {
+    let (later, _) = leaf(ExtendedKeyUsagePurpose::ServerAuth, 2020, 2040);
+    let (earlier, _) = leaf(ExtendedKeyUsagePurpose::ServerAuth, 2020, 2030);
+    let (far, _) = client_leaf();
+    let chain = [later.clone(), earlier.clone()].map(CertificateDer::from);
+    // 2030-01-01T00:00:00Z and 2040-01-01T00:00:00Z.
+    assert_eq!(earliest_not_after(&chain), Some(1_893_456_000));
+    assert_eq!(
+        earliest_not_after(&[CertificateDer::from(later.clone())]),
+        Some(2_208_988_800)
+    );
+    // A date past 2049 is a GeneralizedTime: 4000-01-01T00:00:00Z.
+    assert_eq!(
+        earliest_not_after(&[CertificateDer::from(far)]),
+        Some(64_060_588_800)
+    );
+    assert_eq!(earliest_not_after(&[]), None);
+    // A bundle: every certificate counts, garbage is left out.
+    let mut bundle = pem("CERTIFICATE", &later);
+    bundle.extend(pem("CERTIFICATE", &earlier));
+    assert_eq!(bundle_not_after(&bundle), Some(1_893_456_000));
+    assert_eq!(bundle_not_after(b"not a bundle"), None);
+    let junk = pem("CERTIFICATE", b"junk");
+    assert_eq!(bundle_not_after(&junk), None);
+}

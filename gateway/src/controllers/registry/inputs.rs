@@ -12,8 +12,10 @@ use tokio::sync::broadcast;
 
 use super::{Error, RegistryController};
 use crate::backends::{
-    build_delegate, delegate_credentials, BuildError, ClientIdentity, HealthBook, Upstream,
+    build_delegate, delegate_credentials, BuildError, ClientIdentity, HealthBook, RouteTable,
+    Upstream,
 };
+use crate::observe::CertificateKind;
 use crate::store::{Event, Store};
 
 /// The delegate and the certificate presented to remote backends, as loaded from their files.
@@ -22,16 +24,42 @@ pub(super) struct Backends {
     pub(super) proxy_identity: Option<Arc<ClientIdentity>>,
     /// Fingerprints of the client certificates (delegate, proxy), to notice rotations.
     pub(super) fingerprints: (Option<u64>, Option<u64>),
+    /// The earliest `notAfter` of the client certificate presented to the delegate.
+    delegate_client_not_after: Option<i64>,
 }
 
 impl Backends {
     pub(super) fn load(config: &GatewayConfig, health: &HealthBook) -> Result<Backends, Error> {
         let proxy_identity = proxy_identity(config)?;
+        let (delegate, delegate_client_not_after) = delegate_of(config, health)?;
         Ok(Backends {
-            delegate: delegate_of(config, health)?,
+            delegate,
             fingerprints: fingerprints(config, proxy_identity.as_deref())?,
             proxy_identity,
+            delegate_client_not_after,
         })
+    }
+
+    /// The earliest `notAfter` of each kind of certificate these backends and the routes of
+    /// `table` use (`None`: none of that kind), for the expiry metric.
+    pub(super) fn expiry(&self, table: &RouteTable) -> [(CertificateKind, Option<i64>); 4] {
+        let backend_ca = table
+            .upstreams
+            .iter()
+            .flatten()
+            .filter_map(|u| u.ca_not_after)
+            .min();
+        let proxy_client = self.proxy_identity.as_ref().and_then(|i| i.not_after);
+        let delegate_ca = table.delegate.as_ref().and_then(|d| d.ca_not_after);
+        [
+            (CertificateKind::ProxyClient, proxy_client),
+            (
+                CertificateKind::DelegateClient,
+                self.delegate_client_not_after,
+            ),
+            (CertificateKind::DelegateCa, delegate_ca),
+            (CertificateKind::BackendCa, backend_ca),
+        ]
     }
 }
 
@@ -100,19 +128,19 @@ pub(super) fn proxy_identity(config: &GatewayConfig) -> Result<Option<Arc<Client
     Ok(Some(Arc::new(identity)))
 }
 
+/// The delegate's upstream, and the earliest `notAfter` of the client certificate apiagg
+/// presents to it.
 pub(super) fn delegate_of(
     config: &GatewayConfig,
     health: &HealthBook,
-) -> Result<Option<Arc<Upstream>>, Error> {
+) -> Result<(Option<Arc<Upstream>>, Option<i64>), Error> {
     let Some(delegate) = config.delegate.as_ref() else {
-        return Ok(None);
+        return Ok((None, None));
     };
     let credentials = delegate_credentials(delegate)?;
-    Ok(Some(Arc::new(build_delegate(
-        delegate,
-        &credentials,
-        health,
-    )?)))
+    let upstream = build_delegate(delegate, &credentials, health)?;
+    let not_after = credentials.identity.as_ref().and_then(|i| i.not_after);
+    Ok((Some(Arc::new(upstream)), not_after))
 }
 
 /// A registry and the stored APIServices an owner keeps out of it.

@@ -169,6 +169,9 @@ impl RegistryController {
             Some(_) => delegate_groups.map(Arc::from),
         };
         table.displaced = Arc::new(displaced);
+        for (kind, not_after) in backends.expiry(&table) {
+            self.metrics.certificate_expiry(kind, not_after);
+        }
         self.routes.publish(table);
         self.metrics.registered.set(count as i64);
         Ok(())
@@ -401,3 +404,6 @@ impl BackgroundService for RegistryController {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -2,6 +2,7 @@
 //! strings and numbers: nothing here knows the gateway's own types.
 
 mod availability;
+mod certificates;
 mod requests;
 
 use std::sync::Arc;
@@ -13,6 +14,7 @@ use prometheus::{
 };
 use rustc_hash::FxBuildHasher;
 
+pub use certificates::CertificateKind;
 pub use requests::{GroupVersionMetrics, RouteKind};
 
 /// Every metric apiagg exports.
@@ -65,6 +67,9 @@ pub struct Metrics {
     pub openapi_v3_index_regenerations: IntCounter,
     /// `apiagg_openapi_download_failures_total{source}`
     pub openapi_download_failures: IntCounterVec,
+    /// `apiagg_certificate_expiration_timestamp_seconds{certificate}` (set through
+    /// [`Metrics::certificate_expiry`]).
+    certificate_expiration: IntGaugeVec,
     /// Label sets of `terminations` (`verb`, `group`, `version`, `code`), to drop them with
     /// their APIService.
     terminated_series: dashmap::DashSet<[String; 4]>,
@@ -298,7 +303,15 @@ impl Metrics {
             "Failed OpenAPI downloads (the last good documents stay), by source.",
             &["source"],
         )?;
-        Ok(Metrics {
+        let certificate_expiration = gauge(
+            &r,
+            "apiagg_certificate_expiration_timestamp_seconds",
+            "Earliest notAfter (Unix seconds) among the certificates in use of each kind: serving, \
+             client-ca, requestheader-ca, proxy-client, delegate-client, delegate-ca, backend-ca \
+             (absent when none of that kind is configured).",
+            &["certificate"],
+        )?;
+        let metrics = Metrics {
             registry: r,
             requests,
             duration,
@@ -323,8 +336,16 @@ impl Metrics {
             openapi_v2_regeneration_duration,
             openapi_v3_index_regenerations,
             openapi_download_failures,
+            certificate_expiration,
             terminated_series: dashmap::DashSet::new(),
-        })
+        };
+        // The process's own series (process_open_fds, process_max_fds, memory, CPU), added as
+        // any room adds metrics of its own.
+        #[cfg(target_os = "linux")]
+        metrics.registry().register(Box::new(
+            prometheus::process_collector::ProcessCollector::for_self(),
+        ))?;
+        Ok(metrics)
     }
     /// Counts one authorization decision; labels outside the closed sets are not recorded.
     pub fn authorization_decision(&self, decision: &str, cache: &str) {
@@ -341,5 +362,22 @@ impl Metrics {
         // Encoding into a Vec cannot fail for well-formed metric families.
         let _ = TextEncoder::new().encode(&self.registry.gather(), &mut out);
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn process_metrics_are_exported() {
+        let metrics = super::Metrics::new().expect("metrics");
+        let text = String::from_utf8(metrics.render()).expect("utf-8");
+        for name in [
+            "process_open_fds ",
+            "process_max_fds ",
+            "process_start_time_seconds ",
+        ] {
+            assert!(text.contains(name), "{name} missing:\n{text}");
+        }
     }
 }
