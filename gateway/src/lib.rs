@@ -30,6 +30,17 @@ mod store;
 pub use auth::{AuthError, InvalidIdentity, TokenCache, User};
 pub use state::{Options, ProbeOptions};
 
+/// API Priority and Fairness: the `flowcontrol` room's API (built by the composition root,
+/// called by the request path) and its cluster source.
+pub mod apf {
+    pub use crate::controllers::FlowControlWatch;
+    pub use crate::flowcontrol::{
+        effective, flow_hash, from_file, parse_objects, Admission, Compiled, ConfigError, Decision,
+        Distinguisher, Error, FlowControl, Object, Rejection, Report, Request, Seat, Settings,
+        Waiter, API_VERSION, FLOW_SCHEMA_UID_HEADER, PRIORITY_LEVEL_UID_HEADER,
+    };
+}
+
 #[cfg(test)]
 mod tests {
     use std::path::{Path, PathBuf};

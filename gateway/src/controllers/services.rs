@@ -297,13 +297,13 @@ impl Reflector {
     }
 }
 
-fn jitter() -> u32 {
+pub(super) fn jitter() -> u32 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.subsec_nanos())
 }
 
 /// Escapes a query value (resource versions and continue tokens are opaque).
-fn url_escape(value: &str) -> String {
+pub(super) fn url_escape(value: &str) -> String {
     url::form_urlencoded::byte_serialize(value.as_bytes()).collect()
 }

@@ -1,0 +1,186 @@
+//! The flow-control metrics, with upstream's names, labels and buckets. Label values are the
+//! names of configured objects only (a closed set); every (schema, level) pair's series are
+//! resolved once at configure time, so a request touches only atomics.
+
+use prometheus::{
+    Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
+    Registry,
+};
+
+/// `apiserver_flowcontrol_request_wait_duration_seconds` buckets (upstream).
+const WAIT_BUCKETS: [f64; 13] = [
+    0.0, 0.005, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 15.0, 30.0,
+];
+const PAIR: [&str; 2] = ["flow_schema", "priority_level"];
+
+/// Why a request was not served (the `reason` label and [`super::Rejection::reason`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reason {
+    /// The chosen queue was at `queueLengthLimit`.
+    QueueFull,
+    /// A `Reject` level was at its limit.
+    ConcurrencyLimit,
+    /// The request waited the whole request wait limit.
+    TimeOut,
+    /// The client went away while the request waited.
+    Cancelled,
+}
+
+impl Reason {
+    /// Every reason, in the order of [`Series::rejected`].
+    pub const ALL: [Reason; 4] = [
+        Reason::QueueFull,
+        Reason::ConcurrencyLimit,
+        Reason::TimeOut,
+        Reason::Cancelled,
+    ];
+
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::QueueFull => "queue-full",
+            Reason::ConcurrencyLimit => "concurrency-limit",
+            Reason::TimeOut => "time-out",
+            Reason::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// The metric families.
+pub struct Metrics {
+    rejected: IntCounterVec,
+    dispatched: IntCounterVec,
+    inqueue: IntGaugeVec,
+    executing: IntGaugeVec,
+    seats: IntGaugeVec,
+    wait: HistogramVec,
+    nominal: IntGaugeVec,
+    current: IntGaugeVec,
+}
+
+/// The series of one (flow schema, priority level) pair.
+#[derive(Clone)]
+pub struct Series {
+    /// `apiserver_flowcontrol_dispatched_requests_total`
+    pub dispatched: IntCounter,
+    /// `apiserver_flowcontrol_rejected_requests_total`, by [`Reason::ALL`].
+    pub rejected: [IntCounter; 4],
+    /// `apiserver_flowcontrol_current_inqueue_requests`
+    pub inqueue: IntGauge,
+    /// `apiserver_flowcontrol_current_executing_requests`
+    pub executing: IntGauge,
+    /// `apiserver_flowcontrol_current_executing_seats`
+    pub seats: IntGauge,
+    /// `apiserver_flowcontrol_request_wait_duration_seconds{execute="true"}`
+    pub waited_and_ran: Histogram,
+    /// `apiserver_flowcontrol_request_wait_duration_seconds{execute="false"}`
+    pub waited_in_vain: Histogram,
+}
+
+impl Series {
+    /// The rejection counter of `reason`.
+    pub fn rejected(&self, reason: Reason) -> &IntCounter {
+        &self.rejected[reason as usize]
+    }
+}
+
+/// The series of one priority level.
+#[derive(Clone)]
+pub struct LevelGauges {
+    /// `apiserver_flowcontrol_nominal_limit_seats`
+    pub nominal: IntGauge,
+    /// `apiserver_flowcontrol_current_limit_seats`
+    pub current: IntGauge,
+}
+
+fn register<C: prometheus::core::Collector + Clone + 'static>(
+    registry: &Registry,
+    collector: C,
+) -> prometheus::Result<C> {
+    registry.register(Box::new(collector.clone()))?;
+    Ok(collector)
+}
+
+impl Metrics {
+    /// Creates the families and registers them in `registry`.
+    pub fn new(registry: &Registry) -> prometheus::Result<Metrics> {
+        let counter = |name: &str, help: &str, labels: &[&str]| {
+            register(registry, IntCounterVec::new(Opts::new(name, help), labels)?)
+        };
+        let gauge = |name: &str, help: &str, labels: &[&str]| {
+            register(registry, IntGaugeVec::new(Opts::new(name, help), labels)?)
+        };
+        let wait = HistogramVec::new(
+            HistogramOpts::new(
+                "apiserver_flowcontrol_request_wait_duration_seconds",
+                "Length of time a request spent waiting in its queue",
+            )
+            .buckets(WAIT_BUCKETS.to_vec()),
+            &["flow_schema", "priority_level", "execute"],
+        )?;
+        Ok(Metrics {
+            rejected: counter(
+                "apiserver_flowcontrol_rejected_requests_total",
+                "Number of requests rejected by API Priority and Fairness subsystem",
+                &["flow_schema", "priority_level", "reason"],
+            )?,
+            dispatched: counter(
+                "apiserver_flowcontrol_dispatched_requests_total",
+                "Number of requests executed by API Priority and Fairness subsystem",
+                &PAIR,
+            )?,
+            inqueue: gauge(
+                "apiserver_flowcontrol_current_inqueue_requests",
+                "Number of requests currently pending in queues of the API Priority and Fairness subsystem",
+                &PAIR,
+            )?,
+            executing: gauge(
+                "apiserver_flowcontrol_current_executing_requests",
+                "Number of requests in initial (for a WATCH) or any (for a non-WATCH) execution stage in the API Priority and Fairness subsystem",
+                &PAIR,
+            )?,
+            seats: gauge(
+                "apiserver_flowcontrol_current_executing_seats",
+                "Concurrency (number of seats) occupied by the currently executing (initial stage for a WATCH, any stage otherwise) requests in the API Priority and Fairness subsystem",
+                &PAIR,
+            )?,
+            wait: register(registry, wait)?,
+            nominal: gauge(
+                "apiserver_flowcontrol_nominal_limit_seats",
+                "Nominal number of execution seats configured for each priority level",
+                &["priority_level"],
+            )?,
+            current: gauge(
+                "apiserver_flowcontrol_current_limit_seats",
+                "current derived number of execution seats available to each priority level",
+                &["priority_level"],
+            )?,
+        })
+    }
+
+    /// The series of (`schema`, `level`).
+    pub fn series(&self, schema: &str, level: &str) -> Series {
+        let pair = [schema, level];
+        let reason = |r: Reason| {
+            self.rejected
+                .with_label_values(&[schema, level, r.as_str()])
+        };
+        Series {
+            dispatched: self.dispatched.with_label_values(&pair),
+            rejected: Reason::ALL.map(reason),
+            inqueue: self.inqueue.with_label_values(&pair),
+            executing: self.executing.with_label_values(&pair),
+            seats: self.seats.with_label_values(&pair),
+            waited_and_ran: self.wait.with_label_values(&[schema, level, "true"]),
+            waited_in_vain: self.wait.with_label_values(&[schema, level, "false"]),
+        }
+    }
+
+    /// The series of `level`.
+    pub fn level(&self, level: &str) -> LevelGauges {
+        LevelGauges {
+            nominal: self.nominal.with_label_values(&[level]),
+            current: self.current.with_label_values(&[level]),
+        }
+    }
+}
