@@ -9,6 +9,7 @@ mod body;
 mod classify;
 mod deadline;
 mod errors;
+mod flow;
 mod forward;
 mod local;
 mod openapi;
@@ -31,6 +32,7 @@ use self::openapi::OpenApiPath;
 use self::reply::Reply;
 use crate::auth::{Authenticated, Authenticator, User};
 use crate::backends::{RouteTable, Slot, Upstream};
+use crate::flowcontrol::{Decision, FlowControl, Seat};
 use crate::observe::{InFlight, OpenWatch, Repeats, RouteKind};
 use crate::state::Gateway;
 
@@ -71,6 +73,10 @@ pub struct RequestCtx {
     backend_slot: Option<Slot>,
     endpoint_slot: Option<Slot>,
     capped: bool,
+    /// Flow control's seat for the request (until its answer ends; a watch's, until its head).
+    seat: Option<Seat>,
+    /// Where flow control classified a request that holds no seat (exempt, refused).
+    classified: Option<Decision>,
     _in_flight: Option<InFlight>,
 }
 
@@ -78,16 +84,24 @@ pub struct RequestCtx {
 pub struct ApiaggProxy {
     gateway: Arc<Gateway>,
     auth: Arc<Authenticator>,
+    /// API Priority and Fairness (`--enable-priority-and-fairness`).
+    flow: Option<Arc<FlowControl>>,
     /// Backend failures logged so far, to log repeats on change and then rate-limited.
     repeats: Repeats,
 }
 
 impl ApiaggProxy {
-    /// A proxy reading `gateway`'s snapshots and authenticating callers with `auth`.
-    pub fn new(gateway: Arc<Gateway>, auth: Arc<Authenticator>) -> ApiaggProxy {
+    /// A proxy reading `gateway`'s snapshots, authenticating callers with `auth` and admitting
+    /// their requests under `flow` control.
+    pub fn new(
+        gateway: Arc<Gateway>,
+        auth: Arc<Authenticator>,
+        flow: Option<Arc<FlowControl>>,
+    ) -> ApiaggProxy {
         ApiaggProxy {
             gateway,
             auth,
+            flow,
             repeats: Repeats::new(std::time::Duration::from_secs(10)),
         }
     }
@@ -115,6 +129,12 @@ impl ApiaggProxy {
     ) -> Result<bool> {
         ctx.kind = kind;
         ctx.code = reply.code();
+        let reply = match ctx.classified() {
+            Some(decision) => flow::headers(decision)
+                .into_iter()
+                .fold(reply, |r, (name, value)| r.header(http::HeaderName::from_static(name), value.clone())),
+            None => reply,
+        };
         reply.send(session).await?;
         Ok(true)
     }

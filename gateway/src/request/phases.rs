@@ -52,6 +52,8 @@ impl ProxyHttp for ApiaggProxy {
             backend_slot: None,
             endpoint_slot: None,
             capped: false,
+            seat: None,
+            classified: None,
             _in_flight: Some(self.gateway.lifecycle.track()),
         }
     }
@@ -139,7 +141,14 @@ impl ProxyHttp for ApiaggProxy {
             return self.answer(session, ctx, RouteKind::Refused, reply).await;
         }
 
-        // 4. What apiagg answers itself.
+        // 4. API Priority and Fairness: run now, wait in a fair queue, or 429.
+        if let Some(flow) = &self.flow {
+            if let Err(reply) = self.admit(flow, ctx, &info).await {
+                return self.answer(session, ctx, RouteKind::Refused, reply).await;
+            }
+        }
+
+        // 4b. What apiagg answers itself.
         if let Some((kind, reply)) = self.local(session.req_header(), ctx, route) {
             return self.answer(session, ctx, kind, reply).await;
         }
@@ -303,6 +312,15 @@ impl ProxyHttp for ApiaggProxy {
         response: &mut ResponseHeader,
         ctx: &mut RequestCtx,
     ) -> Result<()> {
+        if let Some(decision) = ctx.classified() {
+            for (name, value) in super::flow::headers(decision) {
+                response.insert_header(name, value.clone())?;
+            }
+        }
+        if ctx.watch.is_some() {
+            // A watch holds its seat only for its initial phase, as upstream.
+            ctx.seat = None;
+        }
         let cors = |name: &http::HeaderName| name.as_str().starts_with("access-control-allow-");
         if ctx.kind == RouteKind::Proxy && response.headers.keys().any(cors) {
             for name in [

@@ -1,0 +1,149 @@
+//! The front-door controls the composition root builds around the request path, as
+//! kube-apiserver's generic server wraps the aggregator: API Priority and Fairness (its objects
+//! from a file, reloaded on change, or followed in the delegate's cluster).
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use anyhow::Context;
+use async_trait::async_trait;
+use pingora_core::server::ShutdownWatch;
+use pingora_core::services::background::BackgroundService;
+
+use crate::backends::Reload;
+use crate::controllers::FlowControlWatch;
+use crate::flowcontrol::{from_file, FlowControl, Settings};
+use crate::state::Gateway;
+
+/// Where flow control takes its FlowSchemas and PriorityLevelConfigurations from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FlowSource {
+    /// kube-apiserver's built-in objects only.
+    Defaults,
+    /// A file of objects (the built-in mandatory ones and missing suggested ones added).
+    File(PathBuf),
+    /// The delegate's cluster, listed and watched as kube-apiserver does.
+    Cluster,
+}
+
+/// API Priority and Fairness settings (`--enable-priority-and-fairness` and friends).
+#[derive(Debug, Clone)]
+pub struct FlowOptions {
+    /// Off: requests are not classified, queued or limited.
+    pub enabled: bool,
+    /// `--max-requests-inflight` + `--max-mutating-requests-inflight`.
+    pub total_seats: u32,
+    /// Longest wait in a queue.
+    pub request_wait_limit: Duration,
+    /// Where the objects come from.
+    pub source: FlowSource,
+}
+
+/// Builds flow control from `options`; `None` when it is off. A file that cannot be read or
+/// does not compile stops the start with the reason.
+pub fn flow_control(
+    options: &FlowOptions,
+    gateway: &Gateway,
+) -> anyhow::Result<Option<Arc<FlowControl>>> {
+    if !options.enabled {
+        tracing::warn!("API Priority and Fairness is off: nothing bounds the requests in flight");
+        return Ok(None);
+    }
+    let settings = Settings {
+        total_seats: options.total_seats,
+        request_wait_limit: options.request_wait_limit,
+    };
+    let flow = Arc::new(
+        FlowControl::new(settings, gateway.metrics.registry()).context("flow control")?,
+    );
+    if let FlowSource::File(path) = &options.source {
+        let objects = from_file(path)?;
+        let report = flow
+            .configure(objects)
+            .with_context(|| format!("flow control objects in {}", path.display()))?;
+        tracing::info!("flow control from {}: {report}", path.display());
+    }
+    tracing::info!(
+        seats = options.total_seats,
+        "API Priority and Fairness is on"
+    );
+    Ok(Some(flow))
+}
+
+/// The flow-control file, re-read by the file watcher when it changes.
+pub struct FlowFile {
+    path: PathBuf,
+    flow: Arc<FlowControl>,
+    seen: Mutex<Option<SystemTime>>,
+}
+
+impl FlowFile {
+    /// Watches `path` for `flow`.
+    pub fn new(path: PathBuf, flow: Arc<FlowControl>) -> Arc<FlowFile> {
+        let seen = std::fs::metadata(&path).and_then(|m| m.modified()).ok();
+        Arc::new(FlowFile {
+            path,
+            flow,
+            seen: Mutex::new(seen),
+        })
+    }
+}
+
+impl Reload for FlowFile {
+    fn name(&self) -> String {
+        format!("flow control objects {}", self.path.display())
+    }
+
+    fn reload(&self) -> Result<bool, String> {
+        let modified = std::fs::metadata(&self.path)
+            .and_then(|m| m.modified())
+            .map_err(|e| format!("{}: {e}", self.path.display()))?;
+        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        if *seen == Some(modified) {
+            return Ok(false);
+        }
+        let objects = from_file(&self.path).map_err(|e| e.to_string())?;
+        let report = self.flow.configure(objects).map_err(|e| e.to_string())?;
+        tracing::info!("flow control from {}: {report}", self.path.display());
+        *seen = Some(modified);
+        Ok(true)
+    }
+}
+
+/// Flow control's upkeep (seat borrowing every 10 s) and, with `FlowSource::Cluster`, the
+/// reflectors of the delegate's objects, for the life of the server.
+pub struct FlowUpkeep {
+    pub flow: Arc<FlowControl>,
+    pub gateway: Arc<Gateway>,
+    pub from_cluster: bool,
+}
+
+#[async_trait]
+impl BackgroundService for FlowUpkeep {
+    async fn start(&self, mut shutdown: ShutdownWatch) {
+        let maintenance = self.flow.spawn_maintenance();
+        let mut watch = None;
+        if self.from_cluster {
+            // The delegate is known once the first config is loaded.
+            let mut routes = self.gateway.routes.subscribe();
+            loop {
+                if let Some(delegate) = self.gateway.routes.load().delegate.clone() {
+                    let clients = self.gateway.clients.clone();
+                    watch = Some(FlowControlWatch::spawn(self.flow.clone(), delegate, clients));
+                    break;
+                }
+                tokio::select! {
+                    changed = routes.changed() => if changed.is_err() { break },
+                    _ = shutdown.changed() => break,
+                }
+            }
+            if watch.is_none() {
+                tracing::warn!("flow control from the cluster: no delegate is configured");
+            }
+        }
+        let _ = shutdown.changed().await;
+        maintenance.abort();
+        drop(watch);
+    }
+}

@@ -1,0 +1,93 @@
+//! Step 4 of `request_filter`: API Priority and Fairness, as kube-apiserver wraps the
+//! aggregator (`WithPriorityAndFairness`). The request is classified (FlowSchema → priority
+//! level → flow), then runs at once, waits in its flow's fair queue, or is refused with 429 and
+//! `Retry-After`. The seat is held until the answer ends; a watch gives it back once its
+//! response head arrived (its initial phase). Long-running requests other than watches (exec,
+//! attach, port-forward, proxy, logs) are not held, as upstream. Every answer says where the
+//! request was classified (`X-Kubernetes-PF-FlowSchema-UID`, `-PriorityLevel-UID`).
+
+use apiagg_requestinfo::RequestInfo;
+use serde_json::json;
+
+use super::reply::{self, Reply};
+use super::{ApiaggProxy, RequestCtx};
+use crate::auth::User;
+use crate::flowcontrol::{
+    Admission, Decision, FlowControl, Rejection, Request, FLOW_SCHEMA_UID_HEADER,
+    PRIORITY_LEVEL_UID_HEADER,
+};
+
+impl ApiaggProxy {
+    /// Admits the request under flow control: `Ok` once it may run (its seat, if any, in
+    /// `ctx`), `Err(reply)` when it is refused.
+    pub(super) async fn admit(
+        &self,
+        flow: &FlowControl,
+        ctx: &mut RequestCtx,
+        info: &RequestInfo<'_>,
+    ) -> Result<(), Reply> {
+        if info.is_long_running() && info.verb != "watch" {
+            return Ok(());
+        }
+        let user = ctx
+            .caller
+            .as_ref()
+            .map_or_else(|| &**User::anonymous(), |c| &*c.user);
+        let request = Request {
+            user: &user.name,
+            groups: &user.groups,
+            info,
+        };
+        match flow.admit(&request) {
+            Admission::Run(seat) => {
+                ctx.seat = Some(seat);
+                Ok(())
+            }
+            Admission::Exempt(decision) => {
+                ctx.classified = Some(decision);
+                Ok(())
+            }
+            Admission::Rejected(rejection) => Err(rejected(ctx, rejection)),
+            Admission::Wait(waiter) => {
+                ctx.classified = Some(waiter.decision().clone());
+                // Boxed: waiting is the rare path; its state stays out of every request's
+                // future.
+                match Box::pin(waiter.wait()).await {
+                    Ok(seat) => {
+                        ctx.seat = Some(seat);
+                        Ok(())
+                    }
+                    Err(rejection) => Err(rejected(ctx, rejection)),
+                }
+            }
+        }
+    }
+}
+
+impl RequestCtx {
+    /// Where flow control classified the request, if it did.
+    pub(super) fn classified(&self) -> Option<&Decision> {
+        self.seat
+            .as_ref()
+            .map(|seat| seat.decision())
+            .or(self.classified.as_ref())
+    }
+}
+
+/// The two classification headers of a decision.
+pub fn headers(decision: &Decision) -> [(&'static str, &http::HeaderValue); 2] {
+    [
+        (FLOW_SCHEMA_UID_HEADER, decision.flow_schema_header()),
+        (PRIORITY_LEVEL_UID_HEADER, decision.priority_level_header()),
+    ]
+}
+
+/// kube-apiserver's answer to a request flow control refused.
+fn rejected(ctx: &mut RequestCtx, rejection: Rejection) -> Reply {
+    let retry = rejection.retry_after.max(1);
+    ctx.classified = Some(rejection.decision);
+    let details = json!({ "retryAfterSeconds": retry });
+    let message = "Too many requests, please try again later.";
+    let body = reply::failure(429, "TooManyRequests", message, Some(details));
+    Reply::json(429, body).header(http::header::RETRY_AFTER, retry.to_string())
+}
