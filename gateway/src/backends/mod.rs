@@ -13,10 +13,11 @@ mod upstream;
 
 pub use certs::{bundle_not_after, check_pair, earliest_not_after, CertError, Purpose};
 pub use client::{Client, Clients, FetchError, Fetched};
-pub use credentials::{ClientIdentity, CredentialError, Reload};
+pub use credentials::{BearerToken, ClientIdentity, CredentialError, Reload};
 pub use exhaustion::own_exhaustion;
 pub use health::HealthBook;
 pub use slots::Slot;
 pub use table::{build as build_table, RouteTable, TableError};
 pub(crate) use tls::verify_signature_with;
+pub use tls::{client_config, parse_ca_pem};
 pub use upstream::{build_delegate, delegate_credentials, BuildError, Upstream};
