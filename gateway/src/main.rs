@@ -4,6 +4,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+#[path = "cli/front_door.rs"]
+mod front_door;
+
 use apiagg_gateway::app::{self, Launch, StoreChoice};
 use apiagg_gateway::{Options, ProbeOptions};
 use clap::{Parser, Subcommand, ValueEnum};
@@ -171,6 +174,8 @@ struct ServeArgs {
     /// Log format.
     #[arg(long, value_enum, default_value = "text")]
     log_format: LogFormat,
+    #[command(flatten)]
+    front_door: front_door::FrontDoorArgs,
 }
 
 fn default_threads() -> usize {
@@ -295,6 +300,8 @@ fn launch(args: ServeArgs) -> Launch {
         listen: args.listen,
         threads: args.threads,
         max_connections: args.max_connections,
+        flow: args.front_door.flow(),
+        audit: args.front_door.audit(),
         options,
     }
 }

@@ -1,6 +1,7 @@
 //! The front-door controls the composition root builds around the request path, as
 //! kube-apiserver's generic server wraps the aggregator: API Priority and Fairness (its objects
-//! from a file, reloaded on change, or followed in the delegate's cluster).
+//! from a file, reloaded on change, or followed in the delegate's cluster) and auditing (its
+//! backends run before the first request and are flushed after the last).
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -11,6 +12,7 @@ use async_trait::async_trait;
 use pingora_core::server::ShutdownWatch;
 use pingora_core::services::background::BackgroundService;
 
+use crate::audit::{Auditor, Settings as AuditSettings};
 use crate::backends::Reload;
 use crate::controllers::FlowControlWatch;
 use crate::flowcontrol::{from_file, FlowControl, Settings};
@@ -54,9 +56,8 @@ pub fn flow_control(
         total_seats: options.total_seats,
         request_wait_limit: options.request_wait_limit,
     };
-    let flow = Arc::new(
-        FlowControl::new(settings, gateway.metrics.registry()).context("flow control")?,
-    );
+    let flow =
+        Arc::new(FlowControl::new(settings, gateway.metrics.registry()).context("flow control")?);
     if let FlowSource::File(path) = &options.source {
         let objects = from_file(path)?;
         let report = flow
@@ -69,6 +70,54 @@ pub fn flow_control(
         "API Priority and Fairness is on"
     );
     Ok(Some(flow))
+}
+
+/// Starts auditing as `settings` ask (off without a policy file and a backend); an invalid
+/// policy or an unwritable log stops the start with the reason.
+pub fn auditor(settings: AuditSettings, gateway: &Gateway) -> anyhow::Result<Auditor> {
+    let auditor = Auditor::start(settings, gateway.metrics.registry()).context("audit")?;
+    if auditor.is_enabled() {
+        tracing::info!("auditing is on");
+    }
+    Ok(auditor)
+}
+
+/// The audit policy file, re-read by the file watcher when it changes.
+pub struct AuditPolicyFile {
+    pub path: PathBuf,
+    pub auditor: Auditor,
+    seen: Mutex<Option<SystemTime>>,
+}
+
+impl AuditPolicyFile {
+    /// Watches `path`, the policy of `auditor`.
+    pub fn new(path: PathBuf, auditor: Auditor) -> Arc<AuditPolicyFile> {
+        let seen = std::fs::metadata(&path).and_then(|m| m.modified()).ok();
+        Arc::new(AuditPolicyFile {
+            path,
+            auditor,
+            seen: Mutex::new(seen),
+        })
+    }
+}
+
+impl Reload for AuditPolicyFile {
+    fn name(&self) -> String {
+        format!("audit policy {}", self.path.display())
+    }
+
+    fn reload(&self) -> Result<bool, String> {
+        let modified = std::fs::metadata(&self.path)
+            .and_then(|m| m.modified())
+            .map_err(|e| format!("{}: {e}", self.path.display()))?;
+        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        if *seen == Some(modified) {
+            return Ok(false);
+        }
+        self.auditor.reload_policy().map_err(|e| e.to_string())?;
+        *seen = Some(modified);
+        Ok(true)
+    }
 }
 
 /// The flow-control file, re-read by the file watcher when it changes.
@@ -130,7 +179,11 @@ impl BackgroundService for FlowUpkeep {
             loop {
                 if let Some(delegate) = self.gateway.routes.load().delegate.clone() {
                     let clients = self.gateway.clients.clone();
-                    watch = Some(FlowControlWatch::spawn(self.flow.clone(), delegate, clients));
+                    watch = Some(FlowControlWatch::spawn(
+                        self.flow.clone(),
+                        delegate,
+                        clients,
+                    ));
                     break;
                 }
                 tokio::select! {

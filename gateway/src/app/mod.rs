@@ -3,6 +3,7 @@
 
 mod commands;
 mod connections;
+mod front_door;
 mod limits;
 mod listen;
 mod serving;
@@ -23,10 +24,12 @@ use crate::backends::Reload;
 use crate::controllers::{
     AvailabilityController, DiscoveryController, FileWatcher, OpenApiController, RegistryController,
 };
-use crate::request::ApiaggProxy;
+use crate::request::{ApiaggProxy, Controls};
 use crate::state::{Gateway, Options};
 
+pub use crate::audit::{LogFormat, LogSettings, Settings as AuditSettings, WebhookSettings};
 pub use commands::{check, print_status};
+pub use front_door::{FlowOptions, FlowSource};
 pub use stores::StoreChoice;
 
 /// Everything `apiagg serve` needs besides the config file's contents.
@@ -41,6 +44,10 @@ pub struct Launch {
     pub threads: usize,
     /// Client connections served at once (`None`: three quarters of the open-file limit).
     pub max_connections: Option<usize>,
+    /// API Priority and Fairness.
+    pub flow: FlowOptions,
+    /// Auditing.
+    pub audit: AuditSettings,
     /// Behaviour of the gateway.
     pub options: Options,
 }
@@ -96,9 +103,25 @@ pub fn serve(launch: Launch) -> anyhow::Result<()> {
         .unwrap_or_else(|| connections::default_bound(open_files));
     let bound = connections::ConnectionBound::new(max_connections, gateway.metrics.registry())
         .context("creating metrics")?;
+    let flow = front_door::flow_control(&launch.flow, &gateway)?;
+    if let (Some(flow), FlowSource::File(path)) = (&flow, &launch.flow.source) {
+        watched.push(front_door::FlowFile::new(path.clone(), flow.clone()));
+    }
+    // The audit backends run before the first request is accepted.
+    let auditor = front_door::auditor(launch.audit.clone(), &gateway)?;
+    if let (true, Some(path)) = (auditor.is_enabled(), &launch.audit.policy_file) {
+        watched.push(front_door::AuditPolicyFile::new(
+            path.clone(),
+            auditor.clone(),
+        ));
+    }
+    let controls = Controls {
+        flow: flow.clone(),
+        audit: auditor.clone(),
+    };
     let proxy_app = pingora_proxy::http_proxy(
         &server.configuration,
-        ApiaggProxy::new(gateway.clone(), auth.clone()),
+        ApiaggProxy::new(gateway.clone(), auth.clone(), controls),
     );
     let mut proxy = pingora_core::services::listening::Service::new(
         "apiagg".to_string(),
@@ -132,6 +155,16 @@ pub fn serve(launch: Launch) -> anyhow::Result<()> {
         "file watcher",
         FileWatcher::new(watched, &gateway),
     ));
+    if let Some(flow) = flow {
+        server.add_service(background_service(
+            "flow control",
+            front_door::FlowUpkeep {
+                flow,
+                gateway: gateway.clone(),
+                from_cluster: launch.flow.source == FlowSource::Cluster,
+            },
+        ));
+    }
     server.add_service(proxy);
     tracing::info!(listen = %listener.address, "apiagg starting");
     for (wide_open, line) in auth.access() {
@@ -144,7 +177,7 @@ pub fn serve(launch: Launch) -> anyhow::Result<()> {
     // The first line on stdout says where to connect (tests and scripts read it).
     println!("listening on {}", listener.url());
     server.run(RunArgs {
-        shutdown_signal: Box::new(shutdown::GracefulShutdown::new(&gateway)),
+        shutdown_signal: Box::new(shutdown::GracefulShutdown::new(&gateway, auditor)),
     });
     drop(listener);
     Ok(())

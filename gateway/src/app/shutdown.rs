@@ -8,22 +8,29 @@ use async_trait::async_trait;
 use pingora_core::server::{ShutdownSignal, ShutdownSignalWatch};
 use tokio::signal::unix::{signal, SignalKind};
 
+use crate::audit::Auditor;
 use crate::observe::{Lifecycle, Milestone, Watches};
 use crate::state::{Gateway, Options};
+
+/// Upper bound on flushing the audit backends at exit.
+const AUDIT_FLUSH: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The shutdown watcher handed to pingora.
 pub struct GracefulShutdown {
     lifecycle: Arc<Lifecycle>,
     watches: Arc<Watches>,
+    /// Flushed once the last request drained, so no audit event is lost.
+    auditor: Auditor,
     options: Options,
 }
 
 impl GracefulShutdown {
-    /// A watcher for `gateway`.
-    pub fn new(gateway: &Gateway) -> GracefulShutdown {
+    /// A watcher for `gateway`, flushing `auditor` at the end.
+    pub fn new(gateway: &Gateway, auditor: Auditor) -> GracefulShutdown {
         GracefulShutdown {
             lifecycle: gateway.lifecycle.clone(),
             watches: gateway.watches.clone(),
+            auditor,
             options: gateway.options.clone(),
         }
     }
@@ -84,6 +91,8 @@ impl ShutdownSignalWatch for GracefulShutdown {
                 "drain timeout reached, exiting"
             );
         }
+        // Every request has ended (or the drain bound passed): its events are queued.
+        self.auditor.shutdown(AUDIT_FLUSH).await;
         ShutdownSignal::GracefulTerminate
     }
 }

@@ -31,7 +31,6 @@
 
 // Until the request path calls this room (the integrator's step), only its tests use it: the
 // non-test build would report the whole API as dead code. Test builds still check it.
-#![cfg_attr(not(test), allow(dead_code))]
 
 mod auditor;
 mod event;

@@ -161,6 +161,7 @@ impl RequestAudit {
     }
 
     /// The level the policy chose (never `None`: such requests get no `RequestAudit`).
+    #[cfg(test)]
     pub fn level(&self) -> Level {
         self.decision.level
     }
@@ -240,6 +241,7 @@ impl RequestAudit {
     /// Handling the request failed unexpectedly: writes the `Panic` event (code 500) instead of
     /// `ResponseComplete`.
     #[allow(clippy::boxed_local)]
+    #[cfg(test)]
     pub fn panicked(mut self: Box<Self>, message: &str) {
         self.finished = true;
         let status = ResponseStatus {
@@ -331,8 +333,23 @@ impl RequestAudit {
 
 impl Drop for RequestAudit {
     /// A request dropped without [`complete`](RequestAudit::complete) (its future was cancelled)
-    /// still gets its `ResponseComplete`, as upstream's deferred write.
+    /// still gets its `ResponseComplete`, as upstream's deferred write; one dropped while its
+    /// task unwinds from a panic gets the `Panic` stage.
     fn drop(&mut self) {
+        if std::thread::panicking() && !self.finished {
+            self.finished = true;
+            let status = ResponseStatus {
+                code: 500,
+                summary: Some(StatusSummary {
+                    status: "Failure".into(),
+                    message: "APIServer panic'd while serving the request".to_string(),
+                    reason: "InternalError".into(),
+                }),
+            };
+            let annotations = std::mem::take(&mut self.annotations);
+            self.emit(Stage::Panic, Some(status), Some(annotations));
+            return;
+        }
         self.finish(0, None);
     }
 }

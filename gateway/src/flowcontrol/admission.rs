@@ -27,8 +27,10 @@ pub(super) struct Binding {
     /// FlowSchema name.
     pub schema: Box<str>,
     /// FlowSchema uid.
+    #[cfg_attr(not(test), allow(dead_code))]
     pub schema_uid: Box<str>,
     /// Priority level uid.
+    #[cfg_attr(not(test), allow(dead_code))]
     pub level_uid: Box<str>,
     /// `X-Kubernetes-PF-FlowSchema-UID` value.
     pub schema_header: HeaderValue,
@@ -52,6 +54,7 @@ impl Decision {
     }
 
     /// The FlowSchema's uid.
+    #[cfg(test)]
     pub fn flow_schema_uid(&self) -> &str {
         &self.0.schema_uid
     }
@@ -62,6 +65,7 @@ impl Decision {
     }
 
     /// The priority level's uid.
+    #[cfg(test)]
     pub fn priority_level_uid(&self) -> &str {
         &self.0.level_uid
     }
@@ -77,6 +81,7 @@ impl Decision {
     }
 
     /// Whether the level is exempt (never limited).
+    #[cfg(test)]
     pub fn is_exempt(&self) -> bool {
         self.0.level.exempt
     }

@@ -264,11 +264,13 @@ impl FlowControl {
     }
 
     /// The current limit of level `name` (tests and diagnostics).
+    #[cfg(test)]
     pub fn current_limit(&self, name: &str) -> Option<u32> {
         self.writer().levels.get(name).map(|m| m.level.limit())
     }
 
     /// The nominal limit of level `name`.
+    #[cfg(test)]
     pub fn nominal_limit(&self, name: &str) -> Option<u32> {
         self.writer().levels.get(name).map(|m| m.nominal)
     }

@@ -164,6 +164,7 @@ impl Level {
     }
 
     /// The current limit.
+    #[cfg(test)]
     pub fn limit(&self) -> u32 {
         self.limit.load(Relaxed)
     }

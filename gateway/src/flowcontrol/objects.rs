@@ -57,6 +57,7 @@ pub fn from_file(path: &Path) -> Result<Vec<Object>, ConfigError> {
 /// Parses a multi-document YAML text of FlowSchemas and PriorityLevelConfigurations (and
 /// `List`, `FlowSchemaList`, `PriorityLevelConfigurationList` documents of them). Empty
 /// documents are skipped.
+#[cfg(test)]
 pub fn parse_objects(yaml: &str) -> Result<Vec<Object>, ConfigError> {
     parse_in(yaml, "")
 }

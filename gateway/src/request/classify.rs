@@ -14,6 +14,8 @@ pub enum Route<'a> {
     Metrics,
     /// `/debug/apiagg/status`
     Status,
+    /// `/debug/api_priority_and_fairness/dump_priority_levels` (apiagg's own flow control).
+    FlowDump,
     /// `/version`
     Version,
     /// `/apis` (`slash` false) or `/apis/` (`slash` true).
@@ -38,6 +40,9 @@ pub fn classify<'a>(info: &RequestInfo<'a>) -> Route<'a> {
     match first {
         "metrics" if alone => Route::Metrics,
         "debug" if info.after(1) == "apiagg/status" => Route::Status,
+        "debug" if info.after(1) == "api_priority_and_fairness/dump_priority_levels" => {
+            Route::FlowDump
+        }
         "version" if alone => Route::Version,
         "api" => Route::GroupVersion("/v1"),
         "openapi" => match OpenApiPath::parse(info.after(1)) {

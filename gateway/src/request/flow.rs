@@ -38,7 +38,19 @@ impl ApiaggProxy {
             groups: &user.groups,
             info,
         };
-        match flow.admit(&request) {
+        let admission = flow.admit(&request);
+        if let Some(audit) = ctx.audit.as_mut() {
+            // kube-apiserver's audit annotations of the classification.
+            let decision = match &admission {
+                Admission::Run(seat) => seat.decision(),
+                Admission::Exempt(decision) => decision,
+                Admission::Wait(waiter) => waiter.decision(),
+                Admission::Rejected(rejection) => &rejection.decision,
+            };
+            audit.annotate("apf_pl", decision.priority_level().to_string());
+            audit.annotate("apf_fs", decision.flow_schema().to_string());
+        }
+        match admission {
             Admission::Run(seat) => {
                 ctx.seat = Some(seat);
                 Ok(())
@@ -85,6 +97,12 @@ pub fn headers(decision: &Decision) -> [(&'static str, &http::HeaderValue); 2] {
 /// kube-apiserver's answer to a request flow control refused.
 fn rejected(ctx: &mut RequestCtx, rejection: Rejection) -> Reply {
     let retry = rejection.retry_after.max(1);
+    tracing::debug!(
+        flow_schema = rejection.decision.flow_schema(),
+        priority_level = rejection.decision.priority_level(),
+        reason = rejection.reason,
+        "flow control refused a request"
+    );
     ctx.classified = Some(rejection.decision);
     let details = json!({ "retryAfterSeconds": retry });
     let message = "Too many requests, please try again later.";

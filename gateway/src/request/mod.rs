@@ -4,6 +4,7 @@
 //! Everything here reads published snapshots only: no lock, no document built per request.
 
 mod apiservices;
+mod audit;
 mod authorize;
 mod body;
 mod classify;
@@ -30,6 +31,7 @@ use self::classify::Route;
 use self::forward::{Forwarding, Identity};
 use self::openapi::OpenApiPath;
 use self::reply::Reply;
+use crate::audit::{AuditId, Auditor, RequestAudit, StatusSummary};
 use crate::auth::{Authenticated, Authenticator, User};
 use crate::backends::{RouteTable, Slot, Upstream};
 use crate::flowcontrol::{Decision, FlowControl, Seat};
@@ -77,7 +79,21 @@ pub struct RequestCtx {
     seat: Option<Seat>,
     /// Where flow control classified a request that holds no seat (exempt, refused).
     classified: Option<Decision>,
+    /// The request's audit (its level is not None), its ID, and the Status of an answer
+    /// apiagg wrote itself.
+    audit: Option<Box<RequestAudit>>,
+    audit_id: Option<Box<AuditId>>,
+    audit_status: Option<Box<StatusSummary>>,
     _in_flight: Option<InFlight>,
+}
+
+/// The front-door controls around the request path, as kube-apiserver's handler chain wraps
+/// the aggregator.
+pub struct Controls {
+    /// API Priority and Fairness, when on.
+    pub flow: Option<Arc<FlowControl>>,
+    /// Auditing ([`Auditor::disabled`] when off).
+    pub audit: Auditor,
 }
 
 /// The proxy service.
@@ -86,22 +102,21 @@ pub struct ApiaggProxy {
     auth: Arc<Authenticator>,
     /// API Priority and Fairness (`--enable-priority-and-fairness`).
     flow: Option<Arc<FlowControl>>,
+    /// Auditing (`--audit-policy-file`).
+    audit: Auditor,
     /// Backend failures logged so far, to log repeats on change and then rate-limited.
     repeats: Repeats,
 }
 
 impl ApiaggProxy {
-    /// A proxy reading `gateway`'s snapshots, authenticating callers with `auth` and admitting
-    /// their requests under `flow` control.
-    pub fn new(
-        gateway: Arc<Gateway>,
-        auth: Arc<Authenticator>,
-        flow: Option<Arc<FlowControl>>,
-    ) -> ApiaggProxy {
+    /// A proxy reading `gateway`'s snapshots, authenticating callers with `auth`, and wrapped
+    /// in the front-door `controls`.
+    pub fn new(gateway: Arc<Gateway>, auth: Arc<Authenticator>, controls: Controls) -> ApiaggProxy {
         ApiaggProxy {
             gateway,
             auth,
-            flow,
+            flow: controls.flow,
+            audit: controls.audit,
             repeats: Repeats::new(std::time::Duration::from_secs(10)),
         }
     }
@@ -129,12 +144,18 @@ impl ApiaggProxy {
     ) -> Result<bool> {
         ctx.kind = kind;
         ctx.code = reply.code();
-        let reply = match ctx.classified() {
+        let mut reply = match ctx.classified() {
             Some(decision) => flow::headers(decision)
                 .into_iter()
-                .fold(reply, |r, (name, value)| r.header(http::HeaderName::from_static(name), value.clone())),
+                .fold(reply, |r, (name, value)| {
+                    r.header(http::HeaderName::from_static(name), value.clone())
+                }),
             None => reply,
         };
+        if let Some(id) = audit::id_header(ctx) {
+            ctx.audit_reply(reply.code(), reply.body());
+            reply = reply.header(http::HeaderName::from_static("audit-id"), id);
+        }
         reply.send(session).await?;
         Ok(true)
     }
@@ -355,6 +376,11 @@ impl ApiaggProxy {
             }
             Route::Metrics => return Some((RouteKind::Metrics, local::metrics(&gateway.metrics))),
             Route::Status => local::status(&gateway.availability),
+            // apiagg's own flow control; without it, the delegate's answers.
+            Route::FlowDump => {
+                let dump = self.flow.as_ref()?.dump_priority_levels();
+                Reply::text(200, dump)
+            }
             Route::Version if gateway.routes.load().delegate.is_none() => local::version(),
             Route::Apis { slash } => {
                 if !slash {

@@ -16,6 +16,9 @@ use super::{apiservices, body, deadline, errors, forward, ApiaggProxy, RequestCt
 use crate::auth::ConnectionIdentity;
 use crate::observe::{Milestone, RouteKind};
 
+/// The header carrying a request's audit ID.
+const AUDIT_ID: &str = "Audit-ID";
+
 /// Why no endpoint was picked when every healthy one holds its bound of requests.
 const ENDPOINTS_FULL: &str = "every endpoint has --max-requests-inflight-per-endpoint requests";
 
@@ -54,6 +57,9 @@ impl ProxyHttp for ApiaggProxy {
             capped: false,
             seat: None,
             classified: None,
+            audit: None,
+            audit_id: None,
+            audit_status: None,
             _in_flight: Some(self.gateway.lifecycle.track()),
         }
     }
@@ -127,9 +133,14 @@ impl ProxyHttp for ApiaggProxy {
             )
             .await;
         match authenticated {
-            Ok(caller) => ctx.caller = Some(caller),
+            Ok(caller) => {
+                // 3a. The audit of the request starts (the policy decides its level).
+                self.audit_begin(session, ctx, &info, Some(caller.user.clone()));
+                ctx.caller = Some(caller);
+            }
             Err(why) => {
                 tracing::debug!(path = uri.path(), "unauthenticated: {why}");
+                self.audit_begin(session, ctx, &info, None);
                 let reply = reply::unauthenticated(&why);
                 return self.answer(session, ctx, RouteKind::Refused, reply).await;
             }
@@ -138,8 +149,10 @@ impl ProxyHttp for ApiaggProxy {
         // 3b. What the caller may do (authorization.mode: Webhook): impersonation is authorized
         // and applied, then the request; 403 Status when refused, 500 when nobody could decide.
         if let Err(reply) = self.authorize(session, ctx, &info).await {
+            ctx.audit_authorized(false, "");
             return self.answer(session, ctx, RouteKind::Refused, reply).await;
         }
+        ctx.audit_authorized(true, "");
 
         // 4. API Priority and Fairness: run now, wait in a fair queue, or 429.
         if let Some(flow) = &self.flow {
@@ -280,8 +293,13 @@ impl ProxyHttp for ApiaggProxy {
         _session: &mut Session,
         body: &mut Option<Bytes>,
         end_of_stream: bool,
-        _ctx: &mut RequestCtx,
+        ctx: &mut RequestCtx,
     ) -> Result<()> {
+        if let (Some(audit), Some(piece)) = (ctx.audit.as_mut(), body.as_ref()) {
+            if audit.wants_request_body() {
+                audit.request_body(piece);
+            }
+        }
         body::frame_once(body, end_of_stream);
         Ok(())
     }
@@ -298,6 +316,11 @@ impl ProxyHttp for ApiaggProxy {
         };
         if let Some(seconds) = ctx.watch_timeout {
             forward::add_timeout_seconds(request, seconds)?;
+        }
+        if let Some(id) = super::audit::id_header(ctx) {
+            // The same audit ID at the backend and the delegate (the caller's own was removed
+            // or replaced: it is what apiagg audited).
+            request.insert_header(AUDIT_ID, id)?;
         }
         let forwarding = self.forwarding(session, ctx, upstream);
         let authority = &upstream.endpoints[ctx.endpoint].authority_header;
@@ -316,6 +339,12 @@ impl ProxyHttp for ApiaggProxy {
             for (name, value) in super::flow::headers(decision) {
                 response.insert_header(name, value.clone())?;
             }
+        }
+        if let Some(id) = super::audit::id_header(ctx) {
+            response.insert_header(AUDIT_ID, id)?;
+        }
+        if let Some(audit) = ctx.audit.as_mut() {
+            audit.response_started(response.status.as_u16());
         }
         if ctx.watch.is_some() {
             // A watch holds its seat only for its initial phase, as upstream.
@@ -361,6 +390,11 @@ impl ProxyHttp for ApiaggProxy {
         end_of_stream: bool,
         ctx: &mut RequestCtx,
     ) -> Result<Option<std::time::Duration>> {
+        if let (Some(audit), Some(piece)) = (ctx.audit.as_mut(), body.as_ref()) {
+            if audit.wants_response_body() && !ctx.replacing {
+                audit.response_body(piece);
+            }
+        }
         if ctx.replacing {
             *body = ctx.replacement.take();
         } else if !end_of_stream && ctx.deadline.is_some_and(|d| Instant::now() >= d) {
@@ -466,6 +500,8 @@ impl ProxyHttp for ApiaggProxy {
         let code = session
             .response_written()
             .map_or(ctx.code, |r| r.status.as_u16());
+        ctx.audit_complete(code);
+        ctx.seat = None;
         let metrics = &self.gateway.metrics;
         metrics.in_flight.dec();
         ctx._in_flight = None;

@@ -24,6 +24,11 @@ pub struct Reply {
 }
 
 impl Reply {
+    /// The body.
+    pub fn body(&self) -> &Bytes {
+        &self.body
+    }
+
     /// A JSON response (Status objects, documents).
     pub fn json(code: u16, body: Bytes) -> Reply {
         Reply::new(code, JSON, body)

@@ -6,7 +6,7 @@
 //! |---|---|
 //! | APIService API writes (create, update, patch, delete) | `system:masters` |
 //! | APIService API reads (get, list, watch, discovery) | authenticated callers (not anonymous) |
-//! | `/metrics`, `/debug/apiagg/…` | `system:masters`, `system:monitoring` |
+//! | `/metrics`, `/debug/apiagg/…`, `/debug/api_priority_and_fairness/…` | `system:masters`, `system:monitoring` |
 //! | everything else | everybody apiagg let in |
 //!
 //! `allowAnyoneToChangeAPIServices` and `allowAnyoneToReadMetrics` open the first and the third
@@ -41,7 +41,7 @@ impl Protected {
         // What apiagg answers itself; other `/debug/…` paths are the delegate's to authorize.
         let own = match info.segment(0) {
             "metrics" => info.total_segments() == 1,
-            "debug" => info.segment(1) == "apiagg",
+            "debug" => matches!(info.segment(1), "apiagg" | "api_priority_and_fairness"),
             _ => false,
         };
         own.then_some(Protected::Monitoring)

@@ -1,0 +1,208 @@
+//! Step 3 of `request_filter`: auditing, as kube-apiserver's audit filter wraps the aggregator.
+//! Every request gets an audit ID (the caller's valid `Audit-ID`, or a new one) returned in the
+//! `Audit-ID` response header and passed to backends and the delegate; the policy decides the
+//! level once the caller is known (401s are audited with an empty user), the authorization
+//! decision and impersonation are noted, bodies are captured as the level asks, and the
+//! `ResponseComplete` event is written when the request ends (in `logging`). Events leave
+//! through bounded queues: auditing never waits.
+
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use apiagg_requestinfo::RequestInfo;
+use bytes::Bytes;
+use pingora_proxy::Session;
+
+use super::{ApiaggProxy, RequestCtx};
+use crate::audit::{AuditId, Begin, Identity, StatusSummary, AUDIT_ID_HEADER};
+use crate::auth::User;
+
+impl Identity for User {
+    fn username(&self) -> &str {
+        &self.name
+    }
+    fn uid(&self) -> &str {
+        &self.uid
+    }
+    fn groups(&self) -> &[String] {
+        &self.groups
+    }
+    fn extra(&self) -> &[(String, Vec<String>)] {
+        &self.extra
+    }
+}
+
+/// The user of a request whose credentials were refused (an empty `user` in the event).
+struct Nobody;
+
+impl Identity for Nobody {
+    fn username(&self) -> &str {
+        ""
+    }
+    fn uid(&self) -> &str {
+        ""
+    }
+    fn groups(&self) -> &[String] {
+        &[]
+    }
+    fn extra(&self) -> &[(String, Vec<String>)] {
+        &[]
+    }
+}
+
+impl ApiaggProxy {
+    /// Starts the audit of a request once its caller is known (`None`: refused credentials).
+    pub(super) fn audit_begin(
+        &self,
+        session: &Session,
+        ctx: &mut RequestCtx,
+        info: &RequestInfo<'_>,
+        user: Option<Arc<User>>,
+    ) {
+        if !self.audit.is_enabled() {
+            return;
+        }
+        let header = session.req_header();
+        let id = header
+            .headers
+            .get(AUDIT_ID_HEADER)
+            .and_then(|v| AuditId::from_header(v.as_bytes()))
+            .unwrap_or_else(AuditId::new);
+        let user: Arc<dyn Identity> = match user {
+            Some(user) => user,
+            None => Arc::new(Nobody),
+        };
+        let peer = session
+            .client_addr()
+            .and_then(|a| a.as_inet())
+            .map(|a| a.ip());
+        let source_ips = source_ips(header, peer);
+        let request_uri = header
+            .uri
+            .path_and_query()
+            .map_or_else(|| header.uri.path(), |pq| pq.as_str());
+        let received = SystemTime::now()
+            .checked_sub(ctx.started.elapsed())
+            .unwrap_or_else(SystemTime::now);
+        let begin = Begin {
+            id: id.clone(),
+            user,
+            impersonated: None,
+            info,
+            request_uri,
+            source_ips: &source_ips,
+            user_agent: header
+                .headers
+                .get(http::header::USER_AGENT)
+                .and_then(|v| v.to_str().ok()),
+            received,
+        };
+        ctx.audit = self.audit.begin(begin);
+        ctx.audit_id = Some(Box::new(id));
+    }
+}
+
+impl RequestCtx {
+    /// Notes the authorization decision (and the impersonated user) in the request's audit.
+    pub(super) fn audit_authorized(&mut self, allowed: bool, reason: &str) {
+        let impersonated = self
+            .caller
+            .as_ref()
+            .filter(|c| c.method == crate::auth::Method::Impersonation)
+            .map(|c| c.user.clone());
+        if let Some(audit) = self.audit.as_mut() {
+            audit.authorized(if allowed { "allow" } else { "forbid" }, reason);
+            if let Some(user) = impersonated {
+                audit.impersonating(user);
+            }
+        }
+    }
+
+    /// Notes an answer apiagg wrote itself: its body when the level asks for it, and the
+    /// Status it carries.
+    pub(super) fn audit_reply(&mut self, code: u16, body: &Bytes) {
+        let Some(audit) = self.audit.as_mut() else {
+            return;
+        };
+        if audit.wants_response_body() {
+            audit.response_body(body);
+        }
+        if code >= 400 {
+            self.audit_status = status_summary(body).map(Box::new);
+        }
+    }
+
+    /// Writes the `ResponseComplete` event (in `logging`).
+    pub(super) fn audit_complete(&mut self, code: u16) {
+        if let Some(audit) = self.audit.take() {
+            audit.complete(code, self.audit_status.take().map(|s| *s));
+        }
+    }
+}
+
+/// The `Audit-ID` header value of a request, when it is audited.
+pub fn id_header(ctx: &RequestCtx) -> Option<http::HeaderValue> {
+    ctx.audit_id.as_ref().map(|id| id.header_value())
+}
+
+/// The status, message and reason of a `metav1.Status` body.
+fn status_summary(body: &[u8]) -> Option<StatusSummary> {
+    let status: serde_json::Value = serde_json::from_slice(body).ok()?;
+    let text = |key: &str| status.get(key).and_then(|v| v.as_str()).map(str::to_string);
+    Some(StatusSummary {
+        status: text("status")?.into(),
+        message: text("message").unwrap_or_default(),
+        reason: text("reason").unwrap_or_default().into(),
+    })
+}
+
+/// The client's addresses as kube-apiserver lists them: `X-Forwarded-For`, `X-Real-Ip`, then
+/// the peer when it is not listed yet.
+fn source_ips(header: &pingora_http::RequestHeader, peer: Option<IpAddr>) -> Vec<IpAddr> {
+    let mut ips: Vec<IpAddr> = header
+        .headers
+        .get_all("x-forwarded-for")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|ip| ip.trim().parse().ok())
+        .collect();
+    if ips.is_empty() {
+        let real = header
+            .headers
+            .get("x-real-ip")
+            .and_then(|v| v.to_str().ok());
+        ips.extend(real.and_then(|ip| ip.trim().parse::<IpAddr>().ok()));
+    }
+    if let Some(peer) = peer.filter(|p| !ips.contains(p)) {
+        ips.push(peer);
+    }
+    ips
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn source_ips_list_forwarded_addresses_then_the_peer() {
+        let mut header = pingora_http::RequestHeader::build("GET", b"/", None).expect("header");
+        let peer: IpAddr = "10.0.0.9".parse().expect("ip");
+        assert_eq!(source_ips(&header, Some(peer)), vec![peer]);
+        header
+            .insert_header("x-forwarded-for", "1.2.3.4, 10.0.0.9")
+            .expect("xff");
+        let listed: Vec<IpAddr> = vec!["1.2.3.4".parse().expect("ip"), peer];
+        assert_eq!(source_ips(&header, Some(peer)), listed);
+    }
+
+    #[test]
+    fn statuses_are_read_from_status_bodies() {
+        let body = br#"{"kind":"Status","status":"Failure","message":"no","reason":"Forbidden","code":403}"#;
+        let summary = status_summary(body).expect("status");
+        assert_eq!(summary.reason, "Forbidden");
+        assert_eq!(summary.message, "no");
+        assert!(status_summary(b"not json").is_none());
+    }
+}
