@@ -86,11 +86,25 @@ impl RequestCtx {
     }
 }
 
-/// The two classification headers of a decision.
+/// The two classification headers of a decision, as pingora writes them upstream's way.
 pub fn headers(decision: &Decision) -> [(&'static str, &http::HeaderValue); 2] {
     [
         (FLOW_SCHEMA_UID_HEADER, decision.flow_schema_header()),
         (PRIORITY_LEVEL_UID_HEADER, decision.priority_level_header()),
+    ]
+}
+
+/// The same headers for an answer apiagg writes itself.
+pub fn reply_headers(decision: &Decision) -> [(http::HeaderName, &http::HeaderValue); 2] {
+    [
+        (
+            http::HeaderName::from_static("x-kubernetes-pf-flowschema-uid"),
+            decision.flow_schema_header(),
+        ),
+        (
+            http::HeaderName::from_static("x-kubernetes-pf-prioritylevel-uid"),
+            decision.priority_level_header(),
+        ),
     ]
 }
 
@@ -108,4 +122,14 @@ fn rejected(ctx: &mut RequestCtx, rejection: Rejection) -> Reply {
     let message = "Too many requests, please try again later.";
     let body = reply::failure(429, "TooManyRequests", message, Some(details));
     Reply::json(429, body).header(http::header::RETRY_AFTER, retry.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn reply_header_names_are_the_flow_control_headers() {
+        use crate::flowcontrol::{FLOW_SCHEMA_UID_HEADER, PRIORITY_LEVEL_UID_HEADER};
+        assert!(FLOW_SCHEMA_UID_HEADER.eq_ignore_ascii_case("x-kubernetes-pf-flowschema-uid"));
+        assert!(PRIORITY_LEVEL_UID_HEADER.eq_ignore_ascii_case("x-kubernetes-pf-prioritylevel-uid"));
+    }
 }

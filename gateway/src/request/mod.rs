@@ -145,11 +145,9 @@ impl ApiaggProxy {
         ctx.kind = kind;
         ctx.code = reply.code();
         let mut reply = match ctx.classified() {
-            Some(decision) => flow::headers(decision)
+            Some(decision) => flow::reply_headers(decision)
                 .into_iter()
-                .fold(reply, |r, (name, value)| {
-                    r.header(http::HeaderName::from_static(name), value.clone())
-                }),
+                .fold(reply, |r, (name, value)| r.header(name, value.clone())),
             None => reply,
         };
         if let Some(id) = audit::id_header(ctx) {
@@ -290,6 +288,43 @@ impl ApiaggProxy {
         ctx.watch = Some(watches.open());
     }
 
+    /// One slow backend holds at most its share of the gateway: a request to a remote
+    /// APIService takes a place in its bound before it takes a flow-control seat, so a backend
+    /// at its bound holds no more seats either (long-running requests are bounded by the
+    /// connection bound instead). `Err`: the 429 to answer.
+    fn reserve_backend(
+        &self,
+        ctx: &mut RequestCtx,
+        routes: &RouteTable,
+        key: &str,
+        info: &RequestInfo<'_>,
+    ) -> Result<(), Reply> {
+        if info.is_long_running() {
+            return Ok(());
+        }
+        let Some(index) = routes.registry.index_of(key) else {
+            return Ok(());
+        };
+        let Some(upstream) = routes.upstreams.get(index).and_then(Option::as_ref) else {
+            return Ok(());
+        };
+        if !upstream.remote || !upstream.available() {
+            return Ok(());
+        }
+        let cap = self.gateway.options.max_requests_per_apiservice;
+        match upstream.slots.try_take(cap) {
+            Some(slot) => {
+                ctx.backend_slot = Some(slot);
+                ctx.capped = true;
+                Ok(())
+            }
+            None => {
+                ctx.kind = RouteKind::Proxy;
+                Err(reply::backend_full(&upstream.label, cap))
+            }
+        }
+    }
+
     /// A remote APIService's request: to its backend, or 503 while it is unavailable.
     async fn to_remote(
         &self,
@@ -301,17 +336,6 @@ impl ApiaggProxy {
     ) -> Result<bool> {
         if let Some(upstream) = routes.upstreams.get(index).cloned().flatten() {
             if upstream.available() {
-                // One slow backend holds at most its share of the gateway (long-running
-                // requests are bounded by the connection bound instead).
-                if !info.is_long_running() {
-                    let cap = self.gateway.options.max_requests_per_apiservice;
-                    let Some(slot) = upstream.slots.try_take(cap) else {
-                        let reply = reply::backend_full(&upstream.label, cap);
-                        return self.answer(session, ctx, RouteKind::Proxy, reply).await;
-                    };
-                    ctx.backend_slot = Some(slot);
-                    ctx.capped = true;
-                }
                 return self
                     .to_upstream(session, ctx, RouteKind::Proxy, upstream, info)
                     .await;

@@ -154,7 +154,14 @@ impl ProxyHttp for ApiaggProxy {
         }
         ctx.audit_authorized(true, "");
 
-        // 4. API Priority and Fairness: run now, wait in a fair queue, or 429.
+        // 4. A remote APIService's backend at its bound of requests in flight: 429 before the
+        // request takes a seat; then API Priority and Fairness: run now, wait in a fair queue,
+        // or 429.
+        if let Route::GroupVersion(key) = route {
+            if let Err(reply) = self.reserve_backend(ctx, &routes, key, &info) {
+                return self.answer(session, ctx, RouteKind::Proxy, reply).await;
+            }
+        }
         if let Some(flow) = &self.flow {
             if let Err(reply) = self.admit(flow, ctx, &info).await {
                 return self.answer(session, ctx, RouteKind::Refused, reply).await;
