@@ -9,7 +9,7 @@
 mod common;
 
 use bytes::Bytes;
-use common::wire::{h2_connect, h2_request, https_client, tls_apiagg, RawBackend};
+use common::wire::{h2_connect, h2_request, https_client, tls_apiagg_with, RawBackend};
 use common::*;
 use tokio::task::JoinSet;
 
@@ -35,7 +35,17 @@ async fn every_request_body_reaches_an_http1_backend_framed_once() {
         service("raw", &backend.url()),
         apiservice(G, V, "raw", ""),
     );
-    let (gw, ca) = tls_apiagg(&config).await;
+    // A burst of 460 requests from one anonymous flow to one backend: the front-door bounds
+    // (flow control, the backend's bound) would refuse part of it, and this test is about
+    // framing.
+    let unbounded = [
+        "--enable-priority-and-fairness=false",
+        "--max-requests-inflight-per-apiservice",
+        "1000",
+        "--max-requests-inflight-per-endpoint",
+        "1000",
+    ];
+    let (gw, ca) = tls_apiagg_with(&config, &unbounded).await;
     let base = format!("https://127.0.0.1:{}", gw.port);
     let h1 = https_client(&ca);
     let available = eventually(std::time::Duration::from_secs(20), || async {

@@ -322,11 +322,16 @@ pub async fn h2_request(
 /// CA, with `config` after the `tls:` line; waits until `/readyz` answers. Returns it and the
 /// CA's PEM.
 pub async fn tls_apiagg(config: &str) -> (super::Apiagg, String) {
+    tls_apiagg_with(config, &[]).await
+}
+
+/// [`tls_apiagg`] with extra command-line arguments.
+pub async fn tls_apiagg_with(config: &str, extra: &[&str]) -> (super::Apiagg, String) {
     let dir = tempfile::tempdir().expect("tempdir");
     let ca = super::pki::Ca::new("apiagg-serving-ca");
     super::pki::write_pair(dir.path(), "serving", &ca.server(&["127.0.0.1"]));
     let config = format!("tls: {{certFile: serving.crt, keyFile: serving.key}}\n{config}");
-    let gw = super::Apiagg::start_in(dir, &config, &[], &[]);
+    let gw = super::Apiagg::start_in(dir, &config, extra, &[]);
     let client = https_client(&ca.cert_pem);
     let url = format!("https://127.0.0.1:{}/readyz", gw.port);
     let ready = super::eventually(std::time::Duration::from_secs(20), || async {
