@@ -97,8 +97,10 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     pub authorization_policy: Option<PathBuf>,
 
-    /// Also serve core `services` and `discovery.k8s.io/v1` `endpointslices` (list with
-    /// `labelSelector`, watch, create, replace, delete), as a cluster's API server does.
+    /// Also serve core `services`, `discovery.k8s.io/v1` `endpointslices` and the
+    /// cluster-scoped `flowcontrol.apiserver.k8s.io/v1` `flowschemas` and
+    /// `prioritylevelconfigurations` (list with `labelSelector`, watch, create, replace,
+    /// delete), as a cluster's API server does.
     #[arg(long)]
     pub cluster: bool,
 }

@@ -1,6 +1,9 @@
 //! `--cluster`: core `services` and `discovery.k8s.io/v1` `endpointslices`, served like a
 //! cluster's kube-apiserver serves them to apiagg's `serviceResolution` (list with
-//! `labelSelector`, watch, create, replace, delete), so tests can move a Service's endpoints.
+//! `labelSelector`, watch, create, replace, delete), so tests can move a Service's endpoints;
+//! and the cluster-scoped `flowcontrol.apiserver.k8s.io/v1` `flowschemas` and
+//! `prioritylevelconfigurations` that apiagg's `--flow-control-from-cluster` follows. Objects are
+//! stored as sent (no validation), so tests can also put objects a real cluster would refuse.
 
 use std::sync::Arc;
 
@@ -13,26 +16,30 @@ use crate::store::Store;
 
 /// One served kind.
 struct Kind {
-    /// `/api/v1` or `/apis/discovery.k8s.io/v1`.
+    /// `/api/v1`, `/apis/discovery.k8s.io/v1` or `/apis/flowcontrol.apiserver.k8s.io/v1`.
     prefix: &'static str,
+    /// Served under `namespaces/<ns>/`, else cluster-scoped (`<prefix>/<resource>[/<name>]`).
+    namespaced: bool,
     info: ResourceInfo,
     store: Arc<Store>,
 }
 
-/// Services and EndpointSlices.
+/// Services, EndpointSlices, FlowSchemas and PriorityLevelConfigurations.
 pub struct ClusterResources {
-    kinds: [Kind; 2],
+    kinds: [Kind; 4],
 }
 
 impl ClusterResources {
     pub fn new() -> ClusterResources {
-        let kind = |prefix, group: &str, version: &str, resource: &str, kind: &str| {
+        let kind = |prefix, group: &str, resource: &str, kind: &str, namespaced| {
+            let version = "v1";
             let api_version = match group {
                 "" => version.to_string(),
                 g => format!("{g}/{version}"),
             };
             Kind {
                 prefix,
+                namespaced,
                 info: ResourceInfo {
                     group: group.into(),
                     version: version.into(),
@@ -42,15 +49,26 @@ impl ClusterResources {
                 store: Arc::new(Store::new(api_version, kind.into())),
             }
         };
+        const DISCOVERY: &str = "/apis/discovery.k8s.io/v1";
+        const FLOWCONTROL: &str = "/apis/flowcontrol.apiserver.k8s.io/v1";
+        let flowcontrol = "flowcontrol.apiserver.k8s.io";
         ClusterResources {
             kinds: [
-                kind("/api/v1", "", "v1", "services", "Service"),
+                kind("/api/v1", "", "services", "Service", true),
                 kind(
-                    "/apis/discovery.k8s.io/v1",
+                    DISCOVERY,
                     "discovery.k8s.io",
-                    "v1",
                     "endpointslices",
                     "EndpointSlice",
+                    true,
+                ),
+                kind(FLOWCONTROL, flowcontrol, "flowschemas", "FlowSchema", false),
+                kind(
+                    FLOWCONTROL,
+                    flowcontrol,
+                    "prioritylevelconfigurations",
+                    "PriorityLevelConfiguration",
+                    false,
                 ),
             ],
         }
@@ -62,7 +80,8 @@ impl ClusterResources {
             let rest = path.strip_prefix(kind.prefix)?.strip_prefix('/')?;
             let segments: Vec<&str> = rest.split('/').collect();
             let ours = match segments.as_slice() {
-                ["namespaces", _, r, ..] | [r] | [r, _] => *r == kind.info.resource,
+                ["namespaces", _, r, ..] if kind.namespaced => *r == kind.info.resource,
+                [r] | [r, _] => *r == kind.info.resource,
                 _ => false,
             };
             ours.then_some((kind, segments))
@@ -80,6 +99,14 @@ impl ClusterResources {
             return not_found();
         };
         let (info, store) = (&kind.info, &kind.store);
+        if !kind.namespaced {
+            // Cluster-scoped: stored with the empty namespace.
+            return match segments.as_slice() {
+                [_] => resource::collection(info, store, Some(""), req).await,
+                [_, name] if !name.is_empty() => resource::item(info, store, "", name, req).await,
+                _ => not_found(),
+            };
+        }
         match segments.as_slice() {
             [_] => resource::collection(info, store, None, req).await,
             ["namespaces", ns, _] if !ns.is_empty() => {

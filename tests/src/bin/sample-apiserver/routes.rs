@@ -40,7 +40,7 @@ pub struct State {
     /// `--openapi-v2` and `--openapi-v3-dir`, read per request; they win over the above.
     pub openapi_files: OpenApiFiles,
     pub store: Arc<Store>,
-    /// Services and EndpointSlices (`--cluster`).
+    /// Services, EndpointSlices and flow-control objects (`--cluster`).
     pub cluster: Option<ClusterResources>,
     /// SubjectAccessReview policy (`--authorization-policy`).
     pub policy: Option<sar::Policy>,
