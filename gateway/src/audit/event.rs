@@ -247,12 +247,6 @@ fn compact(text: &str) -> String {
     out
 }
 
-/// A timestamp as `metav1.MicroTime` writes it: `2006-01-02T15:04:05.000000Z`.
-pub(super) fn micro_time(time: SystemTime) -> impl std::fmt::Display {
-    let timestamp = jiff::Timestamp::try_from(time).unwrap_or(jiff::Timestamp::UNIX_EPOCH);
-    timestamp.strftime("%Y-%m-%dT%H:%M:%S.%6fZ")
-}
-
 mod json;
 
 pub(super) use json::{EventList, Json};

@@ -125,8 +125,10 @@ impl Log {
     fn write(&mut self, event: &Event) {
         self.line.clear();
         let encoded = match self.format {
-            LogFormat::Json => serde_json::to_writer(&mut self.line, &Json { event, typed: true })
-                .map_err(std::io::Error::from),
+            LogFormat::Json => {
+                Json { event, typed: true }.write_to(&mut self.line);
+                Ok(())
+            }
             LogFormat::Legacy => legacy(&mut self.line, event),
         };
         self.line.push(b'\n');

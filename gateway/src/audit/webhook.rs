@@ -277,26 +277,21 @@ impl Webhook {
 async fn send(shared: Arc<Shared>, batch: Vec<Arc<Event>>, mut stop: Stop) {
     let n = batch.len() as u64;
     let settings = &shared.settings;
-    let outcome = match serde_json::to_vec(&EventList(&batch)) {
-        Err(e) => Err(("send_failed", format!("cannot encode the events: {e}"))),
-        Ok(body) => {
-            let body = Bytes::from(body);
-            let mut delay = settings.initial_backoff;
-            let mut attempt = 1;
-            loop {
-                match shared.target.post(body.clone()).await {
-                    Ok(()) => break Ok(()),
-                    Err(e) if attempt >= settings.max_attempts => break Err(("send_failed", e)),
-                    Err(e) => {
-                        tracing::debug!(attempt, error = %e, "audit webhook: retrying");
-                        let jitter = 1.0 + 0.2 * (next_random() >> 11) as f64 / (1u64 << 53) as f64;
-                        if !backoff(delay.mul_f64(jitter), &mut stop).await {
-                            break Err(("shutdown", e));
-                        }
-                        delay = delay.mul_f64(1.5);
-                        attempt += 1;
-                    }
+    let body = Bytes::from(EventList(&batch).to_vec());
+    let mut delay = settings.initial_backoff;
+    let mut attempt = 1;
+    let outcome = loop {
+        match shared.target.post(body.clone()).await {
+            Ok(()) => break Ok(()),
+            Err(e) if attempt >= settings.max_attempts => break Err(("send_failed", e)),
+            Err(e) => {
+                tracing::debug!(attempt, error = %e, "audit webhook: retrying");
+                let jitter = 1.0 + 0.2 * (next_random() >> 11) as f64 / (1u64 << 53) as f64;
+                if !backoff(delay.mul_f64(jitter), &mut stop).await {
+                    break Err(("shutdown", e));
                 }
+                delay = delay.mul_f64(1.5);
+                attempt += 1;
             }
         }
     };

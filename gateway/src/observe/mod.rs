@@ -10,6 +10,6 @@ mod watches;
 
 pub use health::{answer as health_answer, Endpoint as HealthEndpoint};
 pub use lifecycle::{InFlight, Lifecycle, Milestone};
-pub use metrics::{CertificateKind, GroupVersionMetrics, Metrics, RouteKind};
+pub use metrics::{CertificateKind, GroupVersionMetrics, Metrics, RouteKind, Running};
 pub use repeats::Repeats;
 pub use watches::{OpenWatch, Watches};

@@ -50,13 +50,16 @@ impl ApiaggProxy {
             audit.annotate("apf_pl", decision.priority_level().to_string());
             audit.annotate("apf_fs", decision.flow_schema().to_string());
         }
+        let running = || self.gateway.metrics.running(info.is_write());
         match admission {
             Admission::Run(seat) => {
                 ctx.seat = Some(seat);
+                ctx.running = Some(running());
                 Ok(())
             }
             Admission::Exempt(decision) => {
                 ctx.classified = Some(decision);
+                ctx.running = Some(running());
                 Ok(())
             }
             Admission::Rejected(rejection) => Err(rejected(ctx, rejection)),
@@ -67,6 +70,7 @@ impl ApiaggProxy {
                 match Box::pin(waiter.wait()).await {
                     Ok(seat) => {
                         ctx.seat = Some(seat);
+                        ctx.running = Some(running());
                         Ok(())
                     }
                     Err(rejection) => Err(rejected(ctx, rejection)),

@@ -35,7 +35,7 @@ use crate::audit::{AuditId, Auditor, RequestAudit, StatusSummary};
 use crate::auth::{Authenticated, Authenticator, User};
 use crate::backends::{RouteTable, Slot, Upstream};
 use crate::flowcontrol::{Decision, FlowControl, Seat};
-use crate::observe::{InFlight, OpenWatch, Repeats, RouteKind};
+use crate::observe::{InFlight, OpenWatch, Repeats, RouteKind, Running};
 use crate::state::Gateway;
 
 /// Per-request state.
@@ -79,6 +79,9 @@ pub struct RequestCtx {
     seat: Option<Seat>,
     /// Where flow control classified a request that holds no seat (exempt, refused).
     classified: Option<Decision>,
+    /// Counted in `apiserver_current_inflight_requests` while it runs (given back with the
+    /// seat).
+    running: Option<Running>,
     /// The request's audit (its level is not None), its ID, and the Status of an answer
     /// apiagg wrote itself.
     audit: Option<Box<RequestAudit>>,

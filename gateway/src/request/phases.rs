@@ -57,6 +57,7 @@ impl ProxyHttp for ApiaggProxy {
             capped: false,
             seat: None,
             classified: None,
+            running: None,
             audit: None,
             audit_id: None,
             audit_status: None,
@@ -356,6 +357,7 @@ impl ProxyHttp for ApiaggProxy {
         if ctx.watch.is_some() {
             // A watch holds its seat only for its initial phase, as upstream.
             ctx.seat = None;
+            ctx.running = None;
         }
         let cors = |name: &http::HeaderName| name.as_str().starts_with("access-control-allow-");
         if ctx.kind == RouteKind::Proxy && response.headers.keys().any(cors) {
@@ -509,6 +511,7 @@ impl ProxyHttp for ApiaggProxy {
             .map_or(ctx.code, |r| r.status.as_u16());
         ctx.audit_complete(code);
         ctx.seat = None;
+        ctx.running = None;
         let metrics = &self.gateway.metrics;
         metrics.in_flight.dec();
         ctx._in_flight = None;

@@ -1,17 +1,21 @@
 //! Events as JSON, field by field in kube-apiserver's order, leaving out what Go's `omitempty`
-//! leaves out.
+//! leaves out. Written by hand into a byte buffer: keys are constants, strings are checked for
+//! characters to escape a whole string at a time and copied in one piece when there are none
+//! (serde's writer escapes byte by byte, which was most of an event's cost), timestamps are
+//! formatted without a formatting engine. Every request at `Metadata` writes two events, so
+//! this is the audit's hot loop.
 
+use std::io::Write as _;
 use std::net::IpAddr;
 use std::sync::Arc;
+use std::time::SystemTime;
 
-use serde::ser::{SerializeMap, SerializeSeq};
 use serde::{Serialize, Serializer};
 use serde_json::value::RawValue;
 
 use super::{
-    micro_time, Body, Common, Event, ResponseStatus, API_VERSION, GROUP, NAME, NAMESPACE,
-    REQUEST_OBJECT_ANNOTATION, RESOURCE, RESPONSE_OBJECT_ANNOTATION, SUBRESOURCE, URI, USER_AGENT,
-    VERSION,
+    Body, Event, ResponseStatus, API_VERSION, GROUP, NAME, NAMESPACE, REQUEST_OBJECT_ANNOTATION,
+    RESOURCE, RESPONSE_OBJECT_ANNOTATION, SUBRESOURCE, URI, USER_AGENT, VERSION,
 };
 use crate::audit::request::Identity;
 
@@ -22,45 +26,75 @@ pub struct Json<'a> {
     pub typed: bool,
 }
 
-impl Serialize for Json<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+impl Json<'_> {
+    /// Appends the event's JSON to `out`.
+    pub fn write_to(&self, out: &mut Vec<u8>) {
         let e = self.event;
         let c = &*e.common;
-        let mut map = serializer.serialize_map(None)?;
+        out.push(b'{');
         if self.typed {
-            map.serialize_entry("kind", "Event")?;
-            map.serialize_entry("apiVersion", API_VERSION)?;
+            out.extend_from_slice(b"\"kind\":\"Event\",\"apiVersion\":\"");
+            out.extend_from_slice(API_VERSION.as_bytes());
+            out.extend_from_slice(b"\",");
         }
-        map.serialize_entry("level", e.level.as_str())?;
-        map.serialize_entry("auditID", c.id.as_str())?;
-        map.serialize_entry("stage", e.stage.as_str())?;
-        map.serialize_entry("requestURI", c.field(URI))?;
-        map.serialize_entry("verb", &*c.verb)?;
-        map.serialize_entry("user", &User(&*c.user))?;
-        if let Some(user) = &e.impersonated {
-            map.serialize_entry("impersonatedUser", &User(&**user))?;
+        out.extend_from_slice(b"\"level\":\"");
+        out.extend_from_slice(e.level.as_str().as_bytes());
+        out.extend_from_slice(b"\",\"auditID\":");
+        string(out, c.id.as_str());
+        out.extend_from_slice(b",\"stage\":\"");
+        out.extend_from_slice(e.stage.as_str().as_bytes());
+        out.extend_from_slice(b"\",\"requestURI\":");
+        string(out, c.field(URI));
+        out.extend_from_slice(b",\"verb\":");
+        string(out, &c.verb);
+        out.extend_from_slice(b",\"user\":");
+        user(out, &*c.user);
+        if let Some(impersonated) = &e.impersonated {
+            out.extend_from_slice(b",\"impersonatedUser\":");
+            user(out, &**impersonated);
         }
         if !c.source_ips.is_empty() {
-            map.serialize_entry("sourceIPs", &Ips(&c.source_ips))?;
+            out.extend_from_slice(b",\"sourceIPs\":");
+            ips(out, &c.source_ips);
         }
-        non_empty(&mut map, "userAgent", c.field(USER_AGENT))?;
+        entry(out, "userAgent", c.field(USER_AGENT));
         if c.resource_request {
-            map.serialize_entry("objectRef", &ObjectRef(c))?;
+            out.extend_from_slice(b",\"objectRef\":{");
+            let start = out.len();
+            for (key, field) in [
+                ("resource", RESOURCE),
+                ("namespace", NAMESPACE),
+                ("name", NAME),
+                ("apiGroup", GROUP),
+                ("apiVersion", VERSION),
+                ("subresource", SUBRESOURCE),
+            ] {
+                entry(out, key, c.field(field));
+            }
+            if out.len() > start {
+                // The first entry's leading comma.
+                out.remove(start);
+            }
+            out.push(b'}');
         }
-        if let Some(status) = &e.status {
-            map.serialize_entry("responseStatus", &Status(status))?;
+        if let Some(s) = &e.status {
+            out.extend_from_slice(b",\"responseStatus\":");
+            status(out, s);
         }
         let (request, response) = (body(&e.request_object), body(&e.response_object));
         if let Some(Ok(raw)) = request {
-            map.serialize_entry("requestObject", raw)?;
+            out.extend_from_slice(b",\"requestObject\":");
+            out.extend_from_slice(raw.get().as_bytes());
         }
         if let Some(Ok(raw)) = response {
-            map.serialize_entry("responseObject", raw)?;
+            out.extend_from_slice(b",\"responseObject\":");
+            out.extend_from_slice(raw.get().as_bytes());
         }
-        let received = micro_time(c.received);
-        map.serialize_entry("requestReceivedTimestamp", &format_args!("{received}"))?;
-        let stage = micro_time(e.stage_time);
-        map.serialize_entry("stageTimestamp", &format_args!("{stage}"))?;
+        out.extend_from_slice(b",\"requestReceivedTimestamp\":\"");
+        micro_time(out, c.received);
+        out.extend_from_slice(b"\",\"stageTimestamp\":\"");
+        micro_time(out, e.stage_time);
+        out.push(b'"');
         let mut notes: Vec<(&str, &str)> = e
             .annotations
             .iter()
@@ -74,137 +108,268 @@ impl Serialize for Json<'_> {
         }
         if !notes.is_empty() {
             notes.sort_by(|a, b| a.0.cmp(b.0));
-            map.serialize_entry("annotations", &Pairs(&notes))?;
+            out.extend_from_slice(b",\"annotations\":{");
+            for (i, (k, v)) in notes.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                string(out, k);
+                out.push(b':');
+                string(out, v);
+            }
+            out.push(b'}');
         }
-        map.end()
+        out.push(b'}');
     }
+}
+
+impl Serialize for Json<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut out = Vec::with_capacity(1024);
+        self.write_to(&mut out);
+        raw(out).serialize(serializer)
+    }
+}
+
+/// Bytes this module wrote as JSON.
+fn raw(bytes: Vec<u8>) -> Box<RawValue> {
+    let text = String::from_utf8(bytes).unwrap_or_default();
+    RawValue::from_string(text).unwrap_or_else(|_| {
+        // Unreachable: everything written here is JSON of valid UTF-8 input.
+        RawValue::from_string("null".to_string()).expect("null is JSON")
+    })
 }
 
 fn body(body: &Option<Arc<Body>>) -> Option<Result<&RawValue, &str>> {
     body.as_deref().map(Body::rendered)
 }
 
-fn non_empty<M: SerializeMap>(map: &mut M, key: &str, value: &str) -> Result<(), M::Error> {
+/// `,"key":"value"` unless the value is empty (Go's `omitempty`).
+fn entry(out: &mut Vec<u8>, key: &str, value: &str) {
     if value.is_empty() {
-        return Ok(());
+        return;
     }
-    map.serialize_entry(key, value)
+    out.extend_from_slice(b",\"");
+    out.extend_from_slice(key.as_bytes());
+    out.extend_from_slice(b"\":");
+    string(out, value);
+}
+
+/// A JSON string: copied in one piece when nothing in it needs escaping.
+fn string(out: &mut Vec<u8>, value: &str) {
+    let bytes = value.as_bytes();
+    out.push(b'"');
+    // One pass the compiler vectorizes: does any byte need an escape?
+    let plain = bytes
+        .iter()
+        .fold(true, |ok, &b| ok & (b >= 0x20) & (b != b'"') & (b != b'\\'));
+    if plain {
+        out.extend_from_slice(bytes);
+    } else {
+        escaped(out, bytes);
+    }
+    out.push(b'"');
+}
+
+/// The escaping serde_json does: `"`, `\` and control characters.
+fn escaped(out: &mut Vec<u8>, bytes: &[u8]) {
+    let mut start = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        let short = match b {
+            b'"' => b'"',
+            b'\\' => b'\\',
+            b'\n' => b'n',
+            b'\r' => b'r',
+            b'\t' => b't',
+            0x08 => b'b',
+            0x0c => b'f',
+            0x00..=0x1f => 0,
+            _ => continue,
+        };
+        out.extend_from_slice(&bytes[start..i]);
+        if short == 0 {
+            let _ = write!(out, "\\u{b:04x}");
+        } else {
+            out.extend_from_slice(&[b'\\', short]);
+        }
+        start = i + 1;
+    }
+    out.extend_from_slice(&bytes[start..]);
 }
 
 /// `authentication.k8s.io/v1` `UserInfo`.
-struct User<'a>(&'a dyn Identity);
-
-impl Serialize for User<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut map = serializer.serialize_map(None)?;
-        non_empty(&mut map, "username", self.0.username())?;
-        non_empty(&mut map, "uid", self.0.uid())?;
-        if !self.0.groups().is_empty() {
-            map.serialize_entry("groups", self.0.groups())?;
-        }
-        let extra = self.0.extra();
-        if !extra.is_empty() {
-            let mut sorted: Vec<&(String, Vec<String>)> = extra.iter().collect();
-            sorted.sort_by(|a, b| a.0.cmp(&b.0));
-            map.serialize_entry("extra", &Pairs(&sorted))?;
-        }
-        map.end()
+fn user(out: &mut Vec<u8>, user: &dyn Identity) {
+    out.push(b'{');
+    let start = out.len();
+    entry(out, "username", user.username());
+    entry(out, "uid", user.uid());
+    if !user.groups().is_empty() {
+        out.extend_from_slice(b",\"groups\":");
+        strings(out, user.groups());
     }
+    let extra = user.extra();
+    if !extra.is_empty() {
+        let mut sorted: Vec<&(String, Vec<String>)> = extra.iter().collect();
+        sorted.sort_by(|a, b| a.0.cmp(&b.0));
+        out.extend_from_slice(b",\"extra\":{");
+        for (i, (key, values)) in sorted.into_iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            string(out, key);
+            out.push(b':');
+            strings(out, values);
+        }
+        out.push(b'}');
+    }
+    if out.len() > start {
+        out.remove(start);
+    }
+    out.push(b'}');
 }
 
-/// Key-value pairs written as a JSON object, in the given order.
-struct Pairs<'a, T>(&'a [T]);
-
-impl<K: Serialize, V: Serialize> Serialize for Pairs<'_, (K, V)> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut map = serializer.serialize_map(Some(self.0.len()))?;
-        for (k, v) in self.0 {
-            map.serialize_entry(k, v)?;
+fn strings(out: &mut Vec<u8>, values: &[String]) {
+    out.push(b'[');
+    for (i, v) in values.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
         }
-        map.end()
+        string(out, v);
     }
+    out.push(b']');
 }
 
-impl<K: Serialize, V: Serialize> Serialize for Pairs<'_, &(K, V)> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut map = serializer.serialize_map(Some(self.0.len()))?;
-        for (k, v) in self.0.iter().copied() {
-            map.serialize_entry(k, v)?;
+fn ips(out: &mut Vec<u8>, ips: &[IpAddr]) {
+    out.push(b'[');
+    for (i, ip) in ips.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
         }
-        map.end()
+        let _ = write!(out, "\"{ip}\"");
     }
-}
-
-struct Ips<'a>(&'a [IpAddr]);
-
-impl Serialize for Ips<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut seq = serializer.serialize_seq(Some(self.0.len()))?;
-        for ip in self.0 {
-            seq.serialize_element(&format_args!("{ip}"))?;
-        }
-        seq.end()
-    }
-}
-
-struct ObjectRef<'a>(&'a Common);
-
-impl Serialize for ObjectRef<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let c = self.0;
-        let mut map = serializer.serialize_map(None)?;
-        non_empty(&mut map, "resource", c.field(RESOURCE))?;
-        non_empty(&mut map, "namespace", c.field(NAMESPACE))?;
-        non_empty(&mut map, "name", c.field(NAME))?;
-        non_empty(&mut map, "apiGroup", c.field(GROUP))?;
-        non_empty(&mut map, "apiVersion", c.field(VERSION))?;
-        non_empty(&mut map, "subresource", c.field(SUBRESOURCE))?;
-        map.end()
-    }
+    out.push(b']');
 }
 
 /// `metav1.Status` as upstream writes it in events: `metadata` always, `code` unless 0.
-struct Status<'a>(&'a ResponseStatus);
-
-impl Serialize for Status<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut map = serializer.serialize_map(None)?;
-        map.serialize_entry("metadata", &Pairs::<(&str, &str)>(&[]))?;
-        if let Some(summary) = &self.0.summary {
-            non_empty(&mut map, "status", &summary.status)?;
-            non_empty(&mut map, "message", &summary.message)?;
-            non_empty(&mut map, "reason", &summary.reason)?;
-        }
-        if self.0.code != 0 {
-            map.serialize_entry("code", &self.0.code)?;
-        }
-        map.end()
+fn status(out: &mut Vec<u8>, s: &ResponseStatus) {
+    out.extend_from_slice(b"{\"metadata\":{}");
+    if let Some(summary) = &s.summary {
+        entry(out, "status", &summary.status);
+        entry(out, "message", &summary.message);
+        entry(out, "reason", &summary.reason);
     }
+    if s.code != 0 {
+        let _ = write!(out, ",\"code\":{}", s.code);
+    }
+    out.push(b'}');
+}
+
+/// RFC 3339 in UTC with microseconds (`2026-11-24T23:22:14.372125Z`), as Go's `MicroTime`.
+fn micro_time(out: &mut Vec<u8>, time: SystemTime) {
+    let since = time
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap_or_default();
+    let seconds = since.as_secs();
+    let (days, rest) = (seconds / 86_400, seconds % 86_400);
+    let (year, month, day) = civil(days as i64);
+    let (hour, minute, second) = (rest / 3600, rest % 3600 / 60, rest % 60);
+    let micros = since.subsec_micros();
+    let mut text = *b"0000-00-00T00:00:00.000000Z";
+    let mut put = |at: usize, width: usize, mut n: u64| {
+        for i in (at..at + width).rev() {
+            text[i] = b'0' + (n % 10) as u8;
+            n /= 10;
+        }
+    };
+    put(0, 4, year as u64);
+    put(5, 2, u64::from(month));
+    put(8, 2, u64::from(day));
+    put(11, 2, hour);
+    put(14, 2, minute);
+    put(17, 2, second);
+    put(20, 6, u64::from(micros));
+    out.extend_from_slice(&text);
+}
+
+/// The proleptic Gregorian date of a day count since 1970-01-01 (Howard Hinnant's algorithm).
+fn civil(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (year, month, day)
 }
 
 /// `audit.k8s.io/v1` `EventList`, the body of a webhook request.
 pub struct EventList<'a>(pub &'a [Arc<Event>]);
 
+impl EventList<'_> {
+    /// The list as JSON bytes.
+    pub fn to_vec(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(1024 * self.0.len() + 128);
+        out.extend_from_slice(b"{\"kind\":\"EventList\",\"apiVersion\":\"");
+        out.extend_from_slice(API_VERSION.as_bytes());
+        out.extend_from_slice(b"\",\"metadata\":{},\"items\":[");
+        for (i, event) in self.0.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            Json {
+                event,
+                typed: false,
+            }
+            .write_to(&mut out);
+        }
+        out.extend_from_slice(b"]}");
+        out
+    }
+}
+
 impl Serialize for EventList<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        struct Items<'a>(&'a [Arc<Event>]);
-        impl Serialize for Items<'_> {
-            fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-                let mut seq = serializer.serialize_seq(Some(self.0.len()))?;
-                for event in self.0 {
-                    seq.serialize_element(&Json {
-                        event,
-                        typed: false,
-                    })?;
-                }
-                seq.end()
-            }
+        raw(self.to_vec()).serialize(serializer)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strings_are_escaped_as_serde_json_does() {
+        for text in [
+            "plain",
+            "q\"uote",
+            "back\\slash",
+            "new\nline\t\u{1}",
+            "ünïcode ✓",
+            "",
+        ] {
+            let mut out = Vec::new();
+            string(&mut out, text);
+            let expected = serde_json::to_string(text).expect("json");
+            assert_eq!(String::from_utf8(out).expect("utf8"), expected);
         }
-        let mut map = serializer.serialize_map(Some(4))?;
-        map.serialize_entry("kind", "EventList")?;
-        map.serialize_entry("apiVersion", API_VERSION)?;
-        map.serialize_entry("metadata", &Pairs::<(&str, &str)>(&[]))?;
-        map.serialize_entry("items", &Items(self.0))?;
-        map.end()
+    }
+
+    #[test]
+    fn timestamps_are_rfc3339_with_microseconds() {
+        let at = |secs: u64, micros: u32| {
+            let time = SystemTime::UNIX_EPOCH
+                + std::time::Duration::from_secs(secs)
+                + std::time::Duration::from_micros(u64::from(micros));
+            let mut out = Vec::new();
+            micro_time(&mut out, time);
+            String::from_utf8(out).expect("utf8")
+        };
+        assert_eq!(at(0, 0), "1970-01-01T00:00:00.000000Z");
+        assert_eq!(at(1_795_562_534, 372_125), "2026-11-24T23:22:14.372125Z");
+        assert_eq!(at(951_782_400, 1), "2000-02-29T00:00:00.000001Z");
+        assert_eq!(at(4_107_542_399, 999_999), "2100-02-28T23:59:59.999999Z");
     }
 }

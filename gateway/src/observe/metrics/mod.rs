@@ -32,6 +32,9 @@ pub struct Metrics {
     pub registered: IntGauge,
     /// `apiagg_requests_in_flight`
     pub in_flight: IntGauge,
+    /// `apiserver_current_inflight_requests{request_kind}`: `readOnly` and `mutating` requests
+    /// admitted by flow control and running.
+    pub current_inflight: [IntGauge; 2],
     /// `apiagg_authorization_decisions_total{decision,cache}`
     pub authorization_decisions: IntCounterVec,
     /// `aggregator_discovery_aggregation_count_total`
@@ -154,7 +157,23 @@ fn histogram(
     Ok(h)
 }
 
+/// One request counted in `apiserver_current_inflight_requests` until dropped.
+pub struct Running(IntGauge);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
 impl Metrics {
+    /// Counts a request admitted by flow control as running until the guard drops.
+    pub fn running(&self, mutating: bool) -> Running {
+        let gauge = self.current_inflight[usize::from(mutating)].clone();
+        gauge.inc();
+        Running(gauge)
+    }
+
     /// The registry every metric is registered in (rooms with metrics of their own add them
     /// here, so `/metrics` shows them).
     pub fn registry(&self) -> &Registry {
@@ -204,6 +223,16 @@ impl Metrics {
                 "Requests being served right now.",
             )?,
         )?;
+        let inflight = gauge(
+            &r,
+            "apiserver_current_inflight_requests",
+            "Requests admitted by flow control and running, by kind (readOnly, mutating).",
+            &["request_kind"],
+        )?;
+        let current_inflight = [
+            inflight.with_label_values(&["readOnly"]),
+            inflight.with_label_values(&["mutating"]),
+        ];
         let authorization_decisions = counter(
             &r,
             "apiagg_authorization_decisions_total",
@@ -319,6 +348,7 @@ impl Metrics {
             last_reload_ok,
             registered,
             in_flight,
+            current_inflight,
             authorization_decisions,
             discovery_aggregations,
             unavailable,
