@@ -128,18 +128,28 @@ PY
 kill -TERM "$pid"; wait "$pid" 2>/dev/null || true
 chmod a+r "$tmp/www/apis.json"
 
+# The front-door controls (issue 20): API Priority and Fairness is on by default; "bare" turns
+# it off, "audited" adds a Metadata-level audit of every request to a log file.
+printf 'apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: Metadata\n' >"$tmp/audit-policy.yaml"
+bare=("${apiagg[@]}" --enable-priority-and-fairness=false)
+audited=("${apiagg[@]}" --audit-policy-file "$tmp/audit-policy.yaml" --audit-log-path "$tmp/audit.log")
 proxy_apiagg="$(per_request apiagg-proxy "$path" "" "${apiagg[@]}")"
+proxy_bare="$(per_request apiagg-bare "$path" "" "${bare[@]}")"
+proxy_audited="$(per_request apiagg-audited "$path" "" "${audited[@]}")"
 # apiagg's own share: only what runs inside its ProxyHttp callbacks is counted.
 own_apiagg="$(collect="$own" per_request apiagg-own "$path" "" "${apiagg[@]}")"
 proxy_nginx="$(per_request nginx-proxy "$path" "" nginx -p "$tmp/front/" -c "$tmp/proxy.conf")"
 apis_apiagg="$(per_request apiagg-apis /apis "$aggregated" "${apiagg[@]}")"
 apis_nginx="$(per_request nginx-apis /apis "" nginx -p "$tmp/front/" -c "$tmp/apis.conf")"
 
-python3 - "$proxy_apiagg" "$proxy_nginx" "$apis_apiagg" "$apis_nginx" "$(wc -c <"$tmp/www/apis.json")" "$own_apiagg" <<'PY'
+python3 - "$proxy_apiagg" "$proxy_nginx" "$apis_apiagg" "$apis_nginx" "$(wc -c <"$tmp/www/apis.json")" "$own_apiagg" "$proxy_bare" "$proxy_audited" <<'PY'
 import sys
-pa, pn, aa, an, size, own = (int(x) for x in sys.argv[1:])
+pa, pn, aa, an, size, own, bare, audited = (int(x) for x in sys.argv[1:])
 print(f"{'work':<34} {'apiagg':>10} {'nginx':>10} {'ratio':>7}  goal")
 print(f"{'proxied 1 KiB GET, keep-alive':<34} {pa:>10,} {pn:>10,} {pa / pn:>7.2f}  <= 1.2")
 print(f"{f'/apis aggregated, {size:,} bytes':<34} {aa:>10,} {an:>10,} {aa / an:>7.2f}  <= 1.2")
 print(f"{'apiagg callbacks, proxied GET':<34} {own:>10,} {'':>10} {'':>7}  <= 2,000")
+print(f"{'front door: APF off (bare)':<34} {bare:>10,} {'':>10} {'':>7}")
+print(f"{'front door: APF on (default)':<34} {pa:>10,} {'':>10} {pa / bare:>7.3f}  vs bare")
+print(f"{'front door: APF + audit Metadata':<34} {audited:>10,} {'':>10} {audited / bare:>7.3f}  vs bare, <= 1.05")
 PY

@@ -81,6 +81,9 @@ struct Counts {
 fn count(config: &str, path: &str, n: u64) -> Counts {
     let dir = tempfile::tempdir().expect("tempdir");
     std::fs::write(dir.path().join("apiagg.yaml"), config).expect("write config");
+    let policy = dir.path().join("audit-policy.yaml");
+    let metadata = "apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: Metadata\n";
+    std::fs::write(&policy, metadata).expect("write audit policy");
     let out = dir.path().join("callgrind.out");
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
@@ -96,6 +99,12 @@ fn count(config: &str, path: &str, n: u64) -> Counts {
         .args(["--listen", &format!("127.0.0.1:{port}"), "--threads", "1"])
         .args(["--probe-interval", "1h", "--discovery-refresh", "1h"])
         .args(["--openapi-refresh", "1h"])
+        // The front door as deployed: API Priority and Fairness (on by default) and a
+        // Metadata-level audit of every request.
+        .arg("--audit-policy-file")
+        .arg(&policy)
+        .arg("--audit-log-path")
+        .arg(dir.path().join("audit.log"))
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(dir.path().join("log")).expect("log file"))
         .spawn()
