@@ -5,6 +5,7 @@
 #![allow(dead_code, unused_imports)]
 
 pub mod api;
+pub mod audit;
 mod backends;
 mod gateway;
 pub mod openapi;
