@@ -40,6 +40,8 @@ pub(super) struct Common {
     ends: [usize; FIELDS],
     pub source_ips: Box<[IpAddr]>,
     pub received: SystemTime,
+    /// `received` as written in events (formatted once, by the writer).
+    received_text: std::sync::OnceLock<Vec<u8>>,
 }
 
 const FIELDS: usize = 8;
@@ -92,6 +94,7 @@ impl Common {
             ends,
             source_ips: begin.source_ips.into(),
             received: begin.received,
+            received_text: std::sync::OnceLock::new(),
         }
     }
 

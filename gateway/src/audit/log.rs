@@ -14,7 +14,7 @@ use tokio::time::Instant;
 use super::event::{Event, Json};
 use super::rotate::{RotatingFile, Rotation};
 use super::settings::{LogFormat, LogSettings};
-use super::sink::{spawn_writer, stopped, AuditMetrics, Stop, Writer};
+use super::sink::{next_event, poll_clock, spawn_writer, stopped, AuditMetrics, Stop, Writer};
 use super::AuditError;
 use crate::observe::Repeats;
 
@@ -95,6 +95,7 @@ struct Log {
 
 impl Log {
     async fn run(&mut self, mut events: mpsc::Receiver<Arc<Event>>, mut stop: Stop) {
+        let mut clock = poll_clock();
         let mut tick = tokio::time::interval(FLUSH_INTERVAL);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -112,7 +113,7 @@ impl Log {
                     }
                     break;
                 }
-                event = events.recv() => match event {
+                event = next_event(&mut events, &mut clock) => match event {
                     Some(event) => self.write(&event),
                     None => break,
                 },

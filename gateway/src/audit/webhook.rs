@@ -21,7 +21,7 @@ use tokio::time::{sleep_until, Instant};
 use super::event::{Event, EventList};
 use super::id::next_random;
 use super::settings::WebhookSettings;
-use super::sink::{spawn_writer, stopped, AuditMetrics, Stop, Writer};
+use super::sink::{next_event, poll_clock, spawn_writer, stopped, AuditMetrics, Stop, Writer};
 use super::AuditError;
 use crate::backends::{client_config, parse_ca_pem, BearerToken, ClientIdentity};
 use crate::observe::Repeats;
@@ -181,11 +181,12 @@ impl Webhook {
         let mut throttle = Throttle::new(settings);
         let mut sending = JoinSet::new();
         let mut deadline = None;
+        let mut clock = poll_clock();
         while deadline.is_none() {
             let first = tokio::select! {
                 biased;
                 at = stopped(&mut stop) => { deadline = Some(at); break; }
-                event = events.recv() => match event { Some(e) => e, None => break },
+                event = next_event(&mut events, &mut clock) => match event { Some(e) => e, None => break },
             };
             let mut batch = Vec::with_capacity(max.min(64));
             batch.push(first);
@@ -194,7 +195,7 @@ impl Webhook {
                 tokio::select! {
                     biased;
                     at = stopped(&mut stop) => { deadline = Some(at); break; }
-                    event = events.recv() => match event { Some(e) => batch.push(e), None => break },
+                    event = next_event(&mut events, &mut clock) => match event { Some(e) => batch.push(e), None => break },
                     _ = sleep_until(until) => break,
                 }
             }

@@ -80,12 +80,6 @@ impl Decision {
         &self.0.level_header
     }
 
-    /// Whether the level is exempt (never limited).
-    #[cfg(test)]
-    pub fn is_exempt(&self) -> bool {
-        self.0.level.exempt
-    }
-
     pub(super) fn series(&self) -> &Series {
         &self.0.series
     }

@@ -10,6 +10,7 @@ use pingora_proxy::Session;
 use serde_json::{json, Value};
 
 use super::reply::{self, Reply};
+use super::RequestCtx;
 use crate::apiservices::{Answer, Api, ApiRequest, WatchStream};
 use crate::observe::{Lifecycle, Milestone};
 use crate::state::Gateway;
@@ -54,6 +55,7 @@ pub async fn serve(
     session: &mut Session,
     gateway: &Gateway,
     info: &RequestInfo<'_>,
+    ctx: &mut RequestCtx,
 ) -> Result<u16> {
     let Some(body) = read_body(session).await? else {
         let reply = reply::failure_reply(
@@ -61,10 +63,9 @@ pub async fn serve(
             "RequestEntityTooLarge",
             "the request body is larger than 3 MiB",
         );
-        let code = reply.code();
-        reply.send(session).await?;
-        return Ok(code);
+        return send(session, ctx, reply).await;
     };
+    ctx.audit_request_body(&body);
     let header = |name: &str| {
         session
             .req_header()
@@ -100,17 +101,15 @@ pub async fn serve(
             code,
             body,
             warnings,
-        } if warnings.is_empty() => {
-            let reply = Reply::json(code, Bytes::from(body));
-            reply.send(session).await?;
-            Ok(code)
-        }
+        } if warnings.is_empty() => send(session, ctx, Reply::json(code, Bytes::from(body))).await,
         Answer::Done {
             code,
             body,
             warnings,
         } => {
-            send_warned(session, code, Bytes::from(body), &warnings).await?;
+            ctx.audit_reply(code, &body);
+            let headers = ctx.answer_headers();
+            send_warned(session, code, Bytes::from(body), &warnings, headers).await?;
             Ok(code)
         }
         Answer::Retry { body, retry_after } => {
@@ -118,14 +117,26 @@ pub async fn serve(
                 http::header::RETRY_AFTER,
                 http::HeaderValue::from(retry_after),
             );
-            reply.send(session).await?;
-            Ok(503)
+            send(session, ctx, reply).await
         }
         Answer::Watch(stream) => {
-            stream_watch(session, *stream, &gateway.lifecycle).await?;
+            let headers = ctx.answer_headers();
+            stream_watch(session, *stream, &gateway.lifecycle, headers).await?;
             Ok(200)
         }
     }
+}
+
+/// Sends an answer with the audit and flow-control headers, noting it in the audit.
+async fn send(session: &mut Session, ctx: &mut RequestCtx, reply: Reply) -> Result<u16> {
+    let code = reply.code();
+    ctx.audit_reply(code, reply.body());
+    let reply = ctx
+        .answer_headers()
+        .into_iter()
+        .fold(reply, |r, (name, value)| r.header(name, value));
+    reply.send(session).await?;
+    Ok(code)
 }
 
 /// The `Warning` header value kube-apiserver sends: code 299, agent `-`, the text quoted
@@ -145,8 +156,12 @@ async fn send_warned(
     code: u16,
     body: Bytes,
     warnings: &[String],
+    headers: Vec<(http::HeaderName, http::HeaderValue)>,
 ) -> Result<()> {
-    let mut head = ResponseHeader::build(code, Some(4 + warnings.len()))?;
+    let mut head = ResponseHeader::build(code, Some(6 + warnings.len()))?;
+    for (name, value) in headers {
+        head.insert_header(name, value)?;
+    }
     head.insert_header("Content-Type", reply::JSON)?;
     head.insert_header("Content-Length", body.len().to_string())?;
     head.insert_header("X-Content-Type-Options", "nosniff")?;
@@ -163,8 +178,12 @@ async fn stream_watch(
     session: &mut Session,
     mut stream: WatchStream,
     lifecycle: &Lifecycle,
+    headers: Vec<(http::HeaderName, http::HeaderValue)>,
 ) -> Result<()> {
-    let mut head = ResponseHeader::build(200, Some(3))?;
+    let mut head = ResponseHeader::build(200, Some(5))?;
+    for (name, value) in headers {
+        head.insert_header(name, value)?;
+    }
     head.insert_header("Content-Type", reply::JSON)?;
     head.insert_header("Cache-Control", "no-cache, private")?;
     if !session.is_http2() {

@@ -11,7 +11,6 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use apiagg_requestinfo::RequestInfo;
-use bytes::Bytes;
 use pingora_proxy::Session;
 
 use super::{ApiaggProxy, RequestCtx};
@@ -121,7 +120,7 @@ impl RequestCtx {
 
     /// Notes an answer apiagg wrote itself: its body when the level asks for it, and the
     /// Status it carries.
-    pub(super) fn audit_reply(&mut self, code: u16, body: &Bytes) {
+    pub(super) fn audit_reply(&mut self, code: u16, body: &[u8]) {
         let Some(audit) = self.audit.as_mut() else {
             return;
         };
@@ -130,6 +129,30 @@ impl RequestCtx {
         }
         if code >= 400 {
             self.audit_status = status_summary(body).map(Box::new);
+        }
+    }
+
+    /// The headers every answer apiagg writes itself carries: the audit ID and flow control's
+    /// classification.
+    pub(super) fn answer_headers(&self) -> Vec<(http::HeaderName, http::HeaderValue)> {
+        let mut headers = Vec::new();
+        if let Some(decision) = self.classified() {
+            for (name, value) in super::flow::reply_headers(decision) {
+                headers.push((name, value.clone()));
+            }
+        }
+        if let Some(id) = id_header(self) {
+            headers.push((http::HeaderName::from_static("audit-id"), id));
+        }
+        headers
+    }
+
+    /// Notes a request body apiagg reads itself (the APIService API), when the level asks.
+    pub(super) fn audit_request_body(&mut self, body: &[u8]) {
+        if let Some(audit) = self.audit.as_mut() {
+            if audit.wants_request_body() {
+                audit.request_body(body);
+            }
         }
     }
 

@@ -147,16 +147,11 @@ impl ApiaggProxy {
     ) -> Result<bool> {
         ctx.kind = kind;
         ctx.code = reply.code();
-        let mut reply = match ctx.classified() {
-            Some(decision) => flow::reply_headers(decision)
-                .into_iter()
-                .fold(reply, |r, (name, value)| r.header(name, value.clone())),
-            None => reply,
-        };
-        if let Some(id) = audit::id_header(ctx) {
-            ctx.audit_reply(reply.code(), reply.body());
-            reply = reply.header(http::HeaderName::from_static("audit-id"), id);
-        }
+        ctx.audit_reply(reply.code(), reply.body());
+        let reply = ctx
+            .answer_headers()
+            .into_iter()
+            .fold(reply, |r, (name, value)| r.header(name, value));
         reply.send(session).await?;
         Ok(true)
     }

@@ -179,7 +179,7 @@ impl ProxyHttp for ApiaggProxy {
             ctx.kind = RouteKind::Local;
             // Boxed: the API's state (patches, applies, watches) stays out of every request's
             // future, which pingora moves by value on every request.
-            ctx.code = Box::pin(apiservices::serve(session, &self.gateway, &info)).await?;
+            ctx.code = Box::pin(apiservices::serve(session, &self.gateway, &info, ctx)).await?;
             return Ok(true);
         }
 

@@ -91,7 +91,13 @@ impl Json<'_> {
             out.extend_from_slice(raw.get().as_bytes());
         }
         out.extend_from_slice(b",\"requestReceivedTimestamp\":\"");
-        micro_time(out, c.received);
+        // Written by every event of the request: formatted once.
+        let received = c.received_text.get_or_init(|| {
+            let mut text = Vec::with_capacity(27);
+            micro_time(&mut text, c.received);
+            text
+        });
+        out.extend_from_slice(received);
         out.extend_from_slice(b"\",\"stageTimestamp\":\"");
         micro_time(out, e.stage_time);
         out.push(b'"');
@@ -159,16 +165,35 @@ fn entry(out: &mut Vec<u8>, key: &str, value: &str) {
 fn string(out: &mut Vec<u8>, value: &str) {
     let bytes = value.as_bytes();
     out.push(b'"');
-    // One pass the compiler vectorizes: does any byte need an escape?
-    let plain = bytes
-        .iter()
-        .fold(true, |ok, &b| ok & (b >= 0x20) & (b != b'"') & (b != b'\\'));
-    if plain {
+    if !needs_escape(bytes) {
         out.extend_from_slice(bytes);
     } else {
         escaped(out, bytes);
     }
     out.push(b'"');
+}
+
+/// Whether any byte is `"`, `\` or a control character, eight bytes at a time.
+fn needs_escape(bytes: &[u8]) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    // Bytes of `x` below `n` (n <= 128) have their high bit set in the result.
+    let below = |x: u64, n: u8| x.wrapping_sub(ONES * u64::from(n)) & !x & HIGH;
+    let mut chunks = bytes.chunks_exact(8);
+    for chunk in &mut chunks {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        let x = u64::from_le_bytes(word);
+        let quote = below(x ^ (ONES * u64::from(b'"')), 1);
+        let backslash = below(x ^ (ONES * u64::from(b'\\')), 1);
+        if quote | backslash | below(x, 0x20) != 0 {
+            return true;
+        }
+    }
+    chunks
+        .remainder()
+        .iter()
+        .any(|&b| b < 0x20 || b == b'"' || b == b'\\')
 }
 
 /// The escaping serde_json does: `"`, `\` and control characters.
@@ -245,7 +270,21 @@ fn ips(out: &mut Vec<u8>, ips: &[IpAddr]) {
         if i > 0 {
             out.push(b',');
         }
-        let _ = write!(out, "\"{ip}\"");
+        match ip {
+            IpAddr::V4(v4) => {
+                out.push(b'"');
+                for (k, octet) in v4.octets().into_iter().enumerate() {
+                    if k > 0 {
+                        out.push(b'.');
+                    }
+                    decimal(out, u64::from(octet));
+                }
+                out.push(b'"');
+            }
+            IpAddr::V6(v6) => {
+                let _ = write!(out, "\"{v6}\"");
+            }
+        }
     }
     out.push(b']');
 }
@@ -259,9 +298,25 @@ fn status(out: &mut Vec<u8>, s: &ResponseStatus) {
         entry(out, "reason", &summary.reason);
     }
     if s.code != 0 {
-        let _ = write!(out, ",\"code\":{}", s.code);
+        out.extend_from_slice(b",\"code\":");
+        decimal(out, u64::from(s.code));
     }
     out.push(b'}');
+}
+
+/// A number in decimal.
+fn decimal(out: &mut Vec<u8>, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[at..]);
 }
 
 /// RFC 3339 in UTC with microseconds (`2026-11-24T23:22:14.372125Z`), as Go's `MicroTime`.
