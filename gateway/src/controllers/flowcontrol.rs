@@ -264,7 +264,13 @@ impl Reflector {
                         items.insert(name, object);
                     }
                     Err(e) => {
-                        tracing::warn!(kind = ?self.kind, %name, "ignoring an undecodable object: {e}")
+                        // As for a watch event: the version known before keeps serving (a
+                        // relist after 410 must not change what one replica does).
+                        tracing::warn!(kind = ?self.kind, %name, "ignoring an undecodable object: {e}");
+                        if let Some(known) = lock(&self.known).objects[self.kind.index()].get(&name)
+                        {
+                            items.insert(name, known.clone());
+                        }
                     }
                 }
             }
