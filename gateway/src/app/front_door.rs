@@ -82,66 +82,55 @@ pub fn auditor(settings: AuditSettings, gateway: &Gateway) -> anyhow::Result<Aud
     Ok(auditor)
 }
 
-/// The audit policy file, re-read by the file watcher when it changes.
-pub struct AuditPolicyFile {
-    pub path: PathBuf,
-    pub auditor: Auditor,
-    seen: Mutex<Option<SystemTime>>,
-}
-
-impl AuditPolicyFile {
-    /// Watches `path`, the policy of `auditor`.
-    pub fn new(path: PathBuf, auditor: Auditor) -> Arc<AuditPolicyFile> {
-        let seen = std::fs::metadata(&path).and_then(|m| m.modified()).ok();
-        Arc::new(AuditPolicyFile {
-            path,
-            auditor,
-            seen: Mutex::new(seen),
-        })
-    }
-}
-
-impl Reload for AuditPolicyFile {
-    fn name(&self) -> String {
-        format!("audit policy {}", self.path.display())
-    }
-
-    fn reload(&self) -> Result<bool, String> {
-        let modified = std::fs::metadata(&self.path)
-            .and_then(|m| m.modified())
-            .map_err(|e| format!("{}: {e}", self.path.display()))?;
-        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
-        if *seen == Some(modified) {
-            return Ok(false);
-        }
-        self.auditor.reload_policy().map_err(|e| e.to_string())?;
-        *seen = Some(modified);
-        Ok(true)
-    }
-}
-
-/// The flow-control file, re-read by the file watcher when it changes.
-pub struct FlowFile {
+/// A file the file watcher re-reads when its modification time changes, handing it to
+/// `apply` (the flow-control objects, the audit policy); a failure keeps what serves.
+pub struct WatchedFile {
+    what: &'static str,
     path: PathBuf,
-    flow: Arc<FlowControl>,
+    apply: Box<ApplyFile>,
     seen: Mutex<Option<SystemTime>>,
 }
 
-impl FlowFile {
-    /// Watches `path` for `flow`.
-    pub fn new(path: PathBuf, flow: Arc<FlowControl>) -> Arc<FlowFile> {
+/// What a [`WatchedFile`] does with its file.
+type ApplyFile = dyn Fn(&std::path::Path) -> Result<(), String> + Send + Sync;
+
+impl WatchedFile {
+    /// Watches `path` (`what` names it in logs), applied by `apply` when it changes.
+    fn new(
+        what: &'static str,
+        path: PathBuf,
+        apply: impl Fn(&std::path::Path) -> Result<(), String> + Send + Sync + 'static,
+    ) -> Arc<WatchedFile> {
         let seen = std::fs::metadata(&path).and_then(|m| m.modified()).ok();
-        Arc::new(FlowFile {
+        Arc::new(WatchedFile {
+            what,
             path,
-            flow,
+            apply: Box::new(apply),
             seen: Mutex::new(seen),
+        })
+    }
+
+    /// The flow-control objects of `flow`.
+    pub fn flow_objects(path: PathBuf, flow: Arc<FlowControl>) -> Arc<WatchedFile> {
+        WatchedFile::new("flow control objects", path, move |path| {
+            let objects = from_file(path).map_err(|e| e.to_string())?;
+            let report = flow.configure(objects).map_err(|e| e.to_string())?;
+            tracing::info!("flow control from {}: {report}", path.display());
+            Ok(())
+        })
+    }
+
+    /// The audit policy of `auditor`.
+    pub fn audit_policy(path: PathBuf, auditor: Auditor) -> Arc<WatchedFile> {
+        WatchedFile::new("audit policy", path, move |_| {
+            auditor.reload_policy().map_err(|e| e.to_string())
         })
     }
 }
 
-impl Reload for FlowFile {
+impl Reload for WatchedFile {
     fn name(&self) -> String {
-        format!("flow control objects {}", self.path.display())
+        format!("{} {}", self.what, self.path.display())
     }
 
     fn reload(&self) -> Result<bool, String> {
@@ -152,9 +141,7 @@ impl Reload for FlowFile {
         if *seen == Some(modified) {
             return Ok(false);
         }
-        let objects = from_file(&self.path).map_err(|e| e.to_string())?;
-        let report = self.flow.configure(objects).map_err(|e| e.to_string())?;
-        tracing::info!("flow control from {}: {report}", self.path.display());
+        (self.apply)(&self.path)?;
         *seen = Some(modified);
         Ok(true)
     }

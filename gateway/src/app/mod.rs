@@ -105,12 +105,15 @@ pub fn serve(launch: Launch) -> anyhow::Result<()> {
         .context("creating metrics")?;
     let flow = front_door::flow_control(&launch.flow, &gateway)?;
     if let (Some(flow), FlowSource::File(path)) = (&flow, &launch.flow.source) {
-        watched.push(front_door::FlowFile::new(path.clone(), flow.clone()));
+        watched.push(front_door::WatchedFile::flow_objects(
+            path.clone(),
+            flow.clone(),
+        ));
     }
     // The audit backends run before the first request is accepted.
     let auditor = front_door::auditor(launch.audit.clone(), &gateway)?;
     if let (true, Some(path)) = (auditor.is_enabled(), &launch.audit.policy_file) {
-        watched.push(front_door::AuditPolicyFile::new(
+        watched.push(front_door::WatchedFile::audit_policy(
             path.clone(),
             auditor.clone(),
         ));
