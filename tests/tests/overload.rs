@@ -11,7 +11,14 @@ use std::time::Duration;
 use common::*;
 
 const GV: &str = "/apis/wardle.example.com/v1alpha1";
-const FLOOD: usize = 2000;
+/// Flood requests (`APIAGG_OVERLOAD_FLOOD` overrides: `tests/bench/overload.sh` runs 10,000
+/// on a release build).
+fn flood_size() -> usize {
+    std::env::var("APIAGG_OVERLOAD_FLOOD")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(2000)
+}
 const CAP: usize = 100;
 
 const TOKENS: &str = "tok-flood,system:serviceaccount:flood:flooder,1,\"system:serviceaccounts,system:serviceaccounts:flood\"\n\
@@ -56,7 +63,8 @@ async fn one_flooding_caller_does_not_take_the_others_down() {
 
     // The flood: every request on a connection of its own, all held by the slow backend.
     let flood_url = gw.url(&format!("{GV}/slow?ms=8000"));
-    let flood: Vec<_> = (0..FLOOD)
+    let flood_n = flood_size();
+    let flood: Vec<_> = (0..flood_n)
         .map(|_| {
             let url = flood_url.clone();
             tokio::spawn(async move {
@@ -84,10 +92,13 @@ async fn one_flooding_caller_does_not_take_the_others_down() {
         (gw.url("/version"), "tok-ctrl"),
     ];
     let (mut asked, mut served) = (0, 0);
+    let mut latencies = Vec::new();
     for round in 0..50 {
         for (url, token) in &others {
             asked += 1;
+            let started = std::time::Instant::now();
             let r = c.get(url).bearer_auth(token).send().await;
+            latencies.push(started.elapsed());
             if r.is_ok_and(|r| r.status() == 200) {
                 served += 1;
             } else {
@@ -108,7 +119,7 @@ async fn one_flooding_caller_does_not_take_the_others_down() {
     let ok = answers.iter().filter(|(c, _)| *c == 200).count();
     let refused = answers.iter().filter(|(c, _)| *c == 429).count();
     assert_eq!(ok, CAP, "flood answers: {ok} served, {refused} refused");
-    assert_eq!(ok + refused, FLOOD, "every flood request got an answer");
+    assert_eq!(ok + refused, flood_n, "every flood request got an answer");
     assert!(
         answers
             .iter()
@@ -121,15 +132,20 @@ async fn one_flooding_caller_does_not_take_the_others_down() {
         CAP as u64,
         "the slow backend got more than its bound"
     );
-    eprintln!(
-        "apiagg during the flood: RSS {rss_before} -> {rss_during} KiB, open files {fds_before} -> {fds_during}"
+    latencies.sort();
+    let p99 = latencies[latencies.len() * 99 / 100];
+    // A measurement, printed for tests/bench/overload.sh (timings are not asserted here).
+    println!(
+        "overload: flood {flood_n}, others served {served}/{asked}, p99 {p99:?}, RSS {rss_before} -> {rss_during} KiB, open files {fds_before} -> {fds_during}"
+    );
+    // Bounded: a little per connection the flood opened, nothing per request it sent.
+    let bound = rss_before + 128 * 1024 + flood_n as u64 * 32;
+    assert!(
+        rss_during < bound,
+        "RSS grew from {rss_before} to {rss_during} KiB (bound {bound})"
     );
     assert!(
-        rss_during < rss_before + 256 * 1024,
-        "RSS grew from {rss_before} to {rss_during} KiB"
-    );
-    assert!(
-        fds_during < fds_before + FLOOD + CAP + 200,
+        fds_during < fds_before + flood_n + CAP + 200,
         "open files grew from {fds_before} to {fds_during}"
     );
 }
