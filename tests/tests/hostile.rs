@@ -390,3 +390,96 @@ async fn slow_clients_do_not_hold_up_others() {
     .await;
     assert!(log.get(format!("{GV}/slowloris")).is_none(), "{log}");
 }
+
+/// The front door's own inputs, as an attacker sends them: a forged `Audit-ID` (it would
+/// poison the audit trail and the backends' logs) is replaced by apiagg's own; a client's
+/// flow-control headers are not taken for apiagg's; the flow-control dump is refused to callers
+/// without credentials (it lists every FlowSchema and priority level). (A watch asking for no
+/// end is bounded by apiagg: `watch_lifetimes.rs`.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn front_door_inputs_are_checked() {
+    let backend = sample(G, "wardle", false);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let policy = dir.path().join("policy.yaml");
+    let log = dir.path().join("audit.log");
+    std::fs::write(
+        &policy,
+        "apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: Metadata\n",
+    )
+    .expect("policy");
+    let (policy, log_path) = (
+        policy.to_string_lossy().into_owned(),
+        log.to_string_lossy().into_owned(),
+    );
+    let gw = Apiagg::start_secure(
+        &format!(
+            "authentication: {{anonymous: true}}\n{}",
+            one_backend("wardle", &backend)
+        ),
+        &[
+            "--audit-policy-file",
+            &policy,
+            "--audit-log-path",
+            &log_path,
+        ],
+    );
+    gw.wait_ready().await;
+    let c = client();
+    let forged: [&[u8]; 3] = [
+        &[b'a'; 200],
+        b"id with spaces\tand a tab",
+        b"\xff\xfe-not-ascii",
+    ];
+    for bad in forged {
+        let value = reqwest::header::HeaderValue::from_bytes(bad).expect("header value");
+        let r = c
+            .get(gw.url(&format!("{GV}/echo")))
+            .header("Audit-ID", value)
+            .header("X-Kubernetes-PF-FlowSchema-UID", "forged")
+            .send()
+            .await
+            .expect("echo");
+        let answered = r
+            .headers()
+            .get("audit-id")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+            .expect("an Audit-ID answer");
+        let schema = r
+            .headers()
+            .get("x-kubernetes-pf-flowschema-uid")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        let seen = json_of(r).await;
+        assert_eq!(
+            answered.len(),
+            36,
+            "a forged Audit-ID was kept: {answered:?}"
+        );
+        assert_eq!(
+            seen["headers"]["audit-id"],
+            serde_json::json!([answered]),
+            "the backend saw another Audit-ID"
+        );
+        assert_ne!(schema.as_deref(), Some("forged"));
+    }
+    let audited = eventually(Duration::from_secs(5), || async {
+        std::fs::read_to_string(&log).is_ok_and(|l| l.lines().count() >= 6)
+    })
+    .await;
+    assert!(audited, "no audit events were written");
+    let text = std::fs::read_to_string(&log).expect("audit log");
+    assert!(
+        !text.contains("aaaaaaaaaa") && !text.contains("id with spaces"),
+        "a forged Audit-ID reached the audit log"
+    );
+
+    let dump = c
+        .get(gw.url("/debug/api_priority_and_fairness/dump_priority_levels"))
+        .send()
+        .await
+        .expect("dump");
+    assert_eq!(dump.status(), 403);
+    let body = dump.text().await.expect("body");
+    assert!(!body.contains("global-default"), "{body}");
+}
