@@ -23,7 +23,7 @@ use super::id::next_random;
 use super::settings::WebhookSettings;
 use super::sink::{next_event, poll_clock, spawn_writer, stopped, AuditMetrics, Stop, Writer};
 use super::AuditError;
-use crate::backends::{client_config, parse_ca_pem, BearerToken, ClientIdentity};
+use crate::backends::{client_config, error_chain, parse_ca_pem, BearerToken, ClientIdentity};
 use crate::observe::Repeats;
 
 /// The name in metrics.
@@ -366,18 +366,6 @@ impl Throttle {
         }
         self.tokens -= 1.0;
     }
-}
-
-/// An error with its causes (reqwest hides the interesting part in them).
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
 }
 
 #[cfg(test)]

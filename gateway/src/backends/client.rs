@@ -372,8 +372,9 @@ async fn read_capped(
     Ok(joined.freeze())
 }
 
-/// An error with its causes, the way operators need to read it.
-fn error_chain(e: &dyn std::error::Error) -> String {
+/// An error with its causes, the way operators need to read it (reqwest hides the interesting
+/// part in them).
+pub fn error_chain(e: &dyn std::error::Error) -> String {
     let mut text = e.to_string();
     let mut source = e.source();
     while let Some(s) = source {

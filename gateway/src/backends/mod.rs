@@ -12,7 +12,7 @@ mod tls;
 mod upstream;
 
 pub use certs::{bundle_not_after, check_pair, earliest_not_after, CertError, Purpose};
-pub use client::{Client, Clients, FetchError, Fetched};
+pub use client::{error_chain, Client, Clients, FetchError, Fetched};
 pub use credentials::{BearerToken, ClientIdentity, CredentialError, Reload};
 pub use exhaustion::own_exhaustion;
 pub use health::HealthBook;

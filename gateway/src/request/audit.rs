@@ -13,6 +13,7 @@ use std::time::SystemTime;
 use apiagg_requestinfo::RequestInfo;
 use pingora_proxy::Session;
 
+use super::reply::Reply;
 use super::{ApiaggProxy, RequestCtx};
 use crate::audit::{AuditId, Begin, Identity, StatusSummary, AUDIT_ID_HEADER};
 use crate::auth::User;
@@ -145,6 +146,15 @@ impl RequestCtx {
             headers.push((http::HeaderName::from_static("audit-id"), id));
         }
         headers
+    }
+
+    /// An answer apiagg writes itself, noted in the audit and given the audit and flow-control
+    /// headers.
+    pub(super) fn own_answer(&mut self, reply: Reply) -> Reply {
+        self.audit_reply(reply.code(), reply.body());
+        self.answer_headers()
+            .into_iter()
+            .fold(reply, |r, (name, value)| r.header(name, value))
     }
 
     /// Notes a request body apiagg reads itself (the APIService API), when the level asks.

@@ -61,7 +61,6 @@ impl ApiaggProxy {
         match upstream.slots.try_take(cap) {
             Some(slot) => {
                 ctx.backend_slot = Some(slot);
-                ctx.capped = true;
                 Ok(())
             }
             None => {

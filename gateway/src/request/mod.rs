@@ -73,10 +73,9 @@ pub struct RequestCtx {
     /// apiagg ended the answer itself (a watch at shutdown): not a failure to log.
     ended_by_us: bool,
     /// The request's place in its backend's bound, and in its endpoint's (both freed when the
-    /// request ends); `capped` when the endpoint bound applies.
+    /// request ends); the endpoint bound applies when the backend's does.
     backend_slot: Option<Slot>,
     endpoint_slot: Option<Slot>,
-    capped: bool,
     /// Flow control's seat for the request (until its answer ends; a watch's, until its head).
     seat: Option<Seat>,
     /// Where flow control classified a request that holds no seat (exempt, refused).
@@ -149,11 +148,7 @@ impl ApiaggProxy {
     ) -> Result<bool> {
         ctx.kind = kind;
         ctx.code = reply.code();
-        ctx.audit_reply(reply.code(), reply.body());
-        let reply = ctx
-            .answer_headers()
-            .into_iter()
-            .fold(reply, |r, (name, value)| r.header(name, value));
+        let reply = ctx.own_answer(reply);
         reply.send(session).await?;
         Ok(true)
     }

@@ -54,7 +54,6 @@ impl ProxyHttp for ApiaggProxy {
             ended_by_us: false,
             backend_slot: None,
             endpoint_slot: None,
-            capped: false,
             seat: None,
             classified: None,
             running: None,
@@ -206,7 +205,8 @@ impl ProxyHttp for ApiaggProxy {
             return Error::e_explain(ErrorType::InternalError, "no upstream selected");
         };
         let cap = ctx
-            .capped
+            .backend_slot
+            .is_some()
             .then_some(self.gateway.options.max_requests_per_endpoint);
         let picked = if std::mem::take(&mut ctx.retry_same) {
             Some(ctx.endpoint)

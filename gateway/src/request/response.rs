@@ -134,7 +134,7 @@ impl ApiaggProxy {
                 format!("{} at {authority}", u.label)
             },
         );
-        let full = ctx.capped && e.etype() == &ErrorType::ConnectNoRoute;
+        let full = ctx.backend_slot.is_some() && e.etype() == &ErrorType::ConnectNoRoute;
         let reply = match deadline::expired(ctx.deadline, ctx.limit, e) {
             _ if full && ctx.upstream.as_ref().is_some_and(|u| u.available()) => {
                 let cap = self.gateway.options.max_requests_per_endpoint;
@@ -148,11 +148,7 @@ impl ApiaggProxy {
             ),
             None => errors::unreachable(ctx.kind, ctx.arrived_complete, &target, e),
         };
-        ctx.audit_reply(reply.code(), reply.body());
-        let reply = ctx
-            .answer_headers()
-            .into_iter()
-            .fold(reply, |r, (name, value)| r.header(name, value));
+        let reply = ctx.own_answer(reply);
         // The connection is closed after a failed proxy attempt: pingora may not reuse it (a
         // body half read, an abandoned upstream side), and a client must know before it sends
         // the next request on it.
