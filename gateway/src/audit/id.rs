@@ -11,7 +11,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use http::HeaderValue;
 
 /// The request header (and response header) that carries the audit ID.
-pub const HEADER: &str = "Audit-ID";
+pub const HEADER: http::HeaderName = http::HeaderName::from_static("audit-id");
 
 /// Incoming IDs longer than this are not taken (a new one is generated). kube-apiserver sets no
 /// bound; a UUID has 36 characters, so 128 leaves room for any other ID scheme.
@@ -172,7 +172,7 @@ mod tests {
 
     #[test]
     fn incoming_ids_are_taken_when_valid() {
-        assert_eq!(http::HeaderName::from_static("audit-id"), HEADER);
+        assert_eq!(HEADER.as_str(), "audit-id");
         let id = AuditId::from_header(b"1a2b3c4d-0000-4000-8000-000000000001").expect("uuid");
         assert_eq!(id.as_str(), "1a2b3c4d-0000-4000-8000-000000000001");
         assert_eq!(id.header_value(), "1a2b3c4d-0000-4000-8000-000000000001");

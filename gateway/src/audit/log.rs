@@ -114,7 +114,13 @@ impl Log {
                     break;
                 }
                 event = next_event(&mut events, &mut clock) => match event {
-                    Some(event) => self.write(&event),
+                    Some(event) => {
+                        self.write(&event);
+                        // Everything else already queued, without going round the select.
+                        while let Ok(event) = events.try_recv() {
+                            self.write(&event);
+                        }
+                    }
                     None => break,
                 },
                 _ = tick.tick() => self.flush(),

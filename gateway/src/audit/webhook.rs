@@ -190,6 +190,13 @@ impl Webhook {
             };
             let mut batch = Vec::with_capacity(max.min(64));
             batch.push(first);
+            // What is already queued joins the batch without going round the select.
+            while batch.len() < max {
+                match events.try_recv() {
+                    Ok(event) => batch.push(event),
+                    Err(_) => break,
+                }
+            }
             let until = Instant::now() + settings.batch_max_wait;
             while batch.len() < max {
                 tokio::select! {

@@ -18,6 +18,10 @@ use super::{ApiaggProxy, RequestCtx};
 use crate::audit::{AuditId, Begin, Identity, StatusSummary, AUDIT_ID_HEADER};
 use crate::auth::User;
 
+/// The request headers the audit reads, parsed once (a `&str` name is parsed at every lookup).
+const X_FORWARDED_FOR: http::HeaderName = http::HeaderName::from_static("x-forwarded-for");
+const X_REAL_IP: http::HeaderName = http::HeaderName::from_static("x-real-ip");
+
 impl Identity for User {
     fn username(&self) -> &str {
         &self.name
@@ -66,7 +70,7 @@ impl ApiaggProxy {
         let header = session.req_header();
         let id = header
             .headers
-            .get(AUDIT_ID_HEADER)
+            .get(&AUDIT_ID_HEADER)
             .and_then(|v| AuditId::from_header(v.as_bytes()))
             .unwrap_or_else(AuditId::new);
         let user: Arc<dyn Identity> = match user {
@@ -99,7 +103,8 @@ impl ApiaggProxy {
             received,
         };
         ctx.audit = self.audit.begin(begin);
-        ctx.audit_id = Some(Box::new(id));
+        // Formatted once: the backend and the caller both get it.
+        ctx.audit_id = Some(Box::new(id.header_value()));
     }
 }
 
@@ -143,7 +148,7 @@ impl RequestCtx {
             }
         }
         if let Some(id) = id_header(self) {
-            headers.push((http::HeaderName::from_static("audit-id"), id));
+            headers.push((AUDIT_ID_HEADER, id));
         }
         headers
     }
@@ -176,7 +181,7 @@ impl RequestCtx {
 
 /// The `Audit-ID` header value of a request, when it is audited.
 pub fn id_header(ctx: &RequestCtx) -> Option<http::HeaderValue> {
-    ctx.audit_id.as_ref().map(|id| id.header_value())
+    ctx.audit_id.as_deref().cloned()
 }
 
 /// The status, message and reason of a `metav1.Status` body.
@@ -195,7 +200,7 @@ fn status_summary(body: &[u8]) -> Option<StatusSummary> {
 fn source_ips(header: &pingora_http::RequestHeader, peer: Option<IpAddr>) -> Vec<IpAddr> {
     let mut ips: Vec<IpAddr> = header
         .headers
-        .get_all("x-forwarded-for")
+        .get_all(&X_FORWARDED_FOR)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
@@ -204,7 +209,7 @@ fn source_ips(header: &pingora_http::RequestHeader, peer: Option<IpAddr>) -> Vec
     if ips.is_empty() {
         let real = header
             .headers
-            .get("x-real-ip")
+            .get(&X_REAL_IP)
             .and_then(|v| v.to_str().ok());
         ips.extend(real.and_then(|ip| ip.trim().parse::<IpAddr>().ok()));
     }

@@ -33,7 +33,7 @@ use self::classify::Route;
 use self::forward::{Forwarding, Identity};
 use self::openapi::OpenApiPath;
 use self::reply::Reply;
-use crate::audit::{AuditId, Auditor, RequestAudit, StatusSummary};
+use crate::audit::{Auditor, RequestAudit, StatusSummary};
 use crate::auth::{Authenticated, Authenticator, User};
 use crate::backends::{RouteTable, Slot, Upstream};
 use crate::flowcontrol::{Decision, FlowControl, Seat};
@@ -86,7 +86,7 @@ pub struct RequestCtx {
     /// The request's audit (its level is not None), its ID, and the Status of an answer
     /// apiagg wrote itself.
     audit: Option<Box<RequestAudit>>,
-    audit_id: Option<Box<AuditId>>,
+    audit_id: Option<Box<http::HeaderValue>>,
     audit_status: Option<Box<StatusSummary>>,
     _in_flight: Option<InFlight>,
 }
