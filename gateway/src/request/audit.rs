@@ -207,10 +207,7 @@ fn source_ips(header: &pingora_http::RequestHeader, peer: Option<IpAddr>) -> Vec
         .filter_map(|ip| ip.trim().parse().ok())
         .collect();
     if ips.is_empty() {
-        let real = header
-            .headers
-            .get(&X_REAL_IP)
-            .and_then(|v| v.to_str().ok());
+        let real = header.headers.get(&X_REAL_IP).and_then(|v| v.to_str().ok());
         ips.extend(real.and_then(|ip| ip.trim().parse::<IpAddr>().ok()));
     }
     if let Some(peer) = peer.filter(|p| !ips.contains(p)) {
