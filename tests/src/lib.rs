@@ -1,1 +1,43 @@
-//! Test harness for apiagg end-to-end tests.
+//! The harness of apiagg's end-to-end tests: it starts the real `apiagg` and `sample-apiserver`
+//! binaries on loopback, waits for them, and gives the suites in `tests/tests/e2e/` the clients,
+//! certificates, configs and raw-wire tools they share.
+//!
+//! Everything a suite usually needs is re-exported here (`use apiagg_tests::*;`); the modules
+//! `api`, `audit`, `openapi`, `pki`, `trust` and `wire` hold what only some suites use.
+
+#![warn(missing_docs)]
+
+pub mod api;
+pub mod audit;
+mod backends;
+mod gateway;
+mod http;
+mod kubectl;
+pub mod openapi;
+pub mod pki;
+mod process;
+pub mod trust;
+pub mod wire;
+
+use std::path::{Path, PathBuf};
+
+pub use backends::*;
+pub use gateway::*;
+pub use http::*;
+pub use kubectl::*;
+pub use process::*;
+
+/// The fixture folder (`APIAGG_FIXTURES`, default `../shared/fixtures` beside the checkout);
+/// panics when it is missing.
+pub fn fixtures() -> PathBuf {
+    let path = std::env::var_os("APIAGG_FIXTURES").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures"),
+        PathBuf::from,
+    );
+    assert!(
+        path.is_dir(),
+        "fixtures not found at {} (set APIAGG_FIXTURES)",
+        path.display()
+    );
+    path
+}

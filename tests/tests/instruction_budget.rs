@@ -13,15 +13,13 @@
 //!
 //! The budgets are for the optimized build: `make test` runs this file with `--release`.
 
-mod common;
-
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::*;
+use apiagg_tests::*;
 
 /// apiagg's own code per proxied GET (issue 12's budget was 2,000 without the front door;
 /// measured 3,935 on 2026-11-25 with flow control and a Metadata audit).

@@ -1,0 +1,201 @@
+//! The apiagg process under test.
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::{binary, client, read_listening, Proc};
+
+/// What tests of everything but access control run with: without an authorizer apiagg lets only
+/// `system:masters` change APIServices and only `system:masters` / `system:monitoring` read
+/// `/metrics` and `/debug`, while these tests call as `system:anonymous`. A config without
+/// `authorization:` gets these two options first; access-control tests start apiagg with
+/// `Apiagg::start_secure` (or an `authorization:` of their own) and run without them.
+pub const OPEN_FOR_TESTS: &str =
+    "authorization: {allowAnyoneToChangeAPIServices: true, allowAnyoneToReadMetrics: true}\n";
+
+/// A running apiagg, killed when dropped.
+pub struct Apiagg {
+    /// The process.
+    pub proc: Proc,
+    /// The loopback port it listens on.
+    pub port: u16,
+    /// Its folder: `apiagg.yaml`, `apiagg.log` and whatever the test puts beside them.
+    pub dir: tempfile::TempDir,
+}
+
+impl Apiagg {
+    /// Writes `config` and starts `apiagg serve` on a port it picks itself (`--listen
+    /// 127.0.0.1:0`, unless `extra` has `--listen`), read from its first stdout line.
+    pub fn start(config: &str, extra: &[&str]) -> Apiagg {
+        Self::start_in(tempfile::tempdir().expect("tempdir"), config, extra, &[])
+    }
+
+    /// [`Apiagg::start`] with `config` exactly as given: apiagg's secure defaults apply (see
+    /// [`OPEN_FOR_TESTS`]).
+    pub fn start_secure(config: &str, extra: &[&str]) -> Apiagg {
+        Self::start_in_secure(tempfile::tempdir().expect("tempdir"), config, extra)
+    }
+
+    /// [`Apiagg::start_secure`] with the config in `dir` (beside files it names), logged.
+    pub fn start_in_secure(dir: tempfile::TempDir, config: &str, extra: &[&str]) -> Apiagg {
+        Self::spawn(dir, config, extra, &[], true, false)
+    }
+
+    /// [`Apiagg::start`] with the config in `dir` (beside files it names) and `env` set.
+    pub fn start_in(
+        dir: tempfile::TempDir,
+        config: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Apiagg {
+        Self::spawn(dir, config, extra, env, false, true)
+    }
+
+    /// [`Apiagg::start`] with its log written to `apiagg.log` in its folder (see
+    /// [`Apiagg::log`]) instead of the test's stderr.
+    pub fn start_logged(config: &str, extra: &[&str]) -> Apiagg {
+        Self::spawn(
+            tempfile::tempdir().expect("tempdir"),
+            config,
+            extra,
+            &[],
+            true,
+            true,
+        )
+    }
+
+    /// The log so far of an apiagg started with [`Apiagg::start_logged`].
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("apiagg.log")).unwrap_or_default()
+    }
+
+    fn spawn(
+        dir: tempfile::TempDir,
+        config: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+        logged: bool,
+        open: bool,
+    ) -> Apiagg {
+        let config = if open && !config.contains("authorization:") {
+            format!("{OPEN_FOR_TESTS}{config}")
+        } else {
+            config.to_string()
+        };
+        std::fs::write(dir.path().join("apiagg.yaml"), config).expect("write config");
+        let mut cmd = Command::new(binary("apiagg", "apiagg-gateway"));
+        cmd.arg("serve")
+            .arg("--config")
+            .arg(dir.path().join("apiagg.yaml"))
+            .args(["--reload-interval", "200ms", "--threads", "2"])
+            .args(extra)
+            .env("RUST_LOG", "info")
+            .envs(env.iter().copied())
+            .stdout(Stdio::piped());
+        if logged {
+            let log = std::fs::File::create(dir.path().join("apiagg.log")).expect("log file");
+            cmd.stderr(log).env("NO_COLOR", "1");
+        } else {
+            cmd.stderr(Stdio::inherit());
+        }
+        if !extra.contains(&"--listen") {
+            cmd.args(["--listen", "127.0.0.1:0"]);
+        }
+        let mut child = cmd.spawn().expect("spawn apiagg");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut proc = Proc { child };
+        let (tls, port) = match read_listening(stdout) {
+            Some(listening) => (listening.tls, listening.port),
+            None => {
+                let status = proc.wait_exit(Duration::from_secs(5));
+                panic!("apiagg did not say where it listens (exit status {status:?})");
+            }
+        };
+        let mut gw = Apiagg { proc, port, dir };
+        gw.wait_listening(tls);
+        gw
+    }
+
+    /// `http://127.0.0.1:PORT` + `path`.
+    pub fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    /// Rewrites the config file (hot reload).
+    pub fn write_config(&self, config: &str) {
+        let path = self.dir.path().join("apiagg.yaml");
+        let tmp = self.dir.path().join("apiagg.yaml.tmp");
+        std::fs::write(&tmp, config).expect("write config");
+        std::fs::rename(&tmp, &path).expect("replace config");
+    }
+
+    /// Waits until our apiagg answers `/livez` on its port (over TLS: accepts connections): the
+    /// process must still run (a crashed one fails at once with its exit status), and the port
+    /// it chose is held by it alone.
+    fn wait_listening(&mut self, tls: bool) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.proc.child.try_wait() {
+                panic!("apiagg exited before listening: {status}");
+            }
+            let up = if tls {
+                std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok()
+            } else {
+                livez(self.port)
+            };
+            if up {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("apiagg did not answer /livez on {} within 20 s", self.port);
+    }
+
+    /// The value of one series of `/metrics` (`name` or `name{labels}` exactly as exposed);
+    /// `None` when it is not there.
+    pub async fn metric(&self, series: &str) -> Option<f64> {
+        let text = client()
+            .get(self.url("/metrics"))
+            .send()
+            .await
+            .ok()?
+            .text()
+            .await
+            .ok()?;
+        text.lines()
+            .filter_map(|l| l.strip_prefix(series))
+            .find_map(|rest| rest.strip_prefix(' '))
+            .and_then(|v| v.trim().parse().ok())
+    }
+
+    /// Waits until `/readyz` answers 200.
+    pub async fn wait_ready(&self) {
+        let client = client();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if let Ok(r) = client.get(self.url("/readyz")).send().await {
+                if r.status() == 200 {
+                    return;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        panic!("apiagg never became ready");
+    }
+}
+
+/// Whether something answers `GET /livez` with 200 on a loopback port (a blocking check).
+fn livez(port: u16) -> bool {
+    use std::io::{Read, Write};
+    let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+    let request = "GET /livez HTTP/1.1\r\nHost: apiagg\r\nConnection: close\r\n\r\n";
+    if stream.write_all(request.as_bytes()).is_err() {
+        return false;
+    }
+    let mut answer = String::new();
+    let _ = stream.read_to_string(&mut answer);
+    answer.starts_with("HTTP/1.1 200")
+}

@@ -1,0 +1,159 @@
+//! Child processes: finding the workspace binaries, reading where a server listens, killing it
+//! when the test ends, and holding loopback ports for servers started later.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdout, Command};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// Path of a workspace binary in the test's own `target/<profile>` folder. `cargo test
+/// --workspace` builds every binary first; when one is missing (a single package was tested) it
+/// is built once.
+pub fn binary(name: &str, package: &str) -> PathBuf {
+    static BUILD: Mutex<()> = Mutex::new(());
+    let exe = std::env::current_exe().expect("current exe");
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target/<profile> folder")
+        .to_path_buf();
+    let path = dir.join(name);
+    let _guard = BUILD.lock().unwrap_or_else(|e| e.into_inner());
+    if !path.exists() {
+        let profile: &[&str] = if cfg!(debug_assertions) {
+            &[]
+        } else {
+            &["--release"]
+        };
+        let status = Command::new(env!("CARGO"))
+            .args(["build", "--bins", "-p", package])
+            .args(profile)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .status()
+            .expect("run cargo build");
+        assert!(status.success(), "cargo build -p {package} failed");
+    }
+    assert!(path.exists(), "binary {} missing", path.display());
+    path
+}
+
+/// Where a server said it listens: the first stdout line of `apiagg` and `sample-apiserver`,
+/// `listening on http(s)://ADDR:PORT`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listening {
+    /// `http://ADDR:PORT` or `https://ADDR:PORT`.
+    pub url: String,
+    /// The port.
+    pub port: u16,
+    /// Whether it serves TLS (`https://`).
+    pub tls: bool,
+}
+
+impl Listening {
+    /// Parses one `listening on URL` line; `None` for any other line.
+    pub fn parse(line: &str) -> Option<Listening> {
+        let url = line.trim().strip_prefix("listening on ")?;
+        let port = url.rsplit(':').next()?.parse().ok()?;
+        Some(Listening {
+            url: url.to_string(),
+            port,
+            tls: url.starts_with("https://"),
+        })
+    }
+}
+
+/// Reads the first line of a server's stdout as its [`Listening`] line; `None` when the process
+/// closed its stdout first or printed something else (the line is dropped with the reader, and
+/// nothing else is ever read from that stdout).
+pub fn read_listening(stdout: ChildStdout) -> Option<Listening> {
+    let mut line = String::new();
+    BufReader::new(stdout).read_line(&mut line).ok()?;
+    Listening::parse(&line)
+}
+
+/// A loopback port held for a server the test starts (or restarts) later: a socket bound with
+/// `SO_REUSEPORT` and never listening, so it takes no connection, nobody else can take the port,
+/// and a server that binds with `SO_REUSEPORT` (sample-apiserver does) joins it.
+pub struct PortHold {
+    _socket: socket2::Socket,
+    /// The port.
+    pub port: u16,
+}
+
+/// Holds a free loopback port until the returned value drops.
+pub fn hold_port() -> PortHold {
+    let socket =
+        socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).expect("socket");
+    socket.set_reuse_port(true).expect("SO_REUSEPORT");
+    let addr: std::net::SocketAddr = "127.0.0.1:0".parse().expect("addr");
+    socket.bind(&addr.into()).expect("bind a loopback port");
+    let port = socket
+        .local_addr()
+        .ok()
+        .and_then(|a| a.as_socket())
+        .map(|a| a.port())
+        .expect("bound port");
+    PortHold {
+        _socket: socket,
+        port,
+    }
+}
+
+/// A child process that is killed when dropped.
+pub struct Proc {
+    /// The process.
+    pub child: Child,
+}
+
+impl Proc {
+    /// Sends a signal (`TERM`, `HUP`, `KILL`).
+    pub fn signal(&self, name: &str) {
+        let status = Command::new("kill")
+            .args([format!("-{name}"), self.child.id().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -{name} failed");
+    }
+
+    /// Waits for the exit code, at most `limit`.
+    pub fn wait_exit(&mut self, limit: Duration) -> Option<i32> {
+        let deadline = Instant::now() + limit;
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status.code();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Listening;
+
+    #[test]
+    fn listening_lines_parse() {
+        let plain = Listening::parse("listening on http://127.0.0.1:8443\n").expect("plain");
+        assert_eq!(
+            plain,
+            Listening {
+                url: "http://127.0.0.1:8443".into(),
+                port: 8443,
+                tls: false
+            }
+        );
+        let tls = Listening::parse("listening on https://[::1]:443").expect("tls");
+        assert_eq!((tls.port, tls.tls), (443, true));
+        assert_eq!(Listening::parse("starting\n"), None);
+        assert_eq!(Listening::parse("listening on http://127.0.0.1:x"), None);
+    }
+}

@@ -1,0 +1,293 @@
+//! A cluster where everybody checks who is calling: callers with client certificates, tokens and
+//! a front proxy; apiagg serving TLS; a backend that trusts only apiagg's front-proxy client
+//! certificate; a delegate that requires a token, answers TokenReview and honours impersonation.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::pki::{write_pair, Ca};
+use crate::{apiservice, kube_delegate_over, Apiagg, Sample, G, V};
+
+/// apiagg's token at the delegate (a service account that may impersonate).
+pub const APIAGG_USER: &str = "system:serviceaccount:kube-system:apiagg";
+/// A service-account token only the delegate knows (apiagg asks it with TokenReview).
+pub const REVIEWED_TOKEN: &str = "sa-token-123";
+/// A token in apiagg's own static token file.
+pub const STATIC_TOKEN: &str = "static-token-456";
+/// The CN of apiagg's proxy client certificate, the one name the backend accepts.
+pub const PROXY_CN: &str = "front-proxy-client";
+/// The CN of the front proxy allowed in front of apiagg.
+pub const OUTER_PROXY_CN: &str = "outer-proxy";
+
+/// Everything the trust tests start.
+pub struct Cluster {
+    /// apiagg, serving TLS.
+    pub gw: Apiagg,
+    /// The wardle backend, trusting only apiagg's proxy client certificate.
+    pub backend: Sample,
+    /// The delegate (token-requiring, TokenReview, impersonation).
+    pub delegate: Sample,
+    /// Callers' client CA.
+    pub client_ca: Ca,
+    /// CA of the front proxies (apiagg toward backends, the outer proxy toward apiagg).
+    pub front_proxy_ca: Ca,
+    /// CA of apiagg's serving certificate.
+    pub serving_ca: Ca,
+    /// Where the config and its files are.
+    pub dir: PathBuf,
+}
+
+/// The delegate's token file: apiagg's token and a reviewed service account (with extra).
+pub fn delegate_tokens(apiagg_token: &str) -> String {
+    format!(
+        "{apiagg_token},{APIAGG_USER},uid-apiagg,\"system:serviceaccounts\"\n\
+         {REVIEWED_TOKEN},system:serviceaccount:default:app,uid-app,\"system:serviceaccounts,system:serviceaccounts:default\",authentication.kubernetes.io/pod-name=app-1\n"
+    )
+}
+
+/// The delegate (a token-requiring kube-apiserver stand-in) with its token file in `dir`.
+pub fn token_delegate(dir: &Path, apiagg_token: &str, tls: bool) -> Sample {
+    token_delegate_with(dir, apiagg_token, tls, &[])
+}
+
+/// [`token_delegate`] with further arguments.
+pub fn token_delegate_with(dir: &Path, apiagg_token: &str, tls: bool, extra: &[&str]) -> Sample {
+    let tokens = dir.join("delegate-tokens.csv");
+    std::fs::write(&tokens, delegate_tokens(apiagg_token)).expect("delegate tokens");
+    let mut args = vec!["--require-token", tokens.to_str().expect("utf8")];
+    args.extend_from_slice(extra);
+    kube_delegate_over(tls, true, &args)
+}
+
+/// The deploy example's config with this cluster's files and delegate.
+fn deploy_config(example: &str, delegate: &str) -> String {
+    let mut config = example.to_string();
+    for (mounted, here) in [
+        ("/etc/apiagg/tls/tls.crt", "serving.crt"),
+        ("/etc/apiagg/tls/tls.key", "serving.key"),
+        ("/etc/apiagg/client-ca/client-ca.crt", "client-ca.crt"),
+        (
+            "/etc/apiagg/front-proxy/requestheader-client-ca.crt",
+            "front-proxy-ca.crt",
+        ),
+        ("/etc/apiagg/front-proxy/tls.crt", "proxy-client.crt"),
+        ("/etc/apiagg/front-proxy/tls.key", "proxy-client.key"),
+    ] {
+        assert!(
+            config.contains(mounted),
+            "the deploy example no longer names {mounted}"
+        );
+        config = config.replace(mounted, here);
+    }
+    let in_cluster = "  inCluster: true";
+    assert!(
+        config.contains(in_cluster),
+        "the deploy example no longer uses inCluster"
+    );
+    config.replace(
+        in_cluster,
+        &format!("  url: \"{delegate}\"\n  bearerTokenFile: apiagg-token"),
+    )
+}
+
+/// Where [`Cluster::start_authorizing`] keeps the delegate's authorization policy.
+pub const POLICY_FILE: &str = "policy.json";
+
+impl Cluster {
+    /// Starts the cluster; `anonymous` is apiagg's `authentication.anonymous`.
+    pub async fn start(anonymous: bool) -> Cluster {
+        Cluster::start_with(anonymous, None).await
+    }
+
+    /// [`Cluster::start`] with apiagg's `authorization:` (a YAML flow mapping) and the delegate
+    /// answering SubjectAccessReviews from `policy` (JSON, in [`POLICY_FILE`] of `dir`).
+    pub async fn start_authorizing(anonymous: bool, authorization: &str, policy: &str) -> Cluster {
+        Cluster::start_with(anonymous, Some((authorization, policy))).await
+    }
+
+    /// The cluster with apiagg running the deploy example's config (`example`, the
+    /// `apiagg.yaml` of `kubectl kustomize deploy/base`), its `/etc/apiagg/…` files and
+    /// `inCluster` delegate replaced by this cluster's, and the delegate authorizing from
+    /// `policy` and serving Services and EndpointSlices (`serviceResolution: cluster`).
+    pub async fn start_deploy_example(example: &str, policy: &str) -> Cluster {
+        Cluster::start_configured(true, Some(("", policy)), Some(example)).await
+    }
+
+    async fn start_with(anonymous: bool, authorization: Option<(&str, &str)>) -> Cluster {
+        Cluster::start_configured(anonymous, authorization, None).await
+    }
+
+    async fn start_configured(
+        anonymous: bool,
+        authorization: Option<(&str, &str)>,
+        example: Option<&str>,
+    ) -> Cluster {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().to_path_buf();
+        let (client_ca, front_proxy_ca, serving_ca) = (
+            Ca::new("client-ca"),
+            Ca::new("front-proxy-ca"),
+            Ca::new("serving-ca"),
+        );
+        client_ca.write_ca(&path, "client-ca");
+        let front_ca = front_proxy_ca.write_ca(&path, "front-proxy-ca");
+        write_pair(&path, "proxy-client", &front_proxy_ca.client(PROXY_CN, &[]));
+        write_pair(
+            &path,
+            "serving",
+            &serving_ca.server(&["localhost", "127.0.0.1"]),
+        );
+        std::fs::write(path.join("apiagg-token"), "apiagg-token-1\n").expect("token");
+        std::fs::write(
+            path.join("tokens.csv"),
+            format!("{STATIC_TOKEN},carol,uid-carol,\"static-group\"\n"),
+        )
+        .expect("static tokens");
+
+        let front_ca = front_ca.to_str().expect("utf8");
+        let backend = Sample::start(
+            &[
+                "--group",
+                G,
+                "--version",
+                V,
+                "--name",
+                "secure",
+                "--hostname",
+                "secure.test.svc",
+                "--namespaced",
+                "--requestheader-client-ca-file",
+                front_ca,
+                "--requestheader-allowed-names",
+                PROXY_CN,
+            ],
+            true,
+        );
+        let policy = path.join(POLICY_FILE);
+        let delegate = match authorization {
+            Some((_, rules)) => {
+                std::fs::write(&policy, rules).expect("policy");
+                let policy = policy.to_str().expect("utf8");
+                let mut args = vec!["--authorization-policy", policy];
+                if example.is_some() {
+                    args.push("--cluster");
+                }
+                token_delegate_with(&path, "apiagg-token-1", false, &args)
+            }
+            None => token_delegate(&path, "apiagg-token-1", false),
+        };
+        let authorization =
+            authorization.map_or_else(String::new, |(a, _)| format!("authorization: {a}\n"));
+        let config = match example {
+            Some(text) => deploy_config(text, &delegate.url),
+            None => format!(
+            "tls: {{certFile: serving.crt, keyFile: serving.key}}\n\
+             authentication:\n  anonymous: {anonymous}\n  clientCAFile: client-ca.crt\n  \
+             requestHeader: {{clientCAFile: front-proxy-ca.crt, allowedNames: [{OUTER_PROXY_CN}]}}\n  \
+             tokenFile: tokens.csv\n  tokenReview: true\n{authorization}\
+             proxyClient: {{certFile: proxy-client.crt, keyFile: proxy-client.key}}\n\
+             delegate: {{url: \"{}\", bearerTokenFile: apiagg-token}}\n\
+             services:\n  - {{namespace: test, name: secure, port: 443, endpoints: [\"{}\"]}}\n\
+             apiServices:\n{}",
+            delegate.url,
+            backend.url,
+            apiservice(G, V, "secure", &format!(", caBundle: {}", backend.ca_bundle())),
+        ),
+        };
+        // Access control is what these tests are about: apiagg's secure defaults apply.
+        let gw = Apiagg::start_in_secure(dir, &config, &[]);
+        let cluster = Cluster {
+            gw,
+            backend,
+            delegate,
+            client_ca,
+            front_proxy_ca,
+            serving_ca,
+            dir: path,
+        };
+        cluster.wait_ready().await;
+        cluster
+    }
+
+    /// A raw TLS connection to apiagg (HTTP/1.1 by ALPN) presenting `identity` (cert, key PEM):
+    /// for tests that need one connection of their own (keep-alive, upgrades).
+    pub async fn tls_connect(
+        &self,
+        identity: &(String, String),
+    ) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in CertificateDer::pem_slice_iter(self.serving_ca.cert_pem.as_bytes()) {
+            roots.add(cert.expect("CA")).expect("root");
+        }
+        let chain = CertificateDer::pem_slice_iter(identity.0.as_bytes())
+            .collect::<Result<Vec<_>, _>>()
+            .expect("chain");
+        let key = PrivateKeyDer::from_pem_slice(identity.1.as_bytes()).expect("key");
+        let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+        let mut config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("versions")
+            .with_root_certificates(roots)
+            .with_client_auth_cert(chain, key)
+            .expect("client auth");
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        let tcp = tokio::net::TcpStream::connect(("127.0.0.1", self.gw.port))
+            .await
+            .expect("connect");
+        let name = ServerName::try_from("localhost").expect("name");
+        tokio_rustls::TlsConnector::from(std::sync::Arc::new(config))
+            .connect(name, tcp)
+            .await
+            .expect("TLS handshake")
+    }
+
+    /// `https://127.0.0.1:PORT<path>`.
+    pub fn url(&self, path: &str) -> String {
+        format!("https://127.0.0.1:{}{path}", self.gw.port)
+    }
+
+    /// A client trusting apiagg's serving CA, presenting `identity` (cert, key PEM) if any.
+    pub fn client(&self, identity: Option<&(String, String)>) -> reqwest::Client {
+        let ca = reqwest::Certificate::from_pem(self.serving_ca.cert_pem.as_bytes()).expect("CA");
+        let mut builder = reqwest::Client::builder()
+            .add_root_certificate(ca)
+            .timeout(Duration::from_secs(20));
+        if let Some((cert, key)) = identity {
+            let pem = format!("{cert}{key}");
+            builder = builder.identity(reqwest::Identity::from_pem(pem.as_bytes()).expect("id"));
+        }
+        builder.build().expect("client")
+    }
+
+    /// Waits for `/readyz` (no credentials needed) to answer 200.
+    pub async fn wait_ready(&self) {
+        let client = self.client(None);
+        let ready = crate::eventually(Duration::from_secs(20), || async {
+            let r = client.get(self.url("/readyz")).send().await;
+            r.is_ok_and(|r| r.status() == 200)
+        })
+        .await;
+        assert!(ready, "apiagg never became ready");
+    }
+
+    /// `GET path` with `headers`: the status and the body as JSON (`null` if it is not).
+    pub async fn get(
+        &self,
+        client: &reqwest::Client,
+        path: &str,
+        headers: &[(&str, &str)],
+    ) -> (u16, Value) {
+        let mut req = client.get(self.url(path));
+        for (name, value) in headers {
+            req = req.header(*name, *value);
+        }
+        let resp = req.send().await.unwrap_or_else(|e| panic!("{path}: {e}"));
+        let code = resp.status().as_u16();
+        let text = resp.text().await.unwrap_or_default();
+        (code, serde_json::from_str(&text).unwrap_or(Value::Null))
+    }
+}

@@ -1,0 +1,420 @@
+//! Wire-level helpers: an HTTP/1.1 backend that records the exact bytes it receives and every
+//! request it parses, and an HTTP/2 client over TLS that frames bodies itself (the `h2` crate).
+
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// A request the raw backend parsed.
+#[derive(Debug, Clone)]
+pub struct Seen {
+    /// The method.
+    pub method: String,
+    /// The request target.
+    pub path: String,
+    /// The `x-test-id` header.
+    pub id: Option<String>,
+    /// The body, unframed.
+    pub body: Vec<u8>,
+    /// Which connection it came on (accept order).
+    pub connection: usize,
+}
+
+#[derive(Default)]
+struct Log {
+    requests: Vec<Seen>,
+    /// Bytes that did not parse as a request where one had to start.
+    strays: Vec<String>,
+    /// Every byte received, per connection.
+    raw: Vec<Vec<u8>>,
+}
+
+/// An HTTP/1.1 backend on loopback (keep-alive, `Content-Length` and chunked request bodies)
+/// that answers `GET <gv>` with an empty APIResourceList (so its APIService is available) and
+/// every other request with `<x-test-id> <method> <path> <body>`. Bytes that do not parse as a
+/// request are recorded as strays and answered `400` + close, as a Go server does.
+pub struct RawBackend {
+    /// Its loopback port.
+    pub port: u16,
+    log: Arc<Mutex<Log>>,
+}
+
+impl RawBackend {
+    /// Starts the backend; `gv` is its `/apis/<group>/<version>` path.
+    pub async fn start(gv: &'static str) -> RawBackend {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let log = Arc::new(Mutex::new(Log::default()));
+        let shared = log.clone();
+        tokio::spawn(async move {
+            while let Ok((socket, _)) = listener.accept().await {
+                let connection = {
+                    let mut log = shared.lock().expect("log");
+                    log.raw.push(Vec::new());
+                    log.raw.len() - 1
+                };
+                let conn = Conn {
+                    socket,
+                    buf: Vec::new(),
+                    log: shared.clone(),
+                    connection,
+                };
+                tokio::spawn(conn.serve(gv));
+            }
+        });
+        RawBackend { port, log }
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// The requests parsed so far.
+    pub fn requests(&self) -> Vec<Seen> {
+        self.log.lock().expect("log").requests.clone()
+    }
+
+    /// The requests carrying `x-test-id: id`.
+    pub fn with_id(&self, id: &str) -> Vec<Seen> {
+        let log = self.log.lock().expect("log");
+        let seen = log.requests.iter().filter(|s| s.id.as_deref() == Some(id));
+        seen.cloned().collect()
+    }
+
+    /// Bytes that were not a request (a second chunked terminator, say).
+    pub fn strays(&self) -> Vec<String> {
+        self.log.lock().expect("log").strays.clone()
+    }
+
+    /// How many connections were accepted.
+    pub fn connections(&self) -> usize {
+        self.log.lock().expect("log").raw.len()
+    }
+
+    /// Every byte received on all connections (lossy text).
+    pub fn raw(&self) -> String {
+        let log = self.log.lock().expect("log");
+        let all: Vec<String> = log
+            .raw
+            .iter()
+            .map(|r| String::from_utf8_lossy(r).into_owned())
+            .collect();
+        all.join("\n----\n")
+    }
+}
+
+/// One accepted connection of the raw backend.
+struct Conn {
+    socket: TcpStream,
+    buf: Vec<u8>,
+    log: Arc<Mutex<Log>>,
+    connection: usize,
+}
+
+impl Conn {
+    /// Reads more bytes into the buffer; false at the end of the stream.
+    async fn fill(&mut self) -> bool {
+        let mut chunk = [0u8; 8192];
+        match self.socket.read(&mut chunk).await {
+            Ok(0) | Err(_) => false,
+            Ok(n) => {
+                self.buf.extend_from_slice(&chunk[..n]);
+                let mut log = self.log.lock().expect("log");
+                log.raw[self.connection].extend_from_slice(&chunk[..n]);
+                true
+            }
+        }
+    }
+
+    /// Takes `n` bytes from the buffer, reading more as needed.
+    async fn take(&mut self, n: usize) -> Option<Vec<u8>> {
+        while self.buf.len() < n {
+            if !self.fill().await {
+                return None;
+            }
+        }
+        Some(self.buf.drain(..n).collect())
+    }
+
+    /// Takes one CRLF-terminated line (without the CRLF).
+    async fn line(&mut self) -> Option<Vec<u8>> {
+        loop {
+            if let Some(i) = self.buf.windows(2).position(|w| w == b"\r\n") {
+                let line = self.buf.drain(..i + 2).take(i).collect();
+                return Some(line);
+            }
+            if !self.fill().await {
+                return None;
+            }
+        }
+    }
+
+    async fn serve(mut self, gv: &'static str) {
+        loop {
+            if self.buf.is_empty() && !self.fill().await {
+                return;
+            }
+            // The head: method, path, x-test-id, framing.
+            let parsed = loop {
+                let mut headers = [httparse::EMPTY_HEADER; 64];
+                let mut req = httparse::Request::new(&mut headers);
+                match req.parse(&self.buf) {
+                    Ok(httparse::Status::Complete(end)) => {
+                        let header = |name: &str| {
+                            req.headers
+                                .iter()
+                                .find(|h| h.name.eq_ignore_ascii_case(name))
+                                .map(|h| String::from_utf8_lossy(h.value).into_owned())
+                        };
+                        let chunked = header("transfer-encoding")
+                            .is_some_and(|v| v.eq_ignore_ascii_case("chunked"));
+                        let length: usize = header("content-length")
+                            .and_then(|v| v.parse().ok())
+                            .unwrap_or(0);
+                        let head = (
+                            req.method.unwrap_or("").to_string(),
+                            req.path.unwrap_or("").to_string(),
+                            header("x-test-id"),
+                            chunked,
+                            length,
+                        );
+                        self.buf.drain(..end);
+                        break Some(head);
+                    }
+                    Ok(httparse::Status::Partial) => {
+                        if !self.fill().await {
+                            break None;
+                        }
+                    }
+                    Err(_) => break None,
+                }
+            };
+            let Some((method, path, id, chunked, length)) = parsed else {
+                let stray = String::from_utf8_lossy(&self.buf).into_owned();
+                self.log.lock().expect("log").strays.push(stray);
+                let _ = self
+                    .socket
+                    .write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 5\r\nConnection: close\r\n\r\nstray")
+                    .await;
+                return;
+            };
+            let body = if chunked {
+                self.chunked().await
+            } else {
+                self.take(length).await
+            };
+            let Some(body) = body else { return };
+            let answer = if path == gv && method == "GET" {
+                format!(
+                    "{{\"kind\":\"APIResourceList\",\"apiVersion\":\"v1\",\"groupVersion\":\"{}\",\"resources\":[]}}",
+                    gv.trim_start_matches("/apis/")
+                )
+            } else {
+                let id = id.clone().unwrap_or_default();
+                format!("{id} {method} {path} {}", String::from_utf8_lossy(&body))
+            };
+            let code = if path.starts_with("/openapi") {
+                "404 Not Found"
+            } else {
+                "200 OK"
+            };
+            self.log.lock().expect("log").requests.push(Seen {
+                method,
+                path,
+                id,
+                body,
+                connection: self.connection,
+            });
+            let response = format!(
+                "HTTP/1.1 {code}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{answer}",
+                answer.len()
+            );
+            if self.socket.write_all(response.as_bytes()).await.is_err() {
+                return;
+            }
+        }
+    }
+
+    /// A chunked body (trailers skipped); `None` when the connection ends or it is malformed.
+    async fn chunked(&mut self) -> Option<Vec<u8>> {
+        let mut body = Vec::new();
+        loop {
+            let line = self.line().await?;
+            let size = String::from_utf8_lossy(&line);
+            let size = size.split(';').next().unwrap_or("").trim();
+            let size = usize::from_str_radix(size, 16).ok()?;
+            if size == 0 {
+                while !self.line().await?.is_empty() {}
+                return Some(body);
+            }
+            body.extend(self.take(size).await?);
+            if self.take(2).await? != b"\r\n" {
+                return None;
+            }
+        }
+    }
+}
+
+/// An HTTP/2 connection over TLS to `127.0.0.1:port`, trusting `ca_pem`.
+pub async fn h2_connect(port: u16, ca_pem: &str) -> h2::client::SendRequest<Bytes> {
+    let mut roots = rustls::RootCertStore::empty();
+    let ca = CertificateDer::from_pem_slice(ca_pem.as_bytes()).expect("CA PEM");
+    roots.add(ca).expect("CA");
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("TLS versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    let tcp = TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("connect");
+    let name = ServerName::try_from("127.0.0.1").expect("name");
+    let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(name, tcp)
+        .await
+        .expect("TLS handshake");
+    let (send, connection) = h2::client::handshake(tls).await.expect("h2 handshake");
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    send
+}
+
+/// Sends one request on `h2`: `headers`, then `body` in one DATA frame (when not empty), then
+/// an empty DATA frame with END_STREAM (what `curl -T -` sends). Returns the status code and
+/// body, or the error (a reset stream).
+pub async fn h2_request(
+    h2: &h2::client::SendRequest<Bytes>,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Result<(u16, String), h2::Error> {
+    let mut builder = http::Request::builder()
+        .method(method)
+        .uri(format!("https://127.0.0.1{path}"));
+    for (name, value) in headers {
+        builder = builder.header(*name, *value);
+    }
+    let request = builder.body(()).expect("request");
+    let mut send = h2.clone().ready().await?;
+    let (response, mut stream) = send.send_request(request, false)?;
+    if !body.is_empty() {
+        stream.send_data(Bytes::copy_from_slice(body), false)?;
+    }
+    stream.send_data(Bytes::new(), true)?;
+    let response = response.await?;
+    let code = response.status().as_u16();
+    let mut received = response.into_body();
+    let mut text = Vec::new();
+    while let Some(data) = received.data().await {
+        let data = data?;
+        let _ = received.flow_control().release_capacity(data.len());
+        text.extend_from_slice(&data);
+    }
+    Ok((code, String::from_utf8_lossy(&text).into_owned()))
+}
+
+/// Starts apiagg serving TLS (HTTP/1.1 and HTTP/2) with a certificate for 127.0.0.1 from a fresh
+/// CA, with `config` after the `tls:` line; waits until `/readyz` answers. Returns it and the
+/// CA's PEM.
+pub async fn tls_apiagg(config: &str) -> (crate::Apiagg, String) {
+    tls_apiagg_with(config, &[]).await
+}
+
+/// [`tls_apiagg`] with extra command-line arguments.
+pub async fn tls_apiagg_with(config: &str, extra: &[&str]) -> (crate::Apiagg, String) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ca = crate::pki::Ca::new("apiagg-serving-ca");
+    crate::pki::write_pair(dir.path(), "serving", &ca.server(&["127.0.0.1"]));
+    let config = format!("tls: {{certFile: serving.crt, keyFile: serving.key}}\n{config}");
+    let gw = crate::Apiagg::start_in(dir, &config, extra, &[]);
+    let client = https_client(&ca.cert_pem);
+    let url = format!("https://127.0.0.1:{}/readyz", gw.port);
+    let ready = crate::eventually(std::time::Duration::from_secs(20), || async {
+        client
+            .get(&url)
+            .send()
+            .await
+            .is_ok_and(|r| r.status() == 200)
+    })
+    .await;
+    assert!(ready, "apiagg never became ready over TLS");
+    (gw, ca.cert_pem)
+}
+
+/// An HTTP/1.1 client trusting `ca_pem`.
+pub fn https_client(ca_pem: &str) -> reqwest::Client {
+    let ca = reqwest::Certificate::from_pem(ca_pem.as_bytes()).expect("CA PEM");
+    reqwest::Client::builder()
+        .add_root_certificate(ca)
+        .http1_only()
+        .timeout(std::time::Duration::from_secs(30))
+        .build()
+        .expect("client")
+}
+
+/// Sends `bytes` over a fresh TLS connection (HTTP/1.1) and returns the status code of the
+/// answer (0 when it closed without one) and the answer's head and body as far as read: up to
+/// the end of the body when it has a `Content-Length`, else until the connection closes.
+pub async fn raw_tls(port: u16, ca_pem: &str, bytes: &[u8]) -> (u16, String) {
+    let mut roots = rustls::RootCertStore::empty();
+    let ca = CertificateDer::from_pem_slice(ca_pem.as_bytes()).expect("CA PEM");
+    roots.add(ca).expect("CA");
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("TLS versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let tcp = TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("connect");
+    let name = ServerName::try_from("127.0.0.1").expect("name");
+    let mut tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(name, tcp)
+        .await
+        .expect("TLS handshake");
+    let _ = tls.write_all(bytes).await;
+    let mut answer = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        let complete = answer
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .and_then(|end| {
+                let head = String::from_utf8_lossy(&answer[..end]).to_ascii_lowercase();
+                let length = head
+                    .lines()
+                    .find_map(|l| l.strip_prefix("content-length:"))
+                    .and_then(|v| v.trim().parse::<usize>().ok())?;
+                Some(answer.len() >= end + 4 + length)
+            });
+        if complete == Some(true) {
+            break;
+        }
+        match tls.read(&mut chunk).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => answer.extend_from_slice(&chunk[..n]),
+        }
+    }
+    status_of(&answer)
+}
+
+/// The status code of a raw HTTP/1.1 answer (0 when there is none) and the answer as text.
+pub fn status_of(answer: &[u8]) -> (u16, String) {
+    let text = String::from_utf8_lossy(answer).into_owned();
+    let code = text
+        .strip_prefix("HTTP/1.1 ")
+        .and_then(|t| t.get(..3))
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (code, text)
+}

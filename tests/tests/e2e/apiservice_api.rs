@@ -1,0 +1,301 @@
+//! The APIService API: kubectl registers, changes and removes backends; watches see every change
+//! in order and resume; registrations survive a restart; invalid objects and the config file's
+//! APIServices are refused with the upstream reasons.
+
+use std::process::Command;
+use std::time::Duration;
+
+use apiagg_tests::api::{object, send};
+use apiagg_tests::{client, eventually, json_of, kube_delegate, sample, status_code, Apiagg, G, V};
+use serde_json::json;
+
+const API: &str = "/apis/apiregistration.k8s.io/v1/apiservices";
+
+fn manifest(version_priority: u32) -> String {
+    format!(
+        "apiVersion: apiregistration.k8s.io/v1\nkind: APIService\nmetadata:\n  name: {V}.{G}\n\
+         spec:\n  group: {G}\n  version: {V}\n  groupPriorityMinimum: 1000\n  versionPriority: {version_priority}\n\
+         \x20 service: {{namespace: test, name: wardle}}\n"
+    )
+}
+
+/// kubectl against apiagg on `port`; `kubectl edit` raises versionPriority 15 to 16.
+fn kubectl(binary: &str, port: u16, args: &[&str]) -> String {
+    let mut command = Command::new(binary);
+    command
+        .args(["--server", &format!("http://127.0.0.1:{port}")])
+        .env(
+            "EDITOR",
+            "sed -i s/versionPriority:\\ 15/versionPriority:\\ 16/",
+        );
+    apiagg_tests::kubectl_ok(command, args)
+}
+
+/// apiagg with a delegate (discovery and OpenAPI for kubectl) and the wardle backend known as
+/// `test/wardle`, nothing registered.
+fn gateway() -> (Apiagg, apiagg_tests::Sample, apiagg_tests::Sample) {
+    let backend = sample(G, "wardle", false);
+    let delegate = kube_delegate(true, &[]);
+    let config = format!(
+        "delegate: {{url: \"{}\"}}\nservices:\n{}",
+        delegate.url,
+        apiagg_tests::service("wardle", &backend.url)
+    );
+    (Apiagg::start(&config, &[]), backend, delegate)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_registers_changes_and_removes_a_backend() {
+    let (gw, _backend, _delegate) = gateway();
+    gw.wait_ready().await;
+    let port = gw.port;
+    let flunders = gw.url(&format!("/apis/{G}/{V}/flunders"));
+    assert_eq!(status_code(&flunders).await, 404);
+
+    let file = gw.dir.path().join("wardle.yaml");
+    std::fs::write(&file, manifest(15)).expect("manifest");
+    let file = file.to_str().expect("utf8");
+    let bin = "kubectl";
+    assert!(kubectl(bin, port, &["apply", "-f", file]).contains("created"));
+    kubectl(
+        bin,
+        port,
+        &[
+            "wait",
+            "--for=condition=Available",
+            &format!("apiservice/{V}.{G}"),
+            "--timeout=20s",
+        ],
+    );
+    assert_eq!(status_code(&flunders).await, 200);
+    assert!(kubectl(bin, port, &["api-resources"]).contains("flunders"));
+    let table = kubectl(bin, port, &["get", "apiservices"]);
+    let row = table
+        .lines()
+        .find(|l| l.starts_with(&format!("{V}.{G} ")))
+        .unwrap_or_else(|| panic!("no row: {table}"));
+    assert!(row.contains("test/wardle") && row.contains("True"), "{row}");
+    assert!(
+        table.starts_with("NAME") && table.contains("AVAILABLE"),
+        "{table}"
+    );
+
+    assert!(kubectl(bin, port, &["apply", "-f", file]).contains("unchanged"));
+    assert!(
+        kubectl(bin, port, &["apply", "--server-side", "-f", file]).contains("serverside-applied")
+    );
+    kubectl(bin, port, &["edit", &format!("apiservice/{V}.{G}")]);
+    let name = format!("{V}.{G}");
+    let got = kubectl(
+        bin,
+        port,
+        &[
+            "get",
+            "apiservice",
+            &name,
+            "-o",
+            "jsonpath={.spec.versionPriority}",
+        ],
+    );
+    assert_eq!(got, "16");
+    kubectl(
+        bin,
+        port,
+        &[
+            "patch",
+            "apiservice",
+            &name,
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"versionPriority":20}}"#,
+        ],
+    );
+    let yaml = kubectl(bin, port, &["get", "apiservice", &name, "-o", "yaml"]);
+    assert!(
+        yaml.contains("versionPriority: 20") && yaml.contains("generation: 3"),
+        "{yaml}"
+    );
+    // kubectl 1.27 reads them too.
+    let old = kubectl(
+        apiagg_tests::KUBECTL_127_BIN,
+        port,
+        &["get", "apiservices", &name],
+    );
+    assert!(old.contains(&name), "{old}");
+
+    assert!(kubectl(bin, port, &["delete", "apiservice", &name]).contains("deleted"));
+    let gone = eventually(Duration::from_secs(5), || async {
+        status_code(&flunders).await == 404
+    })
+    .await;
+    assert!(gone, "the backend still answers after the delete");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_shared_manifests_apply_as_they_are() {
+    let (gw, _backend, _delegate) = gateway();
+    gw.wait_ready().await;
+    let dir = apiagg_tests::fixtures().join("apiservices");
+    let mut names = Vec::new();
+    for file in [
+        "sample-apiserver-wardle.yaml",
+        "metrics-server-v0.8.1.yaml",
+        "prometheus-adapter-v0.12.0-metrics.yaml",
+        "prometheus-adapter-v0.10.0-custom-external-metrics.yaml",
+        "keda-v2.20.2-external-metrics.yaml",
+    ] {
+        let path = dir.join(file);
+        let out = kubectl(
+            "kubectl",
+            gw.port,
+            &["apply", "-f", path.to_str().expect("utf8")],
+        );
+        for line in out.lines() {
+            names.push(line.split_whitespace().next().unwrap_or("").to_string());
+        }
+    }
+    let table = kubectl("kubectl", gw.port, &["get", "apiservices", "-o", "name"]);
+    for name in &names {
+        assert!(table.contains(name.as_str()), "{name} missing: {table}");
+    }
+    assert!(table.contains("v1beta2.custom.metrics.k8s.io"), "{table}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_client_lists_and_creates() {
+    let gw = Apiagg::start("", &[]);
+    gw.wait_ready().await;
+    let script = r#"
+import sys
+from kubernetes import client
+configuration = client.Configuration()
+configuration.host = sys.argv[1]
+api = client.ApiregistrationV1Api(client.ApiClient(configuration))
+body = client.V1APIService(
+    metadata=client.V1ObjectMeta(name="v1.python.example.com"),
+    spec=client.V1APIServiceSpec(group="python.example.com", version="v1",
+        group_priority_minimum=100, version_priority=10,
+        service=client.ApiregistrationV1ServiceReference(namespace="test", name="py")))
+created = api.create_api_service(body)
+print("created", created.metadata.name, created.spec.service.port)
+for item in api.list_api_service().items:
+    print("listed", item.metadata.name)
+"#;
+    let out = Command::new("python3")
+        .args(["-c", script, &gw.url("")])
+        .output()
+        .expect("python3");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}\n{stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("created v1.python.example.com 443"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("listed v1.python.example.com"), "{stdout}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn finalizers_hold_a_delete_until_they_are_removed() {
+    let gw = Apiagg::start("", &[]);
+    gw.wait_ready().await;
+    let api = gw.url(API);
+    let mut body = object("v1.held.io", "held.io");
+    body["metadata"]["finalizers"] = json!(["example.com/cleanup"]);
+    let (code, _) = send(
+        reqwest::Method::POST,
+        &api,
+        Some(("application/json", body)),
+    )
+    .await;
+    assert_eq!(code, 201);
+    let one = format!("{api}/v1.held.io");
+    let (code, marked) = send(reqwest::Method::DELETE, &one, None).await;
+    assert_eq!(code, 200);
+    assert!(
+        marked["metadata"]["deletionTimestamp"].is_string(),
+        "{marked}"
+    );
+    assert_eq!(
+        status_code(&one).await,
+        200,
+        "deleted despite its finalizer"
+    );
+    let release = json!({"metadata": {"finalizers": null}});
+    let (code, _) = send(
+        reqwest::Method::PATCH,
+        &one,
+        Some(("application/merge-patch+json", release)),
+    )
+    .await;
+    assert_eq!(code, 200);
+    assert_eq!(
+        status_code(&one).await,
+        404,
+        "still there after its last finalizer went"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_delegate_kubectl_validates_and_explains_against_apiaggs_own_openapi() {
+    let gw = Apiagg::start("", &[]);
+    gw.wait_ready().await;
+    let file = apiagg_tests::fixtures().join("apiservices/keda-v2.20.2-external-metrics.yaml");
+    let file = file.to_str().expect("utf8");
+    assert!(kubectl("kubectl", gw.port, &["apply", "-f", file]).contains("created"));
+    assert!(kubectl("kubectl", gw.port, &["apply", "-f", file]).contains("unchanged"));
+    // kubectl asks the server to validate strictly: a misspelt field is refused, naming it.
+    let typo = gw.dir.path().join("typo.yaml");
+    let text = std::fs::read_to_string(file)
+        .expect("manifest")
+        .replace("versionPriority", "versionPriorty");
+    std::fs::write(&typo, text).expect("typo manifest");
+    let out = Command::new("kubectl")
+        .args([
+            "--server",
+            &format!("http://127.0.0.1:{}", gw.port),
+            "apply",
+            "-f",
+        ])
+        .arg(&typo)
+        .output()
+        .expect("kubectl");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "a misspelt field was accepted");
+    assert!(
+        stderr.contains("unknown field \"spec.versionPriorty\""),
+        "{stderr}"
+    );
+    let explained = kubectl("kubectl", gw.port, &["explain", "apiservices.spec.service"]);
+    assert!(
+        explained.contains("KIND:       APIService") && explained.contains("port"),
+        "{explained}"
+    );
+    let index = json_of(
+        client()
+            .get(gw.url("/openapi/v3"))
+            .send()
+            .await
+            .expect("index"),
+    )
+    .await;
+    assert!(
+        index["paths"]["apis/apiregistration.k8s.io/v1"].is_object(),
+        "{index}"
+    );
+    let v2 = json_of(
+        client()
+            .get(gw.url("/openapi/v2"))
+            .send()
+            .await
+            .expect("v2"),
+    )
+    .await;
+    assert!(
+        v2["definitions"]["io.k8s.kube-aggregator.pkg.apis.apiregistration.v1.APIService"]
+            .is_object()
+    );
+}

@@ -1,0 +1,342 @@
+//! Authorization (`authorization.mode: Webhook`): every request but health and `/version` is
+//! authorized by a SubjectAccessReview at the delegate, which answers from a policy file the way
+//! RBAC does; refusals are kube-apiserver's 403 Status; decisions are cached for the configured
+//! TTLs; caller-sent impersonation is authorized first, then honoured.
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use apiagg_tests::trust::{Cluster, POLICY_FILE, STATIC_TOKEN};
+use apiagg_tests::{G, V};
+use base64::Engine;
+use serde_json::{json, Value};
+
+/// Where apiagg posts its reviews (the delegate counts requests by path).
+const REVIEWS: &str = "/apis/authorization.k8s.io/v1/subjectaccessreviews";
+
+/// alice may do anything in the sample group, read discovery and metrics, and impersonate dave
+/// (and the group ops); bob may only read discovery; dave may read `whoami` on the backend and
+/// the delegate; eve and carol may do nothing.
+const POLICY: &str = r#"{"rules": [
+    {"users": ["alice"], "verbs": ["*"], "apiGroups": ["wardle.example.com"], "resources": ["*"]},
+    {"users": ["alice"], "verbs": ["get"], "nonResourceURLs": ["/metrics", "/debug/*"]},
+    {"users": ["alice"], "verbs": ["impersonate"], "resources": ["users"], "resourceNames": ["dave"]},
+    {"users": ["alice"], "verbs": ["impersonate"], "resources": ["groups"], "resourceNames": ["ops"]},
+    {"groups": ["discoverers"], "verbs": ["get"],
+     "nonResourceURLs": ["/api", "/api/*", "/apis", "/apis/*", "/openapi/*"]},
+    {"users": ["dave"], "verbs": ["get", "list"], "apiGroups": ["wardle.example.com"], "resources": ["whoami"]},
+    {"users": ["dave"], "verbs": ["get"], "nonResourceURLs": ["/debug/whoami"]}
+]}"#;
+
+async fn cluster(authorization: &str) -> Cluster {
+    Cluster::start_authorizing(true, authorization, POLICY).await
+}
+
+/// A client with a certificate of the callers' CA for `user` in `group` (if any).
+fn caller(c: &Cluster, user: &str, group: Option<&str>) -> reqwest::Client {
+    let groups: Vec<&str> = group.into_iter().collect();
+    c.client(Some(&c.client_ca.client(user, &groups)))
+}
+
+async fn reviews(c: &Cluster) -> u64 {
+    c.delegate.requests(REVIEWS).await
+}
+
+fn whoami() -> String {
+    format!("/apis/{G}/{V}/whoami")
+}
+
+/// Asserts a 403 Status with `message` and `details`.
+fn assert_forbidden((code, status): &(u16, Value), message: &str, details: Value) {
+    assert_eq!(*code, 403, "{status}");
+    assert_eq!(status["kind"], "Status", "{status}");
+    assert_eq!(status["reason"], "Forbidden", "{status}");
+    assert_eq!(status["code"], 403, "{status}");
+    assert_eq!(status["message"], message, "{status}");
+    assert_eq!(status["details"], details, "{status}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn denied_callers_get_kube_apiservers_403_and_allowed_ones_reach_the_backend() {
+    let c = cluster("{mode: Webhook}").await;
+    let (alice, bob, eve) = (
+        caller(&c, "alice", Some("discoverers")),
+        caller(&c, "bob", Some("discoverers")),
+        caller(&c, "eve", None),
+    );
+
+    // A resource request, namespaced and by name.
+    let list = format!("/apis/{G}/{V}/namespaces/default/flunders");
+    assert_forbidden(
+        &c.get(&bob, &list, &[]).await,
+        &format!(
+            "flunders.{G} is forbidden: User \"bob\" cannot list resource \"flunders\" in API \
+             group \"{G}\" in the namespace \"default\""
+        ),
+        json!({"group": G, "kind": "flunders"}),
+    );
+    assert_forbidden(
+        &c.get(&bob, &format!("{list}/x"), &[]).await,
+        &format!(
+            "flunders.{G} \"x\" is forbidden: User \"bob\" cannot get resource \"flunders\" in \
+             API group \"{G}\" in the namespace \"default\""
+        ),
+        json!({"name": "x", "group": G, "kind": "flunders"}),
+    );
+    // Non-resource requests: metrics and discovery.
+    assert_forbidden(
+        &c.get(&bob, "/metrics", &[]).await,
+        "forbidden: User \"bob\" cannot get path \"/metrics\"",
+        json!({}),
+    );
+    assert_forbidden(
+        &c.get(&eve, "/apis", &[]).await,
+        "forbidden: User \"eve\" cannot get path \"/apis\"",
+        json!({}),
+    );
+    assert_forbidden(
+        &c.get(&eve, &format!("/apis/{G}"), &[]).await,
+        &format!("forbidden: User \"eve\" cannot get path \"/apis/{G}\""),
+        json!({}),
+    );
+    // An anonymous caller is authorized as system:anonymous.
+    let anonymous = c.client(None);
+    assert_forbidden(
+        &c.get(&anonymous, "/api", &[]).await,
+        "forbidden: User \"system:anonymous\" cannot get path \"/api\"",
+        json!({}),
+    );
+    // Discovery is allowed to bob; the backend, metrics and the delegate to alice.
+    assert_eq!(c.get(&bob, "/apis", &[]).await.0, 200);
+    let (code, seen) = c.get(&alice, &whoami(), &[]).await;
+    assert_eq!((code, &seen["user"]), (200, &json!("alice")), "{seen}");
+    assert_eq!(c.get(&alice, "/metrics", &[]).await.0, 200);
+    let (code, seen) = c.get(&alice, "/debug/whoami", &[]).await;
+    assert_eq!((code, &seen["user"]), (200, &json!("alice")), "{seen}");
+    let (code, _) = c.get(&alice, &list, &[]).await;
+    assert_eq!(code, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_review_per_decision_within_its_ttl() {
+    let c = cluster("{mode: Webhook, cacheAuthorizedTTL: 3s, cacheUnauthorizedTTL: 3s}").await;
+    let (alice, eve) = (
+        caller(&c, "alice", Some("discoverers")),
+        caller(&c, "eve", None),
+    );
+    let before = reviews(&c).await;
+    for _ in 0..20 {
+        assert_eq!(c.get(&alice, &whoami(), &[]).await.0, 200);
+    }
+    assert_eq!(reviews(&c).await, before + 1, "allowed: one review");
+    for _ in 0..20 {
+        assert_eq!(c.get(&eve, &whoami(), &[]).await.0, 403);
+    }
+    assert_eq!(reviews(&c).await, before + 2, "denied: one review");
+    // Another request of the same caller is another decision.
+    assert_eq!(c.get(&alice, "/metrics", &[]).await.0, 200);
+    assert_eq!(reviews(&c).await, before + 3);
+
+    // Past the TTLs both are asked again.
+    tokio::time::sleep(Duration::from_millis(3_300)).await;
+    assert_eq!(c.get(&alice, &whoami(), &[]).await.0, 200);
+    assert_eq!(c.get(&eve, &whoami(), &[]).await.0, 403);
+    assert_eq!(reviews(&c).await, before + 5, "a new review after the TTL");
+
+    // Cache hits and misses are counted.
+    let (code, _) = c.get(&alice, "/metrics", &[]).await;
+    assert_eq!(code, 200);
+    let text = alice
+        .get(c.url("/metrics"))
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    let series = |decision: &str, cache: &str| -> f64 {
+        text.lines()
+            .filter(|l| l.starts_with("apiagg_authorization_decisions_total{"))
+            .find(|l| {
+                l.contains(&format!("decision=\"{decision}\""))
+                    && l.contains(&format!("cache=\"{cache}\""))
+            })
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {decision}/{cache} series in {text}"))
+    };
+    assert!(series("allowed", "hit") >= 20.0, "{text}");
+    assert!(series("denied", "hit") >= 19.0, "{text}");
+    assert_eq!(series("denied", "miss"), 2.0, "{text}");
+    assert_eq!(series("error", "miss"), 0.0, "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delegate_that_cannot_decide_is_a_500_that_is_not_remembered() {
+    let c = cluster("{mode: Webhook}").await;
+    let alice = caller(&c, "alice", Some("discoverers"));
+    let policy = c.dir.join(POLICY_FILE);
+    std::fs::write(&policy, "{not json").expect("break the policy");
+    let (code, status) = c.get(&alice, &whoami(), &[]).await;
+    assert_eq!(code, 500, "{status}");
+    assert_eq!(status["reason"], "InternalError", "{status}");
+    let message = status["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with(&format!("Internal Server Error: \"{}\": ", whoami()))
+            && message.contains("500"),
+        "{status}"
+    );
+    std::fs::write(&policy, POLICY).expect("restore the policy");
+    let (code, seen) = c.get(&alice, &whoami(), &[]).await;
+    assert_eq!((code, &seen["user"]), (200, &json!("alice")), "{seen}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn impersonation_is_authorized_before_it_is_honoured() {
+    let c = cluster("{mode: Webhook}").await;
+    let alice = caller(&c, "alice", Some("discoverers"));
+    let carol = c.client(None);
+    let carol_token = format!("Bearer {STATIC_TOKEN}");
+
+    // Without the right: upstream's 403 for the impersonation itself.
+    assert_forbidden(
+        &c.get(
+            &carol,
+            &whoami(),
+            &[
+                ("Authorization", &carol_token),
+                ("Impersonate-User", "dave"),
+            ],
+        )
+        .await,
+        "users \"dave\" is forbidden: User \"carol\" cannot impersonate resource \"users\" in \
+         API group \"\" at the cluster scope",
+        json!({"name": "dave", "kind": "users"}),
+    );
+    assert_forbidden(
+        &c.get(
+            &alice,
+            &whoami(),
+            &[
+                ("Impersonate-User", "dave"),
+                ("Impersonate-Group", "admins"),
+            ],
+        )
+        .await,
+        "groups \"admins\" is forbidden: User \"alice\" cannot impersonate resource \"groups\" \
+         in API group \"\" at the cluster scope",
+        json!({"name": "admins", "kind": "groups"}),
+    );
+    assert_forbidden(
+        &c.get(
+            &alice,
+            &whoami(),
+            &[("Impersonate-User", "system:serviceaccount:ns:builder")],
+        )
+        .await,
+        "serviceaccounts \"builder\" is forbidden: User \"alice\" cannot impersonate resource \
+         \"serviceaccounts\" in API group \"\" in the namespace \"ns\"",
+        json!({"name": "builder", "kind": "serviceaccounts"}),
+    );
+
+    // With it: the backend and the delegate see dave; the request is authorized as dave.
+    let as_dave = [("Impersonate-User", "dave"), ("Impersonate-Group", "ops")];
+    let (code, seen) = c.get(&alice, &whoami(), &as_dave).await;
+    assert_eq!(code, 200, "{seen}");
+    assert_eq!(seen["user"], "dave", "{seen}");
+    assert_eq!(
+        seen["groups"],
+        json!(["ops", "system:authenticated"]),
+        "{seen}"
+    );
+    let (code, seen) = c.get(&alice, "/debug/whoami", &as_dave).await;
+    assert_eq!(code, 200, "{seen}");
+    assert_eq!(
+        (&seen["user"], &seen["impersonatedBy"]),
+        (&json!("dave"), &json!(apiagg_tests::trust::APIAGG_USER)),
+        "{seen}"
+    );
+    // dave may not list flunders, although alice may.
+    let list = format!("/apis/{G}/{V}/namespaces/default/flunders");
+    assert_eq!(c.get(&alice, &list, &[]).await.0, 200);
+    assert_forbidden(
+        &c.get(&alice, &list, &as_dave).await,
+        &format!(
+            "flunders.{G} is forbidden: User \"dave\" cannot list resource \"flunders\" in API \
+             group \"{G}\" in the namespace \"default\""
+        ),
+        json!({"group": G, "kind": "flunders"}),
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_and_version_are_open_without_a_review() {
+    let c = cluster("{mode: Webhook}").await;
+    let anonymous = c.client(None);
+    let before = reviews(&c).await;
+    for path in [
+        "/livez",
+        "/readyz",
+        "/healthz",
+        "/livez/ping",
+        "/readyz/ping",
+        "/version",
+    ] {
+        let (code, body) = c.get(&anonymous, path, &[]).await;
+        assert_eq!(code, 200, "{path}: {body}");
+    }
+    let (_, version) = c.get(&anonymous, "/version", &[]).await;
+    assert_eq!(version["major"], "1", "{version}");
+    assert_eq!(
+        reviews(&c).await,
+        before,
+        "health and version were reviewed"
+    );
+}
+
+/// A kubeconfig for apiagg with a client certificate.
+fn kubeconfig(c: &Cluster, name: &str, pair: &(String, String)) -> std::path::PathBuf {
+    let b64 = |text: &str| base64::engine::general_purpose::STANDARD.encode(text);
+    let text = format!(
+        "apiVersion: v1\nkind: Config\ncurrent-context: apiagg\n\
+         clusters:\n- name: apiagg\n  cluster: {{server: \"{}\", certificate-authority-data: {}}}\n\
+         users:\n- name: u\n  user: {{client-certificate-data: {}, client-key-data: {}}}\n\
+         contexts:\n- name: apiagg\n  context: {{cluster: apiagg, user: u, namespace: default}}\n",
+        c.url(""),
+        b64(&c.serving_ca.cert_pem),
+        b64(&pair.0),
+        b64(&pair.1),
+    );
+    let path = c.dir.join(name);
+    std::fs::write(&path, text).expect("kubeconfig");
+    path
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_prints_the_forbidden_error() {
+    let c = cluster("{mode: Webhook}").await;
+    let bob = kubeconfig(
+        &c,
+        "bob.kubeconfig",
+        &c.client_ca.client("bob", &["discoverers"]),
+    );
+    let mut command = Command::new("kubectl");
+    command.arg("--kubeconfig").arg(&bob).stdin(Stdio::null());
+    let (ok, stdout, stderr) = apiagg_tests::kubectl_output(command, &["get", "flunders"]);
+    assert!(!ok, "{stdout}");
+    let expected = format!(
+        "Error from server (Forbidden): flunders.{G} is forbidden: User \"bob\" cannot list \
+         resource \"flunders\" in API group \"{G}\" in the namespace \"default\""
+    );
+    assert!(stderr.contains(&expected), "{stderr}");
+
+    let alice = kubeconfig(
+        &c,
+        "alice.kubeconfig",
+        &c.client_ca.client("alice", &["discoverers"]),
+    );
+    let mut command = Command::new("kubectl");
+    command.arg("--kubeconfig").arg(&alice);
+    let listed = apiagg_tests::kubectl_ok(command, &["get", "flunders", "-o", "name"]);
+    assert!(!listed.contains("Forbidden"), "{listed}");
+}

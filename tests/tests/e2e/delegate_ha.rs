@@ -1,0 +1,125 @@
+//! A delegate with several endpoints (an HA control plane): requests spread over the healthy
+//! API servers, a dead one is ejected like any backend and gets no traffic, and it is used again
+//! once it is back.
+
+use std::time::Duration;
+
+use apiagg_tests::*;
+
+/// A kube-apiserver stand-in named `name` (its answers carry `X-Sample-Server: name`).
+fn apiserver(name: &str, listen: &str) -> Sample {
+    let kube = fixtures().join("kubernetes/discovery");
+    Sample::start(
+        &[
+            "--listen",
+            listen,
+            "--fixtures",
+            kube.to_str().expect("utf8"),
+            "--group",
+            "apps",
+            "--version",
+            "v1",
+            "--resource",
+            "deployments",
+            "--kind",
+            "Deployment",
+            "--name",
+            name,
+        ],
+        false,
+    )
+}
+
+/// Which API servers answered `n` requests in a row (`failed` when one did not answer 200).
+async fn answered(gw: &Apiagg, n: usize) -> Vec<String> {
+    let c = client();
+    let mut seen = Vec::new();
+    for _ in 0..n {
+        let name = match c.get(gw.url("/apis/apps/v1/deployments")).send().await {
+            Ok(r) if r.status() == 200 => r.headers()["x-sample-server"]
+                .to_str()
+                .unwrap_or("")
+                .to_string(),
+            _ => "failed".to_string(),
+        };
+        if !seen.contains(&name) {
+            seen.push(name);
+        }
+    }
+    seen.sort();
+    seen
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_spread_over_healthy_apiservers_and_avoid_a_dead_one() {
+    let a = apiserver("apiserver-a", "127.0.0.1:0");
+    let mut b = Some(apiserver("apiserver-b", "127.0.0.1:0"));
+    let b_port = b.as_ref().map(|b| b.port).unwrap_or_default();
+    let config = format!(
+        "delegate:\n  url: \"{}\"\n  endpoints: [\"{}\", \"http://127.0.0.1:{b_port}\"]\n",
+        a.url, a.url
+    );
+    let gw = Apiagg::start(&config, &[]);
+    gw.wait_ready().await;
+    assert_eq!(answered(&gw, 20).await, ["apiserver-a", "apiserver-b"]);
+
+    // b dies: after at most one failed request (the one that finds it dead), everything goes
+    // to a, with no failure.
+    drop(b.take());
+    let moved = eventually(Duration::from_secs(5), || async {
+        answered(&gw, 20).await == ["apiserver-a"]
+    })
+    .await;
+    assert!(
+        moved,
+        "traffic still goes to the dead API server: {:?}",
+        answered(&gw, 20).await
+    );
+    assert_eq!(answered(&gw, 50).await, ["apiserver-a"]);
+
+    // b is back on its port: probes find it, and it gets traffic again.
+    let _b = apiserver("apiserver-b", &format!("127.0.0.1:{b_port}"));
+    let back = eventually(Duration::from_secs(5), || async {
+        answered(&gw, 20).await == ["apiserver-a", "apiserver-b"]
+    })
+    .await;
+    assert!(back, "the restarted API server never got traffic again");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hung_apiserver_is_ejected_by_its_probes() {
+    // Accepts connections and never answers: only the delegate's probes can tell.
+    let hole = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let hole_port = hole.local_addr().expect("addr").port();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((stream, _)) = hole.accept().await {
+            held.push(stream);
+        }
+    });
+    let a = apiserver("apiserver-a", "127.0.0.1:0");
+    let config = format!(
+        "delegate:\n  url: \"{}\"\n  endpoints: [\"{}\", \"http://127.0.0.1:{hole_port}\"]\n",
+        a.url, a.url
+    );
+    let gw = Apiagg::start(&config, &["--request-timeout", "4s"]);
+    let c = client();
+    // Once its probes have timed out three times in a row, no request waits for it: ten in a
+    // row are answered by the other, each in less than half the request timeout that one sent
+    // to the hung server would wait for (fails, or is retried on the other after it).
+    let ejected = eventually(Duration::from_secs(30), || async {
+        let mut fine = true;
+        for _ in 0..10 {
+            let started = std::time::Instant::now();
+            fine &= answered(&gw, 1).await == ["apiserver-a"]
+                && started.elapsed() < Duration::from_secs(2);
+        }
+        fine
+    })
+    .await;
+    assert!(ejected, "requests still wait for the hung API server");
+    let r = c.get(gw.url("/version")).send().await.expect("version");
+    assert_eq!(r.status(), 200);
+}

@@ -1,0 +1,47 @@
+//! apiagg's end-to-end suites, one module each, in one test binary: each starts the real
+//! `apiagg` and `sample-apiserver` binaries on loopback through the `apiagg_tests` harness.
+//! Select a suite with its module path: `cargo test -p apiagg-tests --test e2e audit_trail::`.
+//!
+//! All suites share this process: a test sets no process-wide state (environment, working
+//! directory, resource limits of its own process) and picks its ports from the system.
+
+mod apiservice_api;
+mod apiservice_apply;
+mod apiservice_attacks;
+mod apiservice_etcd;
+mod apiservice_store;
+mod audit_backends;
+mod audit_trail;
+mod authz;
+mod availability;
+mod backend_bounds;
+mod body_framing;
+mod cert_errors;
+mod cluster_services;
+mod delegate_ha;
+mod discovery;
+mod flow_control;
+mod flow_control_cluster;
+mod gateway;
+mod gateway_lifecycle;
+mod golden_fixtures;
+mod hostile;
+mod hostile_wire;
+mod isolation;
+mod limits;
+mod metrics;
+mod monitoring_rules;
+mod openapi;
+mod openapi_failures;
+mod overload;
+mod sample_apiserver;
+mod sample_auth;
+mod secure_defaults;
+mod timeouts;
+mod trust;
+mod trust_delegate;
+mod trust_identity;
+mod trust_kubectl;
+mod trust_tls;
+mod watch_lifetimes;
+mod watch_scale;
