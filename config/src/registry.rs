@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::cluster::{ClusterServices, Unresolved};
-use crate::file::{GatewayConfig, ServiceEntry};
+use crate::file::{GatewayConfig, ServiceEntry, SourcedApiService};
 use crate::priorities::builtin_priority;
 use crate::version::compare_apiservices;
 
@@ -18,6 +18,8 @@ pub use crate::endpoint::{parse_endpoint, Endpoint, EndpointError};
 pub enum Origin {
     /// Declared in the config (file and position).
     Config(String),
+    /// Registered through apiagg's APIService API (kept in its store).
+    Api,
     /// Registered automatically for a group-version the delegate serves.
     Delegate,
 }
@@ -130,13 +132,16 @@ impl Registry {
     /// pass APIServices of the API only after [`crate::ownership::split_stored`].
     /// Services resolve through the config's `services` table only.
     pub fn build(config: &GatewayConfig, local: &[LocalGroupVersion]) -> Registry {
-        Registry::build_with(config, local, None)
+        Registry::build_with(config, &[], local, None)
     }
 
-    /// [`Registry::build`], with Services the table does not list resolved through `cluster` as
-    /// the config's `serviceResolution` says.
+    /// [`Registry::build`], plus APIServices registered through the API (`stored`, after
+    /// [`crate::ownership::split_stored`]; a name the config declares must not be among them),
+    /// with Services the table does not list resolved through `cluster` as the config's
+    /// `serviceResolution` says.
     pub fn build_with(
         config: &GatewayConfig,
+        stored: &[SourcedApiService],
         local: &[LocalGroupVersion],
         cluster: Option<&ClusterServices>,
     ) -> Registry {
@@ -146,7 +151,8 @@ impl Registry {
             .map(|s| ((s.namespace.as_str(), s.name.as_str(), s.port), s))
             .collect();
         let mut entries: Vec<ApiServiceEntry> = Vec::new();
-        for sourced in &config.api_services {
+        let declared = config.api_services.iter().map(|s| (s, false));
+        for (sourced, api) in declared.chain(stored.iter().map(|s| (s, true))) {
             let obj = &sourced.object;
             let name = obj.metadata.name.clone().unwrap_or_default();
             let spec = obj.spec.clone().unwrap_or_default();
@@ -220,7 +226,11 @@ impl Registry {
                 group_priority_minimum: spec.group_priority_minimum,
                 version_priority: spec.version_priority,
                 backend,
-                origin: Origin::Config(sourced.origin.clone()),
+                origin: if api {
+                    Origin::Api
+                } else {
+                    Origin::Config(sourced.origin.clone())
+                },
             });
         }
         for gv in local {

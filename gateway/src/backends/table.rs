@@ -14,6 +14,7 @@ use apiagg_discovery::{
 
 use super::credentials::ClientIdentity;
 use super::health::HealthBook;
+use super::names::Names;
 use super::upstream::{build_upstream, trust_anchors, Own, TlsSettings, Upstream};
 use crate::observe::Metrics;
 
@@ -121,6 +122,7 @@ pub fn build(
     proxy_identity: Option<&ClientIdentity>,
     book: &HealthBook,
     metrics: &Metrics,
+    names: &Names,
 ) -> Result<RouteTable, TableError> {
     let mut upstreams = Vec::with_capacity(registry.entries().len());
     let mut broken = HashMap::new();
@@ -148,6 +150,7 @@ pub fn build(
                 },
                 Own::Shared,
                 book,
+                names,
             )
         });
         match built {

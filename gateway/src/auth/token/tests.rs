@@ -116,8 +116,13 @@ impl Delegate {
             endpoints: Vec::new(),
         };
         let credentials = crate::backends::delegate_credentials(&config).expect("credentials");
-        crate::backends::build_delegate(&config, &credentials, &Default::default())
-            .expect("upstream")
+        crate::backends::build_delegate(
+            &config,
+            &credentials,
+            &Default::default(),
+            &Default::default(),
+        )
+        .expect("upstream")
     }
 }
 

@@ -102,9 +102,20 @@ fn the_expiry_of_the_client_certificates_and_ca_bundles_in_use_is_published() {
     bare.delegate = None;
     bare.api_services.clear();
     let health = HealthBook::default();
-    let backends = Backends::load(&bare, &health).expect("backends");
+    let backends = Backends::load(&bare, &health, &Names::default()).expect("backends");
+    let composed = compose(&RegistryInputs {
+        config: &bare,
+        stored: &[],
+        delegate_groups: None,
+        cluster: None,
+    });
+    let loaded = Loaded {
+        sources: Sources::read(&path).expect("sources"),
+        config: Arc::new(bare.clone()),
+        backends,
+    };
     controller
-        .install(&bare, &backends, None)
+        .publish(&loaded, composed, None, &Names::default(), true)
         .expect("installed");
     for kind in [
         "proxy-client",
