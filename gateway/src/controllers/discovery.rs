@@ -11,7 +11,6 @@ use apiagg_discovery::{
     convert_resource_list, render_merged, APIGroupDiscoveryList, APIResourceList,
     APIVersionDiscovery, AggregatedDocs, GroupVersionEntry, Priority, Source,
 };
-use arc_swap::ArcSwapOption;
 use async_trait::async_trait;
 use pingora_core::server::ShutdownWatch;
 use pingora_core::services::background::BackgroundService;
@@ -22,7 +21,7 @@ use crate::observe::{Lifecycle, Metrics, Milestone, Repeats};
 
 /// How often a failure that goes on is logged again (with the count of repeats).
 const REPEAT_INTERVAL: Duration = Duration::from_secs(600);
-use crate::state::{Gateway, Routes, StatusBook};
+use crate::state::{Publisher, Routes, StatusBook};
 
 /// What backends are asked for at `/apis`.
 const AGGREGATED_ACCEPT: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json";
@@ -212,12 +211,30 @@ async fn fetch_local(
     Ok(APIGroupDiscoveryList::v2(by_group))
 }
 
+/// What the discovery controller works with.
+pub struct Handles {
+    /// The routes whose backends it reads.
+    pub routes: Routes,
+    /// The APIServices' conditions (an unavailable backend is `Stale`).
+    pub availability: Arc<StatusBook>,
+    /// The downloads' clients.
+    pub clients: Arc<Clients>,
+    /// The aggregated discovery's only writer.
+    pub published: Publisher<Option<Arc<AggregatedDocs>>>,
+    /// Start-up milestones.
+    pub lifecycle: Arc<Lifecycle>,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+    /// How often every backend is read again.
+    pub refresh: Duration,
+}
+
 /// Keeps the aggregated discovery document current.
 pub struct DiscoveryController {
-    routes: Arc<Routes>,
+    routes: Routes,
     availability: Arc<StatusBook>,
     clients: Arc<Clients>,
-    published: Arc<ArcSwapOption<AggregatedDocs>>,
+    published: Publisher<Option<Arc<AggregatedDocs>>>,
     lifecycle: Arc<Lifecycle>,
     metrics: Arc<Metrics>,
     refresh: Duration,
@@ -227,15 +244,24 @@ pub struct DiscoveryController {
 
 impl DiscoveryController {
     /// A controller publishing `gateway`'s aggregated discovery.
-    pub fn new(gateway: &Gateway) -> DiscoveryController {
+    pub fn new(handles: Handles) -> DiscoveryController {
+        let Handles {
+            routes,
+            availability,
+            clients,
+            published,
+            lifecycle,
+            metrics,
+            refresh,
+        } = handles;
         DiscoveryController {
-            routes: gateway.routes.clone(),
-            availability: gateway.availability.clone(),
-            clients: gateway.clients.clone(),
-            published: gateway.discovery.clone(),
-            lifecycle: gateway.lifecycle.clone(),
-            metrics: gateway.metrics.clone(),
-            refresh: gateway.options.discovery_refresh,
+            routes,
+            availability,
+            clients,
+            published,
+            lifecycle,
+            metrics,
+            refresh,
             repeats: Repeats::new(REPEAT_INTERVAL),
         }
     }
@@ -346,9 +372,9 @@ impl DiscoveryController {
         }
         match render_merged(&entries) {
             Ok(docs) => {
-                let current = self.published.load();
+                let current = self.published.current();
                 if current.as_ref().map(|d| &d.v2.etag) != Some(&docs.v2.etag) {
-                    self.published.store(Some(Arc::new(docs)));
+                    self.published.publish(Some(Arc::new(docs)));
                     self.metrics.discovery_aggregations.inc();
                 }
             }

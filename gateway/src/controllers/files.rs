@@ -12,7 +12,6 @@ use pingora_core::services::background::BackgroundService;
 
 use crate::backends::Reload;
 use crate::observe::Metrics;
-use crate::state::Gateway;
 
 /// Re-reads every item each interval.
 pub struct FileWatcher {
@@ -23,11 +22,15 @@ pub struct FileWatcher {
 
 impl FileWatcher {
     /// A watcher over `items`, every `reload_interval` of the gateway's options.
-    pub fn new(items: Vec<Arc<dyn Reload>>, gateway: &Gateway) -> FileWatcher {
+    pub fn new(
+        items: Vec<Arc<dyn Reload>>,
+        interval: Duration,
+        metrics: Arc<Metrics>,
+    ) -> FileWatcher {
         FileWatcher {
             items,
-            interval: gateway.options.reload_interval,
-            metrics: gateway.metrics.clone(),
+            interval,
+            metrics,
         }
     }
 
@@ -89,8 +92,6 @@ mod tests {
 
     use super::*;
     use crate::observe::CertificateKind;
-    use crate::state::Options;
-    use crate::store::Embedded;
 
     /// A certificate file whose next reload reports a change when told so.
     struct Fake {
@@ -136,24 +137,22 @@ mod tests {
 
     #[tokio::test]
     async fn expiry_is_published_at_the_first_round_and_after_each_change() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let store = Arc::new(Embedded::open(dir.path()).expect("store"));
-        let options = Options {
-            reload_interval: Duration::from_millis(5),
-            ..Options::default()
-        };
-        let gateway = Gateway::new(options, store).expect("gateway");
+        let metrics = Arc::new(Metrics::new().expect("metrics"));
         let fake = Arc::new(Fake {
             not_after: AtomicI64::new(100),
             changed: AtomicBool::new(false),
         });
-        let watcher = FileWatcher::new(vec![fake.clone()], &gateway);
+        let watcher = FileWatcher::new(
+            vec![fake.clone()],
+            Duration::from_millis(5),
+            metrics.clone(),
+        );
         let (stop, shutdown) = tokio::sync::watch::channel(false);
         let task = tokio::spawn(async move { watcher.start(shutdown).await });
-        until(&gateway.metrics, "100").await;
+        until(&metrics, "100").await;
         fake.not_after.store(200, Ordering::SeqCst);
         fake.changed.store(true, Ordering::SeqCst);
-        until(&gateway.metrics, "200").await;
+        until(&metrics, "200").await;
         stop.send(true).expect("stop");
         task.await.expect("watcher");
     }

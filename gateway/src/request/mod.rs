@@ -359,7 +359,7 @@ impl ApiaggProxy {
                     OpenApiPath::V3Index => "openapi/v3",
                     OpenApiPath::V3Document(..) => "openapi/v3/",
                 };
-                openapi::answer(req, which, gateway.openapi.load().as_deref())
+                openapi::answer(req, which, gateway.openapi.guard().as_deref())
             }
             Route::Group(group) => {
                 let routes = gateway.routes.load();

@@ -21,9 +21,7 @@ use self::checks::{probe, verdict};
 use super::targets::group_version_path;
 use crate::backends::{Clients, HealthBook, RouteTable};
 use crate::observe::Metrics;
-use crate::state::{
-    ApiServiceStatus, Condition, EndpointStatus, Gateway, ProbeOptions, Routes, StatusBook,
-};
+use crate::state::{ApiServiceStatus, Condition, EndpointStatus, ProbeOptions, Routes, StatusBook};
 use crate::store::{self, Store};
 
 fn now_rfc3339() -> String {
@@ -38,9 +36,27 @@ const STATUS_MANAGER: &str = "kube-apiserver";
 /// Where the delegate's endpoints are probed (open to anyone on kube-apiserver).
 const DELEGATE_PROBE: &str = "/readyz";
 
+/// What the availability controller works with.
+pub struct Handles {
+    /// The routes whose endpoints it probes.
+    pub routes: Routes,
+    /// Endpoint health, which it writes.
+    pub health: Arc<HealthBook>,
+    /// The probes' clients.
+    pub clients: Arc<Clients>,
+    /// The APIServices' conditions, which it writes.
+    pub book: Arc<StatusBook>,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+    /// Stored APIServices, whose status it writes.
+    pub store: Arc<dyn Store>,
+    /// Probe interval, timeout and threshold.
+    pub options: ProbeOptions,
+}
+
 /// Keeps every APIService's availability current.
 pub struct AvailabilityController {
-    routes: Arc<Routes>,
+    routes: Routes,
     health: Arc<HealthBook>,
     clients: Arc<Clients>,
     book: Arc<StatusBook>,
@@ -51,15 +67,24 @@ pub struct AvailabilityController {
 
 impl AvailabilityController {
     /// A controller probing the endpoints of `gateway`'s routes as its options say.
-    pub fn new(gateway: &Gateway) -> Self {
+    pub fn new(handles: Handles) -> Self {
+        let Handles {
+            routes,
+            health,
+            clients,
+            book,
+            metrics,
+            store,
+            options,
+        } = handles;
         AvailabilityController {
-            routes: gateway.routes.clone(),
-            health: gateway.health.clone(),
-            clients: gateway.clients.clone(),
-            book: gateway.availability.clone(),
-            metrics: gateway.metrics.clone(),
-            store: gateway.store.clone(),
-            options: gateway.options.probes,
+            routes,
+            health,
+            clients,
+            book,
+            metrics,
+            store,
+            options,
         }
     }
 

@@ -25,7 +25,6 @@ use apiagg_openapi_merge::{
     merge_order, render_v2, render_v3, v3_key, without_remote_keys, LocalSpec, OpenApiDocs,
     OrderKey, RemoteSpec, V2Inputs, V3Input,
 };
-use arc_swap::ArcSwapOption;
 use async_trait::async_trait;
 use pingora_core::server::ShutdownWatch;
 use pingora_core::services::background::BackgroundService;
@@ -41,7 +40,7 @@ use crate::observe::{Lifecycle, Metrics, Milestone, Repeats};
 
 /// How often a download failure that goes on is logged again (with the count of repeats).
 const REPEAT_INTERVAL: Duration = Duration::from_secs(600);
-use crate::state::{Gateway, Routes};
+use crate::state::{Options, Publisher, Routes};
 
 /// Name of the delegate's v2 document in the merge (kube-aggregator's naming).
 const DELEGATE_SPEC: &str = "k8s_internal_local_delegation_chain_0000000001";
@@ -57,11 +56,25 @@ enum Scope {
     Due,
 }
 
+/// What the OpenAPI controller works with.
+pub struct Handles {
+    /// The routes whose backends it reads.
+    pub routes: Routes,
+    /// The downloads' clients.
+    pub clients: Arc<Clients>,
+    /// The OpenAPI documents' only writer.
+    pub published: Publisher<Option<Arc<OpenApiDocs>>>,
+    /// Start-up milestones.
+    pub lifecycle: Arc<Lifecycle>,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+}
+
 /// Keeps `/openapi/v2` and `/openapi/v3` current.
 pub struct OpenApiController {
-    routes: Arc<Routes>,
+    routes: Routes,
     clients: Arc<Clients>,
-    published: Arc<ArcSwapOption<OpenApiDocs>>,
+    published: Publisher<Option<Arc<OpenApiDocs>>>,
     lifecycle: Arc<Lifecycle>,
     metrics: Arc<Metrics>,
     refresh: Duration,
@@ -75,14 +88,20 @@ pub struct OpenApiController {
 
 impl OpenApiController {
     /// A controller publishing `gateway`'s OpenAPI documents.
-    pub fn new(gateway: &Gateway) -> OpenApiController {
-        let options = &gateway.options;
+    pub fn new(handles: Handles, options: &Options) -> OpenApiController {
+        let Handles {
+            routes,
+            clients,
+            published,
+            lifecycle,
+            metrics,
+        } = handles;
         OpenApiController {
-            routes: gateway.routes.clone(),
-            clients: gateway.clients.clone(),
-            published: gateway.openapi.clone(),
-            lifecycle: gateway.lifecycle.clone(),
-            metrics: gateway.metrics.clone(),
+            routes,
+            clients,
+            published,
+            lifecycle,
+            metrics,
             refresh: options.openapi_refresh,
             timeout: options.openapi_timeout,
             startup_timeout: options.openapi_startup_timeout,
@@ -296,7 +315,7 @@ impl OpenApiController {
         v3_inputs.extend(remote_docs);
         let v3 = render_v3(&v3_inputs);
 
-        let current = self.published.load();
+        let current = self.published.current();
         let same = current.as_ref().is_some_and(|c| {
             c.v3_index_etag == v3.etag
                 && match (&c.v2, &sources.v2) {
@@ -311,7 +330,7 @@ impl OpenApiController {
         if current.as_ref().is_none_or(|c| c.v3_index_etag != v3.etag) {
             self.metrics.openapi_v3_index_regenerations.inc();
         }
-        self.published.store(Some(Arc::new(OpenApiDocs {
+        self.published.publish(Some(Arc::new(OpenApiDocs {
             v2: sources.v2.clone(),
             v3_index: v3.index,
             v3_index_etag: v3.etag,

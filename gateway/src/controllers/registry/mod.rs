@@ -34,7 +34,7 @@ use crate::backends::{
     TableError,
 };
 use crate::observe::{Lifecycle, Metrics, Milestone};
-use crate::state::{Gateway, Options, Routes};
+use crate::state::{Options, Publisher};
 use crate::store::Store;
 
 /// How often endpoint names are resolved again.
@@ -59,9 +59,27 @@ pub enum Error {
     ProxyClient(CredentialError),
 }
 
+/// What the registry controller works with: the route table's writer and the books it feeds.
+pub struct Handles {
+    /// The route table's only writer.
+    pub routes: Publisher<Arc<RouteTable>>,
+    /// Endpoint health (upstreams register their endpoints in it).
+    pub health: Arc<HealthBook>,
+    /// The controllers' clients (pools of removed endpoints are dropped).
+    pub clients: Arc<Clients>,
+    /// Start-up milestones.
+    pub lifecycle: Arc<Lifecycle>,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+    /// APIServices registered through the API.
+    pub store: Arc<dyn Store>,
+    /// Reload and refresh intervals.
+    pub options: Options,
+}
+
 /// Keeps the route table current.
 pub struct RegistryController {
-    routes: Arc<Routes>,
+    routes: Publisher<Arc<RouteTable>>,
     health: Arc<HealthBook>,
     clients: Arc<Clients>,
     lifecycle: Arc<Lifecycle>,
@@ -97,20 +115,29 @@ impl RegistryController {
     /// request) and returns the controller that keeps them current. Host names resolve on this
     /// thread: it runs once, before anything is served.
     pub fn new(
-        gateway: &Gateway,
+        handles: Handles,
         path: PathBuf,
         sources: Sources,
         config: GatewayConfig,
     ) -> Result<RegistryController, Error> {
+        let Handles {
+            routes,
+            health,
+            clients,
+            lifecycle,
+            metrics,
+            store,
+            options,
+        } = handles;
         let controller = RegistryController {
-            routes: gateway.routes.clone(),
-            health: gateway.health.clone(),
-            clients: gateway.clients.clone(),
-            lifecycle: gateway.lifecycle.clone(),
-            metrics: gateway.metrics.clone(),
-            store: gateway.store.clone(),
+            routes,
+            health,
+            clients,
+            lifecycle,
+            metrics,
+            store,
             cluster: Arc::default(),
-            options: gateway.options.clone(),
+            options,
             path,
             initial: Mutex::new(None),
         };
@@ -176,7 +203,7 @@ impl RegistryController {
             Some(_) => groups.map(Arc::from),
         };
         table.displaced = Arc::new(composed.displaced);
-        if !forced && same_routes(&table, &self.routes.load()) {
+        if !forced && same_routes(&table, &self.routes.current()) {
             return Ok(());
         }
         let live = table
@@ -190,7 +217,7 @@ impl RegistryController {
         for (kind, not_after) in backends.expiry(&table) {
             self.metrics.certificate_expiry(kind, not_after);
         }
-        self.routes.publish(table);
+        self.routes.publish(Arc::new(table));
         self.metrics.registered.set(count as i64);
         Ok(())
     }
