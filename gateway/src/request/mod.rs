@@ -230,7 +230,8 @@ impl ApiaggProxy {
             let code = {
                 let forwarding = self.forwarding(session, ctx, &upstream);
                 // Boxed: the tunnel's state stays out of every request's future.
-                Box::pin(upgrade::tunnel(session, &upstream, &forwarding)).await
+                let connect = self.gateway.options.connect_timeout;
+                Box::pin(upgrade::tunnel(session, &upstream, &forwarding, connect)).await
             };
             ctx.code = code;
             return Ok(true);

@@ -169,7 +169,10 @@ impl Gateway {
             openapi,
             availability: Arc::default(),
             health: Arc::default(),
-            clients: Arc::new(Clients::new(options.backend_body_limit)),
+            clients: Arc::new(Clients::new(
+                options.backend_body_limit,
+                options.connect_timeout,
+            )),
             store,
             lifecycle: Lifecycle::new(),
             watches: Watches::new(options.min_request_timeout),

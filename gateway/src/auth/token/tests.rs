@@ -182,7 +182,7 @@ fn ttl() -> TokenReview {
 async fn concurrent_look_ups_of_one_token_make_one_review() {
     let delegate = Delegate::start().await;
     let upstream = delegate.upstream();
-    let clients = Clients::new(1 << 20);
+    let clients = Clients::new(1 << 20, std::time::Duration::from_secs(5));
     let reviewer = TokenReviewer::new(ttl());
     for token in ["good-alice", "unknown"] {
         let before = delegate.reviews();
@@ -227,7 +227,7 @@ async fn concurrent_look_ups_of_one_token_make_one_review() {
 async fn reviews_of_unknown_tokens_are_rate_limited() {
     let delegate = Delegate::start().await;
     let upstream = delegate.upstream();
-    let clients = Clients::new(1 << 20);
+    let clients = Clients::new(1 << 20, std::time::Duration::from_secs(5));
     // Five at once, then one an hour: the test cannot outrun the refill.
     let quota = Quota::per_hour(nonzero(1)).allow_burst(nonzero(5));
     let reviewer = TokenReviewer::with_quota(ttl(), quota);
@@ -258,7 +258,7 @@ async fn the_authenticator_answers_401_for_an_unforwardable_reviewed_user() {
     use crate::auth::{AuthError, Authenticator, Method};
     let delegate = Delegate::start().await;
     let upstream = delegate.upstream();
-    let clients = Clients::new(1 << 20);
+    let clients = Clients::new(1 << 20, std::time::Duration::from_secs(5));
     let config = apiagg_config::Authentication {
         anonymous: true,
         token_review: Some(ttl()),
