@@ -9,6 +9,7 @@ use std::collections::HashMap;
 use std::fmt::Display;
 use std::path::{Path, PathBuf};
 
+use apiagg_apis::{apply_defaults, validate, APIService, DEFAULT_SERVICE_PORT};
 use serde::Deserialize;
 
 pub use self::delegate::{
@@ -22,8 +23,7 @@ pub use self::trust::{
     Authentication, Authorization, AuthorizationMode, ProxyClient, RequestHeader, ServingTls,
     SniCertificate, TokenReview, TrustError,
 };
-use crate::apiservice::{self, APIService};
-pub use crate::cluster::ServiceResolution;
+use crate::cluster::ServiceResolution;
 
 /// Address served when neither the file nor `--listen` names one.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
@@ -65,7 +65,7 @@ pub struct ServiceEntry {
 }
 
 fn default_port() -> i32 {
-    apiservice::DEFAULT_SERVICE_PORT
+    DEFAULT_SERVICE_PORT
 }
 
 /// An APIService together with where it was declared.
@@ -290,10 +290,10 @@ impl Sources {
         let mut seen: HashMap<String, String> = HashMap::new();
         let mut validated = Vec::new();
         for (mut object, origin) in api_services {
-            apiservice::apply_defaults(&mut object);
+            apply_defaults(&mut object);
             let name = object.metadata.name.clone().unwrap_or_default();
             let location = format!("{origin} ({name})");
-            if let Err(e) = apiservice::validate(&object) {
+            if let Err(e) = validate(&object) {
                 problems.push(Problem::new(location, e));
                 continue;
             }

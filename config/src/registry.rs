@@ -5,13 +5,11 @@ use std::cmp::Ordering;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::cluster::{ClusterServices, Unresolved};
-use crate::file::{GatewayConfig, ServiceEntry};
-use crate::priorities::builtin_priority;
-use crate::version::compare_apiservices;
+use apiagg_apis::{builtin_priority, compare_apiservices, DEFAULT_SERVICE_PORT};
 
-/// Endpoints are parsed when the registry is built; callers also find the parser here.
-pub use crate::endpoint::{parse_endpoint, Endpoint, EndpointError};
+use crate::cluster::{ClusterServices, Unresolved};
+use crate::endpoint::{parse_endpoint, Endpoint};
+use crate::file::{DelegateConfig, GatewayConfig, ServiceEntry};
 
 /// Where an APIService came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -107,7 +105,7 @@ fn legacy_order(a: &ApiServiceEntry, b: &ApiServiceEntry) -> Ordering {
 }
 
 /// The delegate's endpoint URLs: its `endpoints`, or its `url`.
-fn delegate_urls(delegate: Option<&crate::file::DelegateConfig>) -> Vec<String> {
+fn delegate_urls(delegate: Option<&DelegateConfig>) -> Vec<String> {
     let Some(delegate) = delegate else {
         return Vec::new();
     };
@@ -127,7 +125,7 @@ fn count_pem_certificates(pem: &[u8]) -> usize {
 impl Registry {
     /// Builds the registry from a config plus the group-versions the delegate serves. A config
     /// APIService with the same name as a delegate group-version wins over the automatic one:
-    /// pass APIServices of the API only after [`crate::ownership::split_stored`].
+    /// pass APIServices of the API only after [`split_stored`](crate::split_stored).
     /// Services resolve through the config's `services` table only.
     pub fn build(config: &GatewayConfig, local: &[LocalGroupVersion]) -> Registry {
         Registry::build_with(config, local, None)
@@ -155,7 +153,7 @@ impl Registry {
                 Some(svc) => {
                     let namespace = svc.namespace.clone().unwrap_or_default();
                     let service = svc.name.clone().unwrap_or_default();
-                    let port = svc.port.unwrap_or(crate::apiservice::DEFAULT_SERVICE_PORT);
+                    let port = svc.port.unwrap_or(DEFAULT_SERVICE_PORT);
                     let ca_bundle = spec
                         .ca_bundle
                         .as_ref()
@@ -172,11 +170,7 @@ impl Registry {
                         .as_ref()
                         .is_some_and(|ca| count_pem_certificates(ca) == 0);
                     let loopback = (namespace.as_str(), service.as_str(), port)
-                        == (
-                            "default",
-                            "kubernetes",
-                            crate::apiservice::DEFAULT_SERVICE_PORT,
-                        );
+                        == ("default", "kubernetes", DEFAULT_SERVICE_PORT);
                     let urls = match services.get(&(namespace.as_str(), service.as_str(), port)) {
                         Some(entry) => Ok(entry.endpoints.clone()),
                         // `default/kubernetes:443` is the API server itself (upstream's

@@ -1,6 +1,6 @@
 //! Rendering documents to bytes with a strong ETag, and If-None-Match matching (spec §6.7).
 
-use apiagg_config::content_hash::strong_etag;
+use apiagg_apis::strong_etag;
 use bytes::Bytes;
 use serde::Serialize;
 

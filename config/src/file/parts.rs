@@ -4,10 +4,10 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+use apiagg_apis::APIService;
 use serde::Deserialize;
 
 use super::{Problem, ServiceEntry};
-use crate::apiservice::APIService;
 use crate::endpoint::{parse_endpoint, EndpointError};
 
 /// What is wrong with one part of a config: the message of a [`Problem`]. None is retryable:

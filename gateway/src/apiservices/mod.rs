@@ -32,7 +32,7 @@ use self::answers::{details, done, status, store_error};
 /// The group apiagg serves itself.
 pub const GROUP: &str = "apiregistration.k8s.io";
 /// The route key of the API (`<group>/<version>`).
-pub use apiagg_config::apiservice::GROUP_VERSION;
+pub use apiagg_apis::GROUP_VERSION;
 /// The annotation on APIServices declared in the config file.
 pub const DECLARED_BY: &str = "apiagg.io/declared-in";
 

@@ -4,10 +4,10 @@
 
 use std::sync::Arc;
 
-use apiagg_config::cluster::ServiceResolution;
-use apiagg_config::file::SourcedApiService;
-use apiagg_config::ownership::{self, Displaced};
-use apiagg_config::{GatewayConfig, LocalGroupVersion, Registry};
+use apiagg_config::{
+    split_stored, Displaced, GatewayConfig, LocalGroupVersion, Registry, ServiceResolution,
+    SourcedApiService,
+};
 use tokio::sync::broadcast;
 
 use super::{Error, RegistryController};
@@ -106,7 +106,7 @@ pub(super) fn declared(
         if out.iter().any(|o| o["metadata"]["name"] == name.as_str()) {
             continue;
         }
-        let (gpm, vp) = apiagg_config::priorities::builtin_priority(&gv.group, &gv.version);
+        let (gpm, vp) = apiagg_apis::builtin_priority(&gv.group, &gv.version);
         out.push(serde_json::json!({
             "apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
             "metadata": {"name": name, "annotations": {crate::apiservices::DECLARED_BY: "the delegate"}},
@@ -185,9 +185,7 @@ pub(super) fn with_stored(
     let (stored, _) = store.list();
     let mut registered = Vec::new();
     for value in stored {
-        let Ok(object) =
-            serde_json::from_value::<apiagg_config::apiservice::APIService>((*value).clone())
-        else {
+        let Ok(object) = serde_json::from_value::<apiagg_apis::APIService>((*value).clone()) else {
             continue;
         };
         let name = object.metadata.name.clone().unwrap_or_default();
@@ -203,7 +201,7 @@ pub(super) fn with_stored(
             origin: "the APIService API".into(),
         });
     }
-    let (routable, displaced) = ownership::split_stored(registered, delegate);
+    let (routable, displaced) = split_stored(registered, delegate);
     let mut combined = config.clone();
     combined.api_services.extend(routable);
     (combined, displaced)

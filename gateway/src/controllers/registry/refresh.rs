@@ -5,8 +5,7 @@
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use apiagg_config::cluster::ServiceResolution;
-use apiagg_config::Backend;
+use apiagg_config::{Backend, ServiceResolution};
 
 use super::super::services::ClusterWatch;
 use super::{RegistryController, Serving};
