@@ -20,9 +20,9 @@ pub use cluster::{object_key, ClusterServices, ServiceResolution, Unresolved, SE
 pub use endpoint::{parse_endpoint, Endpoint, EndpointError};
 pub use file::{
     from_kubeconfig, in_cluster, Authentication, Authorization, AuthorizationMode, CertSource,
-    ConfigError, DelegateConfig, DelegateError, GatewayConfig, Problem, ProxyClient, RequestHeader,
-    ServiceEntry, ServingTls, SniCertificate, SourcedApiService, Sources, TokenReview, TokenSource,
-    TrustError, DEFAULT_LISTEN, SERVICE_ACCOUNT_DIR,
+    ConfigError, DelegateConfig, DelegateError, GatewayConfig, KubeconfigProblem, Problem,
+    ProxyClient, RequestHeader, ServiceEntry, ServingTls, SniCertificate, SourcedApiService,
+    Sources, TokenReview, TokenSource, TrustError, DEFAULT_LISTEN, SERVICE_ACCOUNT_DIR,
 };
 pub use ownership::{
     is_builtin_group, refuse_owned, split_stored, Displaced, BUILTIN_GROUP, CONFLICTS_WITH_DELEGATE,

@@ -117,6 +117,13 @@ fn delegate_urls(delegate: Option<&DelegateConfig>) -> Vec<String> {
     }
 }
 
+/// Endpoint URLs parsed; one that is no URL leaves the APIService unusable.
+fn parse_all(urls: &[String]) -> Result<Vec<Endpoint>, Unresolved> {
+    urls.iter()
+        .map(|u| parse_endpoint(u).map_err(Unresolved::unusable))
+        .collect()
+}
+
 fn count_pem_certificates(pem: &[u8]) -> usize {
     let text = String::from_utf8_lossy(pem);
     text.matches("-----BEGIN CERTIFICATE-----").count()
@@ -161,22 +168,21 @@ impl Registry {
                         .map(|b| Arc::<[u8]>::from(b.0.as_slice()));
                     // A bad bundle or endpoint fails this APIService only (its condition says
                     // why), never the registry.
-                    let unusable = |message: String| Unresolved {
-                        status: "False",
-                        reason: "FailedDiscoveryCheck",
-                        message,
-                    };
                     let bad_bundle = ca_bundle
                         .as_ref()
                         .is_some_and(|ca| count_pem_certificates(ca) == 0);
                     let loopback = (namespace.as_str(), service.as_str(), port)
                         == ("default", "kubernetes", DEFAULT_SERVICE_PORT);
-                    let urls = match services.get(&(namespace.as_str(), service.as_str(), port)) {
-                        Some(entry) => Ok(entry.endpoints.clone()),
+                    let table = services.get(&(namespace.as_str(), service.as_str(), port));
+                    let endpoints = match table {
+                        _ if bad_bundle => Err(Unresolved::unusable(
+                            "spec.caBundle: no PEM certificate found",
+                        )),
+                        Some(entry) => parse_all(&entry.endpoints),
                         // `default/kubernetes:443` is the API server itself (upstream's
                         // loopback resolver): the delegate.
                         None if loopback && config.delegate.is_some() => {
-                            Ok(delegate_urls(config.delegate.as_ref()))
+                            parse_all(&delegate_urls(config.delegate.as_ref()))
                         }
                         None => match cluster {
                             Some(c) => {
@@ -184,17 +190,6 @@ impl Registry {
                             }
                             None => Err(Unresolved::not_found(&namespace, &service)),
                         },
-                    };
-                    let endpoints = match urls {
-                        _ if bad_bundle => Err(unusable(
-                            "spec.caBundle: no PEM certificate found".to_string(),
-                        )),
-                        Ok(urls) => urls
-                            .iter()
-                            .map(|e| parse_endpoint(e))
-                            .collect::<Result<Vec<_>, _>>()
-                            .map_err(|e| unusable(e.to_string())),
-                        Err(unresolved) => Err(unresolved),
                     };
                     Backend::Remote(RemoteBackend {
                         server_name: format!("{service}.{namespace}.svc"),
