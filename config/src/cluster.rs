@@ -175,7 +175,7 @@ fn url(host: &str, port: i32) -> String {
     }
 }
 
-/// A [`url`] as an endpoint; one that is no URL (an ExternalName that is no host name, a port
+/// A [`url()`] as an endpoint; one that is no URL (an ExternalName that is no host name, a port
 /// out of range) leaves the Service unusable.
 fn endpoint(url: &str) -> Result<Endpoint> {
     parse_endpoint(url).map_err(Unresolved::unusable)

@@ -9,7 +9,7 @@
 //!    [`legacy_group_list`] when something changes;
 //! 3. [`render_merged`] (or [`render_aggregated`]) and [`render_legacy`] once, publish the
 //!    result;
-//! 4. per request, [`negotiate`] and [`RenderedDoc::not_modified`].
+//! 4. per request, [`negotiate()`] and [`RenderedDoc::not_modified`].
 //!
 //! Version order and the ETag hash come from `apiagg-apis`, the only apiagg crate this one
 //! depends on. Modules are private; every item has one path, at the crate root.

@@ -1,7 +1,7 @@
 //! Layer 2: the `apiregistration.k8s.io/v1` REST API — `apiservices` and `apiservices/status`:
 //! list (selectors, `limit`/`continue`, Table), get, watch here; create, update, the four patch
 //! formats (server-side apply with field ownership), delete and deletecollection in `writes`.
-//! Strategy, patches and `managedFields` come from the config crate; the objects from the
+//! Strategy, patches and `managedFields` come from the strategy crate; the objects from the
 //! [`Store`]. APIServices of the config file are listed too, read-only.
 
 mod answers;
