@@ -5,13 +5,11 @@ use std::cmp::Ordering;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::cluster::{ClusterServices, Unresolved};
-use crate::file::{GatewayConfig, ServiceEntry, SourcedApiService};
-use crate::priorities::builtin_priority;
-use crate::version::compare_apiservices;
+use apiagg_apis::{builtin_priority, compare_apiservices, DEFAULT_SERVICE_PORT};
 
-/// Endpoints are parsed when the registry is built; callers also find the parser here.
-pub use crate::endpoint::{parse_endpoint, Endpoint, EndpointError};
+use crate::cluster::{ClusterServices, Unresolved};
+use crate::endpoint::{parse_endpoint, Endpoint};
+use crate::file::{DelegateConfig, GatewayConfig, ServiceEntry, SourcedApiService};
 
 /// Where an APIService came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -109,7 +107,7 @@ fn legacy_order(a: &ApiServiceEntry, b: &ApiServiceEntry) -> Ordering {
 }
 
 /// The delegate's endpoint URLs: its `endpoints`, or its `url`.
-fn delegate_urls(delegate: Option<&crate::file::DelegateConfig>) -> Vec<String> {
+fn delegate_urls(delegate: Option<&DelegateConfig>) -> Vec<String> {
     let Some(delegate) = delegate else {
         return Vec::new();
     };
@@ -121,6 +119,13 @@ fn delegate_urls(delegate: Option<&crate::file::DelegateConfig>) -> Vec<String> 
     }
 }
 
+/// Endpoint URLs parsed; one that is no URL leaves the APIService unusable.
+fn parse_all(urls: &[String]) -> Result<Vec<Endpoint>, Unresolved> {
+    urls.iter()
+        .map(|u| parse_endpoint(u).map_err(Unresolved::unusable))
+        .collect()
+}
+
 fn count_pem_certificates(pem: &[u8]) -> usize {
     let text = String::from_utf8_lossy(pem);
     text.matches("-----BEGIN CERTIFICATE-----").count()
@@ -129,7 +134,7 @@ fn count_pem_certificates(pem: &[u8]) -> usize {
 impl Registry {
     /// Builds the registry from a config plus the group-versions the delegate serves. A config
     /// APIService with the same name as a delegate group-version wins over the automatic one:
-    /// pass APIServices of the API only after [`crate::ownership::split_stored`].
+    /// pass APIServices of the API only after [`split_stored`](crate::split_stored).
     /// Services resolve through the config's `services` table only.
     pub fn build(config: &GatewayConfig, local: &[LocalGroupVersion]) -> Registry {
         Registry::build_with(config, &[], local, None)
@@ -161,7 +166,7 @@ impl Registry {
                 Some(svc) => {
                     let namespace = svc.namespace.clone().unwrap_or_default();
                     let service = svc.name.clone().unwrap_or_default();
-                    let port = svc.port.unwrap_or(crate::apiservice::DEFAULT_SERVICE_PORT);
+                    let port = svc.port.unwrap_or(DEFAULT_SERVICE_PORT);
                     let ca_bundle = spec
                         .ca_bundle
                         .as_ref()
@@ -169,26 +174,21 @@ impl Registry {
                         .map(|b| Arc::<[u8]>::from(b.0.as_slice()));
                     // A bad bundle or endpoint fails this APIService only (its condition says
                     // why), never the registry.
-                    let unusable = |message: String| Unresolved {
-                        status: "False",
-                        reason: "FailedDiscoveryCheck",
-                        message,
-                    };
                     let bad_bundle = ca_bundle
                         .as_ref()
                         .is_some_and(|ca| count_pem_certificates(ca) == 0);
                     let loopback = (namespace.as_str(), service.as_str(), port)
-                        == (
-                            "default",
-                            "kubernetes",
-                            crate::apiservice::DEFAULT_SERVICE_PORT,
-                        );
-                    let urls = match services.get(&(namespace.as_str(), service.as_str(), port)) {
-                        Some(entry) => Ok(entry.endpoints.clone()),
+                        == ("default", "kubernetes", DEFAULT_SERVICE_PORT);
+                    let table = services.get(&(namespace.as_str(), service.as_str(), port));
+                    let endpoints = match table {
+                        _ if bad_bundle => Err(Unresolved::unusable(
+                            "spec.caBundle: no PEM certificate found",
+                        )),
+                        Some(entry) => parse_all(&entry.endpoints),
                         // `default/kubernetes:443` is the API server itself (upstream's
                         // loopback resolver): the delegate.
                         None if loopback && config.delegate.is_some() => {
-                            Ok(delegate_urls(config.delegate.as_ref()))
+                            parse_all(&delegate_urls(config.delegate.as_ref()))
                         }
                         None => match cluster {
                             Some(c) => {
@@ -196,17 +196,6 @@ impl Registry {
                             }
                             None => Err(Unresolved::not_found(&namespace, &service)),
                         },
-                    };
-                    let endpoints = match urls {
-                        _ if bad_bundle => Err(unusable(
-                            "spec.caBundle: no PEM certificate found".to_string(),
-                        )),
-                        Ok(urls) => urls
-                            .iter()
-                            .map(|e| parse_endpoint(e))
-                            .collect::<Result<Vec<_>, _>>()
-                            .map_err(|e| unusable(e.to_string())),
-                        Err(unresolved) => Err(unresolved),
                     };
                     Backend::Remote(RemoteBackend {
                         server_name: format!("{service}.{namespace}.svc"),

@@ -53,7 +53,7 @@ fn load(path: &Path, timeout: Duration) -> Result<Target, AuditError> {
         path: path.to_path_buf(),
         message,
     };
-    let config = apiagg_config::file::from_kubeconfig(path).map_err(|e| fail(e.to_string()))?;
+    let config = apiagg_config::from_kubeconfig(path).map_err(|e| fail(e.to_string()))?;
     let identity = config
         .client_cert
         .as_ref()

@@ -11,8 +11,8 @@ mod x509;
 
 use std::sync::Arc;
 
-use apiagg_config::file::Authorization;
 use apiagg_config::Authentication;
+use apiagg_config::Authorization;
 use http::{HeaderMap, HeaderName};
 
 pub use self::authz::{Authorizer, AuthzRequest, Refusal, Reviewer, IMPERSONATE_PREFIX};

@@ -5,11 +5,9 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use apiagg_config::ownership::Displaced;
-use apiagg_config::{Backend, LocalGroupVersion, Registry};
+use apiagg_config::{Backend, Displaced, LocalGroupVersion, Registry};
 use apiagg_discovery::{
-    legacy_group, legacy_group_list, render::RenderError, render_legacy, ApiServiceRecord,
-    RenderedDoc,
+    legacy_group, legacy_group_list, render_legacy, ApiServiceRecord, RenderError, RenderedDoc,
 };
 
 use super::credentials::ClientIdentity;

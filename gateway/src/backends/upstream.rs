@@ -369,7 +369,7 @@ pub fn build_delegate(
 ) -> Result<Upstream, BuildError> {
     let ca = trust_anchors(config.ca_pem.as_deref(), "delegate caFile")?;
     let parse = |url: &url::Url| {
-        apiagg_config::registry::parse_endpoint(url.origin().ascii_serialization().as_str())
+        apiagg_config::parse_endpoint(url.origin().ascii_serialization().as_str())
             .map_err(BuildError::DelegateUrl)
     };
     let server_name = parse(&config.url)?.host;

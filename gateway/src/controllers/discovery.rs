@@ -6,10 +6,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use apiagg_discovery::convert::split_group_versions;
 use apiagg_discovery::{
-    convert_resource_list, render_merged, APIGroupDiscoveryList, APIResourceList,
-    APIVersionDiscovery, AggregatedDocs, GroupVersionEntry, Priority, Source,
+    convert_resource_list, render_merged, split_group_versions, APIGroupDiscoveryList,
+    APIResourceList, APIVersionDiscovery, AggregatedDocs, GroupVersionEntry, Priority, Source,
 };
 use async_trait::async_trait;
 use pingora_core::server::ShutdownWatch;
@@ -335,7 +334,7 @@ impl DiscoveryController {
                 |g, v| {
                     routes
                         .registry
-                        .lookup(&apiagg_config::registry::route_key(g, v))
+                        .lookup(&apiagg_config::route_key(g, v))
                         .map_or(
                             Priority {
                                 group: 1000,

@@ -7,7 +7,7 @@
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use apiagg_config::cluster::{ClusterServices, ServiceResolution, SERVICE_NAME_LABEL};
+use apiagg_config::{ClusterServices, ServiceResolution, SERVICE_NAME_LABEL};
 use serde_json::Value;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;

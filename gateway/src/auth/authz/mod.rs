@@ -10,7 +10,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use apiagg_config::file::{Authorization, AuthorizationMode};
+use apiagg_config::{Authorization, AuthorizationMode};
 use apiagg_requestinfo::RequestInfo;
 use http::HeaderMap;
 use moka::future::Cache;

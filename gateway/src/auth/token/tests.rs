@@ -107,7 +107,7 @@ impl Delegate {
     }
 
     fn upstream(&self) -> Upstream {
-        let config = apiagg_config::file::DelegateConfig {
+        let config = apiagg_config::DelegateConfig {
             url: self.url.parse().expect("url"),
             ca_pem: None,
             insecure_skip_tls_verify: false,

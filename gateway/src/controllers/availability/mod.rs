@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use apiagg_config::Backend;
-use apiagg_config::{managed_fields, strategy};
+use apiagg_strategy::{self as strategy, managed_fields};
 use async_trait::async_trait;
 use pingora_core::server::ShutdownWatch;
 use pingora_core::services::background::BackgroundService;

@@ -7,11 +7,11 @@
 
 use std::collections::BTreeSet;
 
-use apiagg_config::apiservice::APIService;
-use apiagg_config::cluster::{ClusterServices, ServiceResolution};
-use apiagg_config::file::SourcedApiService;
-use apiagg_config::ownership::{self, Displaced};
-use apiagg_config::{Backend, GatewayConfig, LocalGroupVersion, Registry};
+use apiagg_apis::APIService;
+use apiagg_config::{
+    split_stored, Backend, Displaced, GatewayConfig, LocalGroupVersion, Registry, SourcedApiService,
+};
+use apiagg_config::{ClusterServices, ServiceResolution};
 use serde_json::Value;
 
 use crate::backends::{names_of, HostPort};
@@ -60,7 +60,7 @@ pub fn compose(inputs: &RegistryInputs<'_>) -> Composed {
             origin: FROM_API.into(),
         })
         .collect();
-    let (routable, displaced) = ownership::split_stored(registered, groups);
+    let (routable, displaced) = split_stored(registered, groups);
     let cluster = inputs
         .cluster
         .filter(|_| config.service_resolution != ServiceResolution::Config);
@@ -107,7 +107,7 @@ fn declared(config: &GatewayConfig, delegate: &[LocalGroupVersion]) -> Vec<Value
         if out.iter().any(|o| o["metadata"]["name"] == name.as_str()) {
             continue;
         }
-        let (gpm, vp) = apiagg_config::priorities::builtin_priority(&gv.group, &gv.version);
+        let (gpm, vp) = apiagg_apis::builtin_priority(&gv.group, &gv.version);
         out.push(serde_json::json!({
             "apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
             "metadata": {"name": name, "annotations": {crate::apiservices::DECLARED_BY: "the delegate"}},

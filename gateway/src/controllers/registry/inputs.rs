@@ -39,7 +39,7 @@ pub fn delegate_names(config: &GatewayConfig) -> BTreeSet<HostPort> {
         .iter()
         .filter_map(|u| {
             let origin = u.origin().ascii_serialization();
-            let ep = apiagg_config::registry::parse_endpoint(&origin).ok()?;
+            let ep = apiagg_config::parse_endpoint(&origin).ok()?;
             Some((ep.host, ep.port))
         })
         .collect();

@@ -96,7 +96,7 @@ pub struct RegistryController {
 /// The inputs' receivers and the tasks behind them (stopped when dropped).
 struct Inputs {
     loaded: watch::Receiver<Arc<Loaded>>,
-    stored: watch::Receiver<Arc<[apiagg_config::apiservice::APIService]>>,
+    stored: watch::Receiver<Arc<[apiagg_apis::APIService]>>,
     groups: watch::Receiver<delegate::Groups>,
     cluster: watch::Receiver<u64>,
     /// The reflectors of the cluster's Services, when the config resolves through them.
@@ -259,7 +259,7 @@ impl RegistryController {
             .backends
             .delegate
             .clone()
-            .filter(|_| mode != apiagg_config::cluster::ServiceResolution::Config);
+            .filter(|_| mode != apiagg_config::ServiceResolution::Config);
         let same = match (watch.as_ref(), &wanted) {
             (Some(w), Some(d)) => w.mode == mode && Arc::ptr_eq(&w.delegate, d),
             (None, None) => true,

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use apiagg_config::apiservice::APIService;
+use apiagg_apis::APIService;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use tokio::sync::{broadcast, watch};
 use tokio::task::JoinHandle;
