@@ -44,8 +44,8 @@ pub struct RemoteBackend {
 /// Where requests for an APIService go.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Backend {
-    /// Served by the delegate (`spec.service` unset).
-    Local,
+    /// Served by the delegate (`spec.service` unset: kube-aggregator's "local" APIService).
+    Delegate,
     /// Served by an extension API server.
     Remote(RemoteBackend),
 }
@@ -71,8 +71,8 @@ pub struct ApiServiceEntry {
 
 impl ApiServiceEntry {
     /// Whether the delegate serves it.
-    pub fn is_local(&self) -> bool {
-        matches!(self.backend, Backend::Local)
+    pub fn is_delegated(&self) -> bool {
+        matches!(self.backend, Backend::Delegate)
     }
 }
 
@@ -162,7 +162,7 @@ impl Registry {
             let name = obj.metadata.name.clone().unwrap_or_default();
             let spec = obj.spec.clone().unwrap_or_default();
             let backend = match &spec.service {
-                None => Backend::Local,
+                None => Backend::Delegate,
                 Some(svc) => {
                     let namespace = svc.namespace.clone().unwrap_or_default();
                     let service = svc.name.clone().unwrap_or_default();
@@ -234,7 +234,7 @@ impl Registry {
                 version: gv.version.clone(),
                 group_priority_minimum: gpm,
                 version_priority: vp,
-                backend: Backend::Local,
+                backend: Backend::Delegate,
                 origin: Origin::Delegate,
             });
         }

@@ -193,7 +193,12 @@ async fn fetch_local(
         return fetched.json();
     }
     let mut by_group: Vec<apiagg_discovery::APIGroupDiscovery> = Vec::new();
-    for entry in routes.registry.entries().iter().filter(|e| e.is_local()) {
+    for entry in routes
+        .registry
+        .entries()
+        .iter()
+        .filter(|e| e.is_delegated())
+    {
         if entry.group.is_empty() {
             continue;
         }
@@ -352,7 +357,7 @@ impl DiscoveryController {
         entries.retain(|e| e.group != crate::apiservices::GROUP);
         entries.extend(crate::apiservices::discovery_entry());
         for entry in routes.registry.entries() {
-            if entry.is_local() {
+            if entry.is_delegated() {
                 continue;
             }
             // Stale only when its discovery could not be fetched (an unavailable backend's

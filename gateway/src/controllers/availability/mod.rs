@@ -175,7 +175,7 @@ impl AvailabilityController {
             let upstream = routes.upstreams.get(index).and_then(|u| u.as_deref());
             let v = verdict(entry, upstream, routes.broken.get(&index));
             let (service, endpoints) = match (&entry.backend, upstream) {
-                (Backend::Local, _) => ("Local".to_string(), Vec::new()),
+                (Backend::Delegate, _) => ("Local".to_string(), Vec::new()),
                 (Backend::Remote(r), up) => (
                     format!("{}/{}:{}", r.namespace, r.service, r.port),
                     up.map(|u| {

@@ -241,7 +241,7 @@ impl OpenApiController {
             .iter()
             .filter_map(|e| match &e.backend {
                 Backend::Remote(r) => Some((e, (r.namespace.clone(), r.service.clone(), r.port))),
-                Backend::Local => None,
+                Backend::Delegate => None,
             })
             .collect();
         // v3 sources in the v2 merge order.

@@ -82,7 +82,7 @@ pub fn names_wanted(registry: &Registry) -> BTreeSet<HostPort> {
                     .collect(),
                 Err(_) => Vec::new(),
             },
-            Backend::Local => Vec::new(),
+            Backend::Delegate => Vec::new(),
         }
     }))
 }
