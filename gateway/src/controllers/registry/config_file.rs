@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use apiagg_config::Sources;
-use tokio::signal::unix::{signal, SignalKind};
+use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio::sync::watch;
 
 use super::inputs::{delegate_names, fingerprints, proxy_identity, Backends, Loaded};
@@ -37,15 +37,20 @@ struct Seen {
 }
 
 impl ConfigFile {
-    /// Keeps `loaded` current until every receiver is gone.
-    pub async fn run(self, loaded: watch::Sender<Arc<Loaded>>) {
-        let mut hangup = match signal(SignalKind::hangup()) {
+    /// SIGHUP, taken over now (before the task runs, so a SIGHUP never finds its default
+    /// action of ending the process); `None` when it cannot be.
+    pub fn hangups() -> Option<Signal> {
+        match signal(SignalKind::hangup()) {
             Ok(s) => Some(s),
             Err(e) => {
                 tracing::warn!("cannot watch SIGHUP: {e}");
                 None
             }
-        };
+        }
+    }
+
+    /// Keeps `loaded` current until every receiver is gone; `hangup` forces a reload.
+    pub async fn run(self, loaded: watch::Sender<Arc<Loaded>>, mut hangup: Option<Signal>) {
         let mut seen = Seen {
             sources: loaded.borrow().sources.clone(),
             credential_problem: None,

@@ -244,7 +244,7 @@ impl RegistryController {
             cluster: self.cluster.subscribe(),
             cluster_watch: None,
             tasks: vec![
-                tokio::spawn(config_file.run(loaded_tx)),
+                tokio::spawn(config_file.run(loaded_tx, ConfigFile::hangups())),
                 store_task,
                 groups_task,
             ],
