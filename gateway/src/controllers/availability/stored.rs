@@ -88,3 +88,116 @@ pub fn status_writes(
     }
     writes
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use apiagg_config::BUILTIN_GROUP;
+    use serde_json::json;
+
+    use super::*;
+
+    const THEN: &str = "2030-01-01T00:00:00Z";
+    const NOW: &str = "2030-01-02T00:00:00Z";
+
+    fn condition((status, reason, message): (&'static str, &'static str, &str)) -> Condition {
+        Condition {
+            type_: "Available",
+            status,
+            last_transition_time: THEN.into(),
+            reason,
+            message: message.into(),
+        }
+    }
+
+    fn stored(name: &str, condition: Option<Value>) -> Arc<Value> {
+        let mut object = json!({
+            "apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+            "metadata": {"name": name, "resourceVersion": "7"},
+            "spec": {"group": "apps", "version": "v1", "groupPriorityMinimum": 1000, "versionPriority": 15},
+        });
+        if let Some(c) = condition {
+            object["status"] = json!({"conditions": [c]});
+        }
+        Arc::new(object)
+    }
+
+    fn displaced(name: &str) -> Displaced {
+        Displaced {
+            name: name.into(),
+            reason: BUILTIN_GROUP,
+            message: "group apps is built into Kubernetes".into(),
+        }
+    }
+
+    #[test]
+    fn displaced_stored_apiservices_are_false_with_the_owners_reason() {
+        let objects = [
+            stored("v1.apps", None),
+            stored(
+                "v2.apps",
+                Some(
+                    json!({"type": "Available", "status": "False", "lastTransitionTime": THEN,
+                            "reason": "Other", "message": "other"}),
+                ),
+            ),
+        ];
+        let owners = [displaced("v1.apps"), displaced("v2.apps")];
+        // What the book holds for a displaced name does not count.
+        let ours = |_: &str| Some(condition(("True", "Passed", "ok")));
+        let writes = status_writes(&objects, &owners, ours, NOW);
+        assert_eq!(writes.len(), 2);
+        for (write, since) in writes.iter().zip([NOW, THEN]) {
+            assert_eq!(write.expected, 7);
+            let c = &write.object["status"]["conditions"][0];
+            assert_eq!(c["status"], "False");
+            assert_eq!(c["reason"], BUILTIN_GROUP);
+            assert_eq!(c["message"], "group apps is built into Kubernetes");
+            // The time moves only when the status does.
+            assert_eq!(c["lastTransitionTime"], since, "{}", write.name);
+            let managers = write.object["metadata"]["managedFields"].to_string();
+            assert!(managers.contains("kube-apiserver"), "{managers}");
+        }
+        // Once written, nothing more to write.
+        let written: Vec<Arc<Value>> = writes.into_iter().map(|w| Arc::new(w.object)).collect();
+        assert!(status_writes(&written, &owners, |_| None, NOW).is_empty());
+    }
+
+    #[test]
+    fn stored_apiservices_get_the_books_condition_when_it_differs() {
+        let objects = [
+            stored(
+                "v1.same.example.com",
+                Some(
+                    json!({"type": "Available", "status": "True", "lastTransitionTime": "long ago",
+                            "reason": "Passed", "message": "all checks passed"}),
+                ),
+            ),
+            stored("v1.new.example.com", None),
+            stored("v1.unknown.example.com", None),
+            Arc::new(json!({"metadata": {}})),
+        ];
+        let book = HashMap::from([
+            (
+                "v1.same.example.com",
+                condition(("True", "Passed", "all checks passed")),
+            ),
+            (
+                "v1.new.example.com",
+                condition(("False", "MissingEndpoints", "none")),
+            ),
+        ]);
+        let writes = status_writes(&objects, &[], |name| book.get(name).cloned(), NOW);
+        // Same status, reason and message: no write (the time is not compared); no condition known
+        // or no name: none either.
+        let names: Vec<&str> = writes.iter().map(|w| w.name.as_str()).collect();
+        assert_eq!(names, ["v1.new.example.com"]);
+        let c = &writes[0].object["status"]["conditions"][0];
+        assert_eq!(
+            c,
+            &json!({"type": "Available", "status": "False", "lastTransitionTime": THEN,
+                    "reason": "MissingEndpoints", "message": "none"})
+        );
+    }
+}

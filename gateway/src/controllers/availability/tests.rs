@@ -1,17 +1,12 @@
-//! The availability controller's pure steps: verdicts, conditions and their transitions, and the
-//! stored APIServices' status writes. No socket, no runtime.
+//! The availability controller's pure step: verdicts, conditions and their transitions. No
+//! socket, no runtime.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 
-use apiagg_config::{
-    ApiServiceEntry, Backend, Displaced, Endpoint, Origin, RemoteBackend, Unresolved, BUILTIN_GROUP,
-};
-use serde_json::{json, Value};
+use apiagg_config::{ApiServiceEntry, Backend, Endpoint, Origin, RemoteBackend, Unresolved};
 
 use super::conditions::{evaluate, verdict, Evaluation, Observed, Verdict};
 use super::now_rfc3339;
-use super::stored::status_writes;
 use crate::state::{ApiServiceStatus, Condition, EndpointStatus};
 
 const THEN: &str = "2030-01-01T00:00:00Z";
@@ -365,96 +360,6 @@ fn new_apiservices_flip_without_loss_and_deleted_ones_are_removed() {
     assert_eq!(update.status.condition.last_transition_time, NOW);
     let removed: Vec<&str> = evaluation.removed.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(removed, ["v1.aa.example.com", "v1.zz.example.com"]);
-}
-
-fn stored(name: &str, condition: Option<Value>) -> Arc<Value> {
-    let mut object = json!({
-        "apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
-        "metadata": {"name": name, "resourceVersion": "7"},
-        "spec": {"group": "apps", "version": "v1", "groupPriorityMinimum": 1000, "versionPriority": 15},
-    });
-    if let Some(c) = condition {
-        object["status"] = json!({"conditions": [c]});
-    }
-    Arc::new(object)
-}
-
-fn displaced(name: &str) -> Displaced {
-    Displaced {
-        name: name.into(),
-        reason: BUILTIN_GROUP,
-        message: "group apps is built into Kubernetes".into(),
-    }
-}
-
-#[test]
-fn displaced_stored_apiservices_are_false_with_the_owners_reason() {
-    let objects = [
-        stored("v1.apps", None),
-        stored(
-            "v2.apps",
-            Some(
-                json!({"type": "Available", "status": "False", "lastTransitionTime": THEN,
-                        "reason": "Other", "message": "other"}),
-            ),
-        ),
-    ];
-    let owners = [displaced("v1.apps"), displaced("v2.apps")];
-    // What the book holds for a displaced name does not count.
-    let ours = |_: &str| Some(status(("True", "Passed", "ok"), THEN, Vec::new()).condition);
-    let writes = status_writes(&objects, &owners, ours, NOW);
-    assert_eq!(writes.len(), 2);
-    for (write, since) in writes.iter().zip([NOW, THEN]) {
-        assert_eq!(write.expected, 7);
-        let c = &write.object["status"]["conditions"][0];
-        assert_eq!(c["status"], "False");
-        assert_eq!(c["reason"], BUILTIN_GROUP);
-        assert_eq!(c["message"], "group apps is built into Kubernetes");
-        // The time moves only when the status does.
-        assert_eq!(c["lastTransitionTime"], since, "{}", write.name);
-        let managers = write.object["metadata"]["managedFields"].to_string();
-        assert!(managers.contains("kube-apiserver"), "{managers}");
-    }
-    // Once written, nothing more to write.
-    let written: Vec<Arc<Value>> = writes.into_iter().map(|w| Arc::new(w.object)).collect();
-    assert!(status_writes(&written, &owners, |_| None, NOW).is_empty());
-}
-
-#[test]
-fn stored_apiservices_get_the_books_condition_when_it_differs() {
-    let objects = [
-        stored(
-            "v1.same.example.com",
-            Some(
-                json!({"type": "Available", "status": "True", "lastTransitionTime": "long ago",
-                        "reason": "Passed", "message": "all checks passed"}),
-            ),
-        ),
-        stored("v1.new.example.com", None),
-        stored("v1.unknown.example.com", None),
-        Arc::new(json!({"metadata": {}})),
-    ];
-    let book = HashMap::from([
-        (
-            "v1.same.example.com",
-            status(("True", "Passed", "all checks passed"), THEN, Vec::new()).condition,
-        ),
-        (
-            "v1.new.example.com",
-            status(("False", "MissingEndpoints", "none"), THEN, Vec::new()).condition,
-        ),
-    ]);
-    let writes = status_writes(&objects, &[], |name| book.get(name).cloned(), NOW);
-    // Same status, reason and message: no write (the time is not compared); no condition known
-    // or no name: none either.
-    let names: Vec<&str> = writes.iter().map(|w| w.name.as_str()).collect();
-    assert_eq!(names, ["v1.new.example.com"]);
-    let c = &writes[0].object["status"]["conditions"][0];
-    assert_eq!(
-        c,
-        &json!({"type": "Available", "status": "False", "lastTransitionTime": THEN,
-                "reason": "MissingEndpoints", "message": "none"})
-    );
 }
 
 #[test]
