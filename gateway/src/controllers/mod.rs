@@ -7,6 +7,8 @@ mod availability;
 mod backoff;
 mod discovery;
 mod files;
+#[cfg(test)]
+mod fixtures;
 mod flowcontrol;
 mod openapi;
 mod registry;

@@ -204,6 +204,23 @@ fn check_v3_document(body: &[u8]) -> Result<(), &'static str> {
 }
 
 impl V3State {
+    /// A state holding `docs` (tests of what is merged from it).
+    #[cfg(test)]
+    pub fn holding(docs: impl IntoIterator<Item = Arc<V3Served>>) -> V3State {
+        let docs = docs.into_iter().map(|served| {
+            let url = format!("/openapi/v3/{}", served.doc.key);
+            let cached = CachedV3 {
+                url,
+                etag: None,
+                served,
+            };
+            (cached.served.doc.key.clone(), cached)
+        });
+        V3State {
+            docs: docs.collect(),
+        }
+    }
+
     /// The current documents, by key.
     pub fn documents(&self) -> impl Iterator<Item = (&str, &Arc<V3Served>)> {
         self.docs.iter().map(|(k, c)| (k.as_str(), &c.served))
