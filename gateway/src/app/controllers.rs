@@ -2,14 +2,13 @@
 //! their one writer each, everything else gets readers and the books it feeds.
 
 use std::path::Path;
-use std::sync::Arc;
 
 use anyhow::Context;
 use apiagg_config::{GatewayConfig, Sources};
 use pingora_core::server::Server;
 use pingora_core::services::background::background_service;
 
-use crate::backends::Reload;
+use crate::backends::Reloadable;
 use crate::controllers::{
     AvailabilityController, AvailabilityHandles, DiscoveryController, DiscoveryHandles,
     FileWatcher, OpenApiController, OpenApiHandles, RegistryController, RegistryHandles,
@@ -22,7 +21,7 @@ pub fn add(
     server: &mut Server,
     gateway: &Gateway,
     writers: Writers,
-    watched: Vec<Arc<dyn Reload>>,
+    watched: Vec<Reloadable>,
     (path, sources, config): (&Path, Sources, GatewayConfig),
 ) -> anyhow::Result<()> {
     let registry = RegistryController::new(

@@ -21,7 +21,7 @@ use pingora_core::server::{RunArgs, Server};
 use pingora_core::services::background::background_service;
 
 use crate::auth::Authenticator;
-use crate::backends::Reload;
+use crate::backends::Reloadable;
 use crate::request::{ApiaggProxy, Controls};
 use crate::state::{Gateway, Options};
 
@@ -81,9 +81,9 @@ pub fn serve(launch: Launch) -> anyhow::Result<()> {
         .transpose()
         .map_err(|e| anyhow::anyhow!("tls: {e}"))?
         .map(Arc::new);
-    let mut watched: Vec<Arc<dyn Reload>> = auth.reloadable();
+    let mut watched: Vec<Reloadable> = auth.reloadable();
     if let Some(c) = &certificates {
-        watched.push(c.clone());
+        watched.push(c.clone().into());
     }
 
     let conf = ServerConf {

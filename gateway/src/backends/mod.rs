@@ -14,7 +14,7 @@ mod upstream;
 
 pub use certs::{bundle_not_after, check_pair, earliest_not_after, CertError, Purpose};
 pub use client::{error_chain, Client, Clients, FetchError, Fetched};
-pub use credentials::{BearerToken, ClientIdentity, CredentialError, Reload};
+pub use credentials::{BearerToken, ClientIdentity, CredentialError, Reload, Reloadable};
 pub use exhaustion::own_exhaustion;
 pub use health::HealthBook;
 pub use names::{names_of, HostPort, Names};

@@ -10,23 +10,19 @@ use async_trait::async_trait;
 use pingora_core::server::ShutdownWatch;
 use pingora_core::services::background::BackgroundService;
 
-use crate::backends::Reload;
+use crate::backends::Reloadable;
 use crate::observe::Metrics;
 
 /// Re-reads every item each interval.
 pub struct FileWatcher {
-    items: Vec<Arc<dyn Reload>>,
+    items: Vec<Reloadable>,
     interval: Duration,
     metrics: Arc<Metrics>,
 }
 
 impl FileWatcher {
     /// A watcher over `items`, every `reload_interval` of the gateway's options.
-    pub fn new(
-        items: Vec<Arc<dyn Reload>>,
-        interval: Duration,
-        metrics: Arc<Metrics>,
-    ) -> FileWatcher {
+    pub fn new(items: Vec<Reloadable>, interval: Duration, metrics: Arc<Metrics>) -> FileWatcher {
         FileWatcher {
             items,
             interval,
@@ -35,7 +31,7 @@ impl FileWatcher {
     }
 
     /// Publishes the expiry of the certificates `item` serves with.
-    fn report_expiry(&self, item: &dyn Reload) {
+    fn report_expiry(&self, item: &Reloadable) {
         if let Some((kind, not_after)) = item.expiry() {
             self.metrics.certificate_expiry(kind, Some(not_after));
         }
@@ -58,8 +54,8 @@ impl BackgroundService for FileWatcher {
             }
             for (item, problem) in self.items.iter().zip(problems.iter_mut()) {
                 let result = item.reload();
-                if first || result == Ok(true) {
-                    self.report_expiry(item.as_ref());
+                if first || matches!(result, Ok(true)) {
+                    self.report_expiry(item);
                 }
                 match result {
                     Ok(changed) => {
@@ -71,13 +67,15 @@ impl BackgroundService for FileWatcher {
                         *problem = None;
                     }
                     Err(e) => {
-                        if problem.as_deref() != Some(e.as_str()) {
+                        // Said once per distinct problem, not every round.
+                        let text = e.to_string();
+                        if problem.as_deref() != Some(text.as_str()) {
                             tracing::warn!(
-                                "{} not reloaded, the previous one serves: {e}",
+                                "{} not reloaded, the previous one serves: {text}",
                                 item.name()
                             );
                         }
-                        *problem = Some(e);
+                        *problem = Some(text);
                     }
                 }
             }
@@ -91,6 +89,7 @@ mod tests {
     use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 
     use super::*;
+    use crate::backends::Reload;
     use crate::observe::CertificateKind;
 
     /// A certificate file whose next reload reports a change when told so.
@@ -100,10 +99,11 @@ mod tests {
     }
 
     impl Reload for Fake {
+        type Error = std::convert::Infallible;
         fn name(&self) -> String {
             "fake".into()
         }
-        fn reload(&self) -> Result<bool, String> {
+        fn reload(&self) -> Result<bool, Self::Error> {
             Ok(self.changed.swap(false, Ordering::SeqCst))
         }
         fn expiry(&self) -> Option<(CertificateKind, i64)> {
@@ -143,7 +143,7 @@ mod tests {
             changed: AtomicBool::new(false),
         });
         let watcher = FileWatcher::new(
-            vec![fake.clone()],
+            vec![Reloadable::from(fake.clone())],
             Duration::from_millis(5),
             metrics.clone(),
         );

@@ -248,8 +248,8 @@ impl ApiaggProxy {
                     }
                 };
             }
-            Err(message) => {
-                let reply = reply::failure_reply(400, "BadRequest", &message);
+            Err(e) => {
+                let reply = reply::failure_reply(400, "BadRequest", &e.to_string());
                 return self.answer(session, ctx, RouteKind::Refused, reply).await;
             }
         }

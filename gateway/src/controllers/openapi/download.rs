@@ -298,13 +298,16 @@ impl V3State {
     }
 }
 
+/// A v3 document answered 200: its `ETag` (when sent) and the document.
+type FreshV3 = (Option<String>, V3Served);
+
 /// One v3 document: `Some((etag, document))` on 200, `None` on 304.
 async fn fetch_v3_document(
     source: &Download<'_>,
     key: &str,
     url: &str,
     if_none_match: Option<&str>,
-) -> Result<Option<(Option<String>, V3Served)>, Error> {
+) -> Result<Option<FreshV3>, Error> {
     if !url.starts_with('/') {
         return Err(Error::unusable(
             format!("/openapi/v3 entry {key}"),
