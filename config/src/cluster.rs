@@ -3,10 +3,13 @@
 //! ready endpoint, as with `--enable-aggregator-routing`. Pure: the caller feeds the objects.
 
 use std::collections::{BTreeSet, HashMap};
+use std::fmt::Display;
 
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use serde::Deserialize;
+
+use crate::endpoint::{parse_endpoint, Endpoint};
 
 /// The label that ties an EndpointSlice to its Service.
 pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
@@ -27,7 +30,10 @@ pub enum ServiceResolution {
 }
 
 /// Why a Service yields no endpoints: the `Available` condition it leads to (spec §1.5).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Retryable when `status` is `Unknown` (`ServiceAccessError`: the next list or watch may
+/// succeed); with `False` it holds until the cluster or the config changes, which re-resolves.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
 pub struct Unresolved {
     /// `False` or `Unknown`.
     pub status: &'static str,
@@ -52,6 +58,16 @@ impl Unresolved {
             status: "Unknown",
             reason: "ServiceAccessError",
             message: format!("service/{name} in \"{namespace}\" cannot be checked due to: {why}"),
+        }
+    }
+
+    /// `FailedDiscoveryCheck` for a backend that cannot be used at all (a bad CA bundle, an
+    /// endpoint that is no URL); `why` is the message.
+    pub(crate) fn unusable(why: impl Display) -> Unresolved {
+        Unresolved {
+            status: "False",
+            reason: "FailedDiscoveryCheck",
+            message: why.to_string(),
         }
     }
 
@@ -86,6 +102,9 @@ struct SliceFacts {
 
 /// `(namespace, name)` of an object.
 type Key = (String, String);
+
+/// The result of resolving a Service.
+type Result<T, E = Unresolved> = std::result::Result<T, E>;
 
 /// Services and EndpointSlices of a cluster, kept as the delegate's lists and watches report them.
 #[derive(Debug, Default)]
@@ -154,6 +173,12 @@ fn url(host: &str, port: i32) -> String {
     } else {
         format!("https://{host}:{port}")
     }
+}
+
+/// A [`url()`] as an endpoint; one that is no URL (an ExternalName that is no host name, a port
+/// out of range) leaves the Service unusable.
+fn endpoint(url: &str) -> Result<Endpoint> {
+    parse_endpoint(url).map_err(Unresolved::unusable)
 }
 
 impl ClusterServices {
@@ -255,14 +280,14 @@ impl ClusterServices {
         self.listed || self.problem.is_some()
     }
 
-    /// The endpoint URLs of `namespace/name` port `port`, or why there are none.
+    /// The endpoints of `namespace/name` port `port`, or why there are none.
     pub fn resolve(
         &self,
         mode: ServiceResolution,
         namespace: &str,
         name: &str,
         port: i32,
-    ) -> Result<Vec<String>, Unresolved> {
+    ) -> Result<Vec<Endpoint>> {
         if !self.listed {
             let why = self
                 .problem
@@ -277,7 +302,7 @@ impl ClusterServices {
         if service.kind == "ExternalName" {
             return match (mode, service.external_name.as_deref()) {
                 (ServiceResolution::Cluster, Some(host)) if !host.is_empty() => {
-                    Ok(vec![url(host, port)])
+                    Ok(vec![endpoint(&url(host, port))?])
                 }
                 _ => Err(Unresolved::failed(
                     namespace,
@@ -298,7 +323,7 @@ impl ClusterServices {
         match mode {
             ServiceResolution::Endpoints => self.endpoints(namespace, name, port_name),
             _ => match service.cluster_ip.as_deref() {
-                Some(ip) if !ip.is_empty() && ip != "None" => Ok(vec![url(ip, port)]),
+                Some(ip) if !ip.is_empty() && ip != "None" => Ok(vec![endpoint(&url(ip, port))?]),
                 _ => Err(Unresolved::failed(namespace, name, "a headless Service")),
             },
         }
@@ -306,12 +331,7 @@ impl ClusterServices {
 
     /// Every ready address of the Service's slices, on the slice port named like the service
     /// port; sorted, so an unchanged set builds identical routes.
-    fn endpoints(
-        &self,
-        namespace: &str,
-        name: &str,
-        port_name: &str,
-    ) -> Result<Vec<String>, Unresolved> {
+    fn endpoints(&self, namespace: &str, name: &str, port_name: &str) -> Result<Vec<Endpoint>> {
         let owner = (namespace.to_string(), name.to_string());
         let Some(names) = self.slices_of.get(&owner) else {
             return Err(Unresolved {
@@ -338,7 +358,7 @@ impl ClusterServices {
                 message: format!("endpoints for service/{name} in \"{namespace}\" have no addresses with port name \"{port_name}\""),
             });
         }
-        Ok(urls)
+        urls.iter().map(|u| endpoint(u)).collect()
     }
 }
 

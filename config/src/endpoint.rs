@@ -14,10 +14,11 @@ pub struct Endpoint {
     pub port: u16,
 }
 
-/// Why an endpoint URL cannot be used. Not retryable: the configuration must change.
+/// Why an endpoint URL cannot be used. None is retryable: the configuration (or the Service it
+/// was resolved from) must change.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum EndpointError {
-    /// Not a URL.
+    /// Not a URL. Not retryable.
     #[error("endpoint {url:?}: {source}")]
     Url {
         /// The URL as configured.
@@ -25,7 +26,7 @@ pub enum EndpointError {
         /// Why it does not parse.
         source: url::ParseError,
     },
-    /// A scheme other than `http` and `https`.
+    /// A scheme other than `http` and `https`. Not retryable.
     #[error("endpoint {url:?}: scheme {scheme:?} is not supported, use http or https")]
     Scheme {
         /// The URL as configured.
@@ -33,19 +34,22 @@ pub enum EndpointError {
         /// Its scheme.
         scheme: String,
     },
-    /// No host.
+    /// No host. Not retryable.
     #[error("endpoint {0:?}: host is missing")]
     NoHost(String),
-    /// A path other than `/`, or a query.
+    /// A path other than `/`, or a query. Not retryable.
     #[error("endpoint {0:?}: must not have a path or query")]
     PathOrQuery(String),
-    /// No port and none known for the scheme.
+    /// No port and none known for the scheme. Not retryable.
     #[error("endpoint {0:?}: port is missing")]
     NoPort(String),
 }
 
+/// The result of parsing an endpoint.
+type Result<T, E = EndpointError> = std::result::Result<T, E>;
+
 /// Parses an endpoint URL (`http(s)://host[:port]`, no path).
-pub fn parse_endpoint(text: &str) -> Result<Endpoint, EndpointError> {
+pub fn parse_endpoint(text: &str) -> Result<Endpoint> {
     let url = url::Url::parse(text).map_err(|source| EndpointError::Url {
         url: text.to_string(),
         source,

@@ -9,11 +9,12 @@ use std::collections::HashMap;
 use std::fmt::Display;
 use std::path::{Path, PathBuf};
 
+use apiagg_apis::{apply_defaults, validate, APIService, DEFAULT_SERVICE_PORT};
 use serde::Deserialize;
 
 pub use self::delegate::{
-    from_kubeconfig, in_cluster, CertSource, DelegateConfig, DelegateError, TokenSource,
-    SERVICE_ACCOUNT_DIR,
+    from_kubeconfig, in_cluster, CertSource, DelegateConfig, DelegateError, KubeconfigProblem,
+    TokenSource, SERVICE_ACCOUNT_DIR,
 };
 use self::delegate::{parse_delegate, RawDelegate};
 use self::parts::{check_services, documents, expand_pattern, object_from_value, Invalid};
@@ -22,8 +23,7 @@ pub use self::trust::{
     Authentication, Authorization, AuthorizationMode, ProxyClient, RequestHeader, ServingTls,
     SniCertificate, TokenReview, TrustError,
 };
-use crate::apiservice::{self, APIService};
-pub use crate::cluster::ServiceResolution;
+use crate::cluster::ServiceResolution;
 
 /// Address served when neither the file nor `--listen` names one.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
@@ -65,7 +65,7 @@ pub struct ServiceEntry {
 }
 
 fn default_port() -> i32 {
-    apiservice::DEFAULT_SERVICE_PORT
+    DEFAULT_SERVICE_PORT
 }
 
 /// An APIService together with where it was declared.
@@ -109,14 +109,18 @@ pub struct Problem {
     pub message: String,
 }
 
-/// Every problem found in a config; the config is rejected as a whole (retryable only once the
-/// files are fixed).
+/// Every problem found in a config; the config is rejected as a whole. Not retryable: loading
+/// succeeds only once the files are fixed (the gateway keeps its last good config and tries
+/// again when they change).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{}", list(.problems))]
 pub struct ConfigError {
     /// The problems, in file order.
     pub problems: Vec<Problem>,
 }
+
+/// The result of loading a config.
+type Result<T, E = ConfigError> = std::result::Result<T, E>;
 
 impl Problem {
     /// A problem at `location`; its message is `what` in words.
@@ -154,7 +158,7 @@ pub struct Sources {
     files: Vec<(PathBuf, Vec<u8>)>,
 }
 
-fn read(path: &Path) -> Result<Vec<u8>, ConfigError> {
+fn read(path: &Path) -> Result<Vec<u8>> {
     std::fs::read(path).map_err(|e| ConfigError::single(path, e))
 }
 
@@ -164,7 +168,7 @@ fn base_dir(path: &Path) -> PathBuf {
         .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
 }
 
-fn parse_raw(path: &Path, bytes: &[u8]) -> Result<RawConfig, ConfigError> {
+fn parse_raw(path: &Path, bytes: &[u8]) -> Result<RawConfig> {
     let text = std::str::from_utf8(bytes).map_err(|e| ConfigError::single(path, e))?;
     if text.trim().is_empty() {
         return Ok(RawConfig::default());
@@ -174,7 +178,7 @@ fn parse_raw(path: &Path, bytes: &[u8]) -> Result<RawConfig, ConfigError> {
 
 impl Sources {
     /// Reads the config file and every file its `apiServiceFiles` patterns match.
-    pub fn read(path: &Path) -> Result<Sources, ConfigError> {
+    pub fn read(path: &Path) -> Result<Sources> {
         let main = read(path)?;
         let raw = parse_raw(path, &main)?;
         let base = base_dir(path);
@@ -207,7 +211,7 @@ impl Sources {
     }
 
     /// Parses and validates the sources into a config.
-    pub fn parse(&self) -> Result<GatewayConfig, ConfigError> {
+    pub fn parse(&self) -> Result<GatewayConfig> {
         let path = &self.path;
         let raw = parse_raw(path, &self.main)?;
         let base = base_dir(path);
@@ -290,10 +294,10 @@ impl Sources {
         let mut seen: HashMap<String, String> = HashMap::new();
         let mut validated = Vec::new();
         for (mut object, origin) in api_services {
-            apiservice::apply_defaults(&mut object);
+            apply_defaults(&mut object);
             let name = object.metadata.name.clone().unwrap_or_default();
             let location = format!("{origin} ({name})");
-            if let Err(e) = apiservice::validate(&object) {
+            if let Err(e) = validate(&object) {
                 problems.push(Problem::new(location, e));
                 continue;
             }
@@ -335,7 +339,7 @@ impl Sources {
 
 impl GatewayConfig {
     /// Reads, parses and validates the config at `path`.
-    pub fn load(path: &Path) -> Result<GatewayConfig, ConfigError> {
+    pub fn load(path: &Path) -> Result<GatewayConfig> {
         Sources::read(path)?.parse()
     }
 }

@@ -9,9 +9,9 @@
 //! ([`remote_builtin`]). A file APIService named like a delegate group-version still wins over the
 //! automatic one.
 
-use crate::apiservice::{FieldError, ValidationErrors};
+use apiagg_apis::{FieldError, ValidationErrors, GROUP_PRIORITIES};
+
 use crate::file::SourcedApiService;
-use crate::priorities::GROUP_PRIORITIES;
 use crate::registry::LocalGroupVersion;
 
 /// Condition reason of a stored APIService for a group-version the delegate serves.
@@ -46,7 +46,7 @@ pub fn is_builtin_group(group: &str) -> bool {
 
 /// The owner of a group-version, when it has one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Owner {
+pub(crate) enum Owner {
     /// A built-in group of Kubernetes.
     Kubernetes,
     /// A group-version the delegate lists.
@@ -55,7 +55,7 @@ pub enum Owner {
 
 /// Who owns `group`/`version`: Kubernetes first, then the delegate (`delegate`: the group-versions
 /// it lists, as far as known).
-pub fn owner(group: &str, version: &str, delegate: &[LocalGroupVersion]) -> Option<Owner> {
+pub(crate) fn owner(group: &str, version: &str, delegate: &[LocalGroupVersion]) -> Option<Owner> {
     if is_builtin_group(group) {
         return Some(Owner::Kubernetes);
     }
@@ -74,7 +74,7 @@ fn shown(group: &str, version: &str) -> String {
 }
 
 /// Why an owned group-version is not for an APIService of the API: `(reason, message)`.
-pub fn explain(owner: Owner, group: &str, version: &str) -> (&'static str, String) {
+pub(crate) fn explain(owner: Owner, group: &str, version: &str) -> (&'static str, String) {
     let gv = shown(group, version);
     match owner {
         Owner::Kubernetes => (
@@ -154,7 +154,7 @@ pub fn split_stored(
 
 /// Whether a config-file APIService routes a built-in group to a remote Service (refused: a
 /// built-in group may be declared in the file only as local).
-pub fn remote_builtin(group: &str, has_service: bool) -> bool {
+pub(crate) fn remote_builtin(group: &str, has_service: bool) -> bool {
     has_service && is_builtin_group(group)
 }
 

@@ -5,19 +5,19 @@ use std::cmp::Ordering;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::cluster::{ClusterServices, Unresolved};
-use crate::file::{GatewayConfig, ServiceEntry};
-use crate::priorities::builtin_priority;
-use crate::version::compare_apiservices;
+use apiagg_apis::{builtin_priority, compare_apiservices, DEFAULT_SERVICE_PORT};
 
-/// Endpoints are parsed when the registry is built; callers also find the parser here.
-pub use crate::endpoint::{parse_endpoint, Endpoint, EndpointError};
+use crate::cluster::{ClusterServices, Unresolved};
+use crate::endpoint::{parse_endpoint, Endpoint};
+use crate::file::{DelegateConfig, GatewayConfig, ServiceEntry, SourcedApiService};
 
 /// Where an APIService came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Origin {
     /// Declared in the config (file and position).
     Config(String),
+    /// Registered through apiagg's APIService API (kept in its store).
+    Api,
     /// Registered automatically for a group-version the delegate serves.
     Delegate,
 }
@@ -44,8 +44,8 @@ pub struct RemoteBackend {
 /// Where requests for an APIService go.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Backend {
-    /// Served by the delegate (`spec.service` unset).
-    Local,
+    /// Served by the delegate (`spec.service` unset: kube-aggregator's "local" APIService).
+    Delegate,
     /// Served by an extension API server.
     Remote(RemoteBackend),
 }
@@ -71,8 +71,8 @@ pub struct ApiServiceEntry {
 
 impl ApiServiceEntry {
     /// Whether the delegate serves it.
-    pub fn is_local(&self) -> bool {
-        matches!(self.backend, Backend::Local)
+    pub fn is_delegated(&self) -> bool {
+        matches!(self.backend, Backend::Delegate)
     }
 }
 
@@ -107,7 +107,7 @@ fn legacy_order(a: &ApiServiceEntry, b: &ApiServiceEntry) -> Ordering {
 }
 
 /// The delegate's endpoint URLs: its `endpoints`, or its `url`.
-fn delegate_urls(delegate: Option<&crate::file::DelegateConfig>) -> Vec<String> {
+fn delegate_urls(delegate: Option<&DelegateConfig>) -> Vec<String> {
     let Some(delegate) = delegate else {
         return Vec::new();
     };
@@ -119,6 +119,13 @@ fn delegate_urls(delegate: Option<&crate::file::DelegateConfig>) -> Vec<String> 
     }
 }
 
+/// Endpoint URLs parsed; one that is no URL leaves the APIService unusable.
+fn parse_all(urls: &[String]) -> Result<Vec<Endpoint>, Unresolved> {
+    urls.iter()
+        .map(|u| parse_endpoint(u).map_err(Unresolved::unusable))
+        .collect()
+}
+
 fn count_pem_certificates(pem: &[u8]) -> usize {
     let text = String::from_utf8_lossy(pem);
     text.matches("-----BEGIN CERTIFICATE-----").count()
@@ -127,16 +134,19 @@ fn count_pem_certificates(pem: &[u8]) -> usize {
 impl Registry {
     /// Builds the registry from a config plus the group-versions the delegate serves. A config
     /// APIService with the same name as a delegate group-version wins over the automatic one:
-    /// pass APIServices of the API only after [`crate::ownership::split_stored`].
+    /// pass APIServices of the API only after [`split_stored`](crate::split_stored).
     /// Services resolve through the config's `services` table only.
     pub fn build(config: &GatewayConfig, local: &[LocalGroupVersion]) -> Registry {
-        Registry::build_with(config, local, None)
+        Registry::build_with(config, &[], local, None)
     }
 
-    /// [`Registry::build`], with Services the table does not list resolved through `cluster` as
-    /// the config's `serviceResolution` says.
+    /// [`Registry::build`], plus APIServices registered through the API (`stored`, after
+    /// [`crate::ownership::split_stored`]; a name the config declares must not be among them),
+    /// with Services the table does not list resolved through `cluster` as the config's
+    /// `serviceResolution` says.
     pub fn build_with(
         config: &GatewayConfig,
+        stored: &[SourcedApiService],
         local: &[LocalGroupVersion],
         cluster: Option<&ClusterServices>,
     ) -> Registry {
@@ -146,16 +156,17 @@ impl Registry {
             .map(|s| ((s.namespace.as_str(), s.name.as_str(), s.port), s))
             .collect();
         let mut entries: Vec<ApiServiceEntry> = Vec::new();
-        for sourced in &config.api_services {
+        let declared = config.api_services.iter().map(|s| (s, false));
+        for (sourced, api) in declared.chain(stored.iter().map(|s| (s, true))) {
             let obj = &sourced.object;
             let name = obj.metadata.name.clone().unwrap_or_default();
             let spec = obj.spec.clone().unwrap_or_default();
             let backend = match &spec.service {
-                None => Backend::Local,
+                None => Backend::Delegate,
                 Some(svc) => {
                     let namespace = svc.namespace.clone().unwrap_or_default();
                     let service = svc.name.clone().unwrap_or_default();
-                    let port = svc.port.unwrap_or(crate::apiservice::DEFAULT_SERVICE_PORT);
+                    let port = svc.port.unwrap_or(DEFAULT_SERVICE_PORT);
                     let ca_bundle = spec
                         .ca_bundle
                         .as_ref()
@@ -163,26 +174,21 @@ impl Registry {
                         .map(|b| Arc::<[u8]>::from(b.0.as_slice()));
                     // A bad bundle or endpoint fails this APIService only (its condition says
                     // why), never the registry.
-                    let unusable = |message: String| Unresolved {
-                        status: "False",
-                        reason: "FailedDiscoveryCheck",
-                        message,
-                    };
                     let bad_bundle = ca_bundle
                         .as_ref()
                         .is_some_and(|ca| count_pem_certificates(ca) == 0);
                     let loopback = (namespace.as_str(), service.as_str(), port)
-                        == (
-                            "default",
-                            "kubernetes",
-                            crate::apiservice::DEFAULT_SERVICE_PORT,
-                        );
-                    let urls = match services.get(&(namespace.as_str(), service.as_str(), port)) {
-                        Some(entry) => Ok(entry.endpoints.clone()),
+                        == ("default", "kubernetes", DEFAULT_SERVICE_PORT);
+                    let table = services.get(&(namespace.as_str(), service.as_str(), port));
+                    let endpoints = match table {
+                        _ if bad_bundle => Err(Unresolved::unusable(
+                            "spec.caBundle: no PEM certificate found",
+                        )),
+                        Some(entry) => parse_all(&entry.endpoints),
                         // `default/kubernetes:443` is the API server itself (upstream's
                         // loopback resolver): the delegate.
                         None if loopback && config.delegate.is_some() => {
-                            Ok(delegate_urls(config.delegate.as_ref()))
+                            parse_all(&delegate_urls(config.delegate.as_ref()))
                         }
                         None => match cluster {
                             Some(c) => {
@@ -190,17 +196,6 @@ impl Registry {
                             }
                             None => Err(Unresolved::not_found(&namespace, &service)),
                         },
-                    };
-                    let endpoints = match urls {
-                        _ if bad_bundle => Err(unusable(
-                            "spec.caBundle: no PEM certificate found".to_string(),
-                        )),
-                        Ok(urls) => urls
-                            .iter()
-                            .map(|e| parse_endpoint(e))
-                            .collect::<Result<Vec<_>, _>>()
-                            .map_err(|e| unusable(e.to_string())),
-                        Err(unresolved) => Err(unresolved),
                     };
                     Backend::Remote(RemoteBackend {
                         server_name: format!("{service}.{namespace}.svc"),
@@ -220,7 +215,11 @@ impl Registry {
                 group_priority_minimum: spec.group_priority_minimum,
                 version_priority: spec.version_priority,
                 backend,
-                origin: Origin::Config(sourced.origin.clone()),
+                origin: if api {
+                    Origin::Api
+                } else {
+                    Origin::Config(sourced.origin.clone())
+                },
             });
         }
         for gv in local {
@@ -235,7 +234,7 @@ impl Registry {
                 version: gv.version.clone(),
                 group_priority_minimum: gpm,
                 version_priority: vp,
-                backend: Backend::Local,
+                backend: Backend::Delegate,
                 origin: Origin::Delegate,
             });
         }

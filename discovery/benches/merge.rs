@@ -4,10 +4,10 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use apiagg_discovery::convert::split_group_versions;
 use apiagg_discovery::{
     legacy_group_list, merge_aggregated, render_aggregated, render_legacy, render_merged,
-    APIGroupDiscoveryList, ApiServiceRecord, GroupVersionEntry, Priority, Source,
+    split_group_versions, APIGroupDiscoveryList, ApiServiceRecord, GroupVersionEntry, Priority,
+    Source,
 };
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 

@@ -11,7 +11,8 @@ use crate::types::{
 /// Why a legacy resource list cannot be converted; the caller marks the group-version `Stale`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ConvertError {
-    /// A subresource's scope differs from its parent's.
+    /// A subresource's scope differs from its parent's. Not retryable with the same document:
+    /// the backend must serve a consistent list.
     #[error(
         "parent {parent} (scope: {parent_scope:?}) and subresource {subresource} (scope: {subresource_scope:?}) scope do not match"
     )]
@@ -27,12 +28,15 @@ pub enum ConvertError {
     },
 }
 
+/// The result of a conversion.
+type Result<T, E = ConvertError> = std::result::Result<T, E>;
+
 /// Converts the resources of one legacy group-version into aggregated resources.
 ///
 /// Plain entries become resources in list order; `parent/sub` entries become subresources of
 /// `parent` (a missing parent is appended with the subresource's scope and an empty
 /// `responseKind`). `responseKind` group/version stay empty unless the legacy entry set them.
-pub fn convert_resources(list: &[APIResource]) -> Result<Vec<APIResourceDiscovery>, ConvertError> {
+pub fn convert_resources(list: &[APIResource]) -> Result<Vec<APIResourceDiscovery>> {
     let mut out: Vec<APIResourceDiscovery> = Vec::with_capacity(list.len());
     let mut index: HashMap<&str, usize> = HashMap::with_capacity(list.len());
 
@@ -96,10 +100,7 @@ pub fn convert_resources(list: &[APIResource]) -> Result<Vec<APIResourceDiscover
 
 /// Converts a legacy `APIResourceList` into the aggregated entry for `version` (no freshness
 /// set; the caller decides).
-pub fn convert_resource_list(
-    version: &str,
-    list: &APIResourceList,
-) -> Result<APIVersionDiscovery, ConvertError> {
+pub fn convert_resource_list(version: &str, list: &APIResourceList) -> Result<APIVersionDiscovery> {
     Ok(APIVersionDiscovery {
         resources: convert_resources(&list.resources)?,
         ..APIVersionDiscovery::empty(version)

@@ -2,31 +2,54 @@
 //! negotiation and rendering. Pure library: no I/O, no async.
 //!
 //! Typical gateway flow:
-//! 1. decode backend documents into [`types`]; index aggregated ones with
-//!    [`convert::split_group_versions`], convert legacy ones with
-//!    [`convert::convert_resource_list`];
-//! 2. keep one [`merge::GroupVersionEntry`] per group-version and call
-//!    [`merge::merge_aggregated`] and [`order::legacy_group_list`] when something changes;
-//! 3. [`render::render_merged`] (or [`render::render_aggregated`]) and
-//!    [`render::render_legacy`] once, publish the result;
-//! 4. per request, [`negotiate::negotiate`] and [`render::RenderedDoc::not_modified`].
+//! 1. decode backend documents into the document types ([`APIGroupDiscoveryList`],
+//!    [`APIResourceList`], …); index aggregated ones with [`split_group_versions`], convert
+//!    legacy ones with [`convert_resource_list`];
+//! 2. keep one [`GroupVersionEntry`] per group-version and call [`merge_aggregated`] and
+//!    [`legacy_group_list`] when something changes;
+//! 3. [`render_merged`] (or [`render_aggregated`]) and [`render_legacy`] once, publish the
+//!    result;
+//! 4. per request, [`negotiate()`] and [`RenderedDoc::not_modified`].
+//!
+//! Version order and the ETag hash come from `apiagg-apis`, the only apiagg crate this one
+//! depends on. Modules are private; every item has one path, at the crate root.
 
-pub mod accept;
-pub mod convert;
-pub mod merge;
-pub mod negotiate;
-pub mod order;
-pub mod render;
-pub mod types;
+mod accept;
+mod convert;
+mod merge;
+mod negotiate;
+mod order;
+mod render;
+mod types;
 
-pub use convert::{convert_resource_list, convert_resources, ConvertError};
-pub use merge::{merge_aggregated, GroupVersionEntry, Priority, Source};
+pub use accept::{accepts_coding, media_ranges, Clause};
+pub use convert::{
+    convert_resource_list, convert_resources, fill_missing_response_kinds, split_group_versions,
+    ConvertError,
+};
+pub use merge::{
+    merge_aggregated, merge_plan, GroupVersionEntry, MergedGroup, Priority, Source,
+    APIREGISTRATION_PRIORITY,
+};
 pub use negotiate::{
     negotiate, AggregatedVersion, Endpoint, NegotiateOptions, Negotiated, NotAcceptable,
+    CONTENT_TYPE_V2, CONTENT_TYPE_V2BETA1, JSON,
 };
-pub use order::{legacy_group, legacy_group_list, ApiServiceRecord};
-pub use render::{render_aggregated, render_legacy, render_merged, AggregatedDocs, RenderedDoc};
-pub use types::*;
+pub use order::{
+    apiregistration_group, legacy_group, legacy_group_list, legacy_group_order, ApiServiceRecord,
+    APIREGISTRATION_GROUP,
+};
+pub use render::{
+    if_none_match_matches, render_aggregated, render_json, render_legacy, render_merged,
+    AggregatedDocs, RenderError, RenderedDoc,
+};
+pub use types::{
+    APIGroup, APIGroupDiscovery, APIGroupDiscoveryList, APIGroupList, APIResource,
+    APIResourceDiscovery, APIResourceList, APISubresourceDiscovery, APIVersionDiscovery,
+    APIVersions, Extra, Freshness, GroupMeta, GroupVersionForDiscovery, GroupVersionKind, Scope,
+    ServerAddressByClientCIDR, APIDISCOVERY_GROUP, APIDISCOVERY_V2, APIDISCOVERY_V2BETA1,
+    APIGROUP_DISCOVERY_LIST_KIND, LEGACY_API_VERSION,
+};
 
 #[cfg(test)]
 mod tests;

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use apiagg_config::version::compare_versions;
+use apiagg_apis::compare_versions;
 
 use crate::order::APIREGISTRATION_GROUP;
 use crate::types::{
@@ -164,7 +164,7 @@ pub fn merge_aggregated(entries: &[GroupVersionEntry]) -> APIGroupDiscoveryList 
 }
 
 /// The order [`merge_aggregated`] produces, without copying any document; used by
-/// [`crate::render::render_merged`].
+/// [`crate::render_merged`].
 pub fn merge_plan(entries: &[GroupVersionEntry]) -> Vec<MergedGroup<'_>> {
     // groups in first-seen order, each with the indices of its winning entries
     let mut groups: Vec<(&str, Vec<usize>)> = Vec::new();

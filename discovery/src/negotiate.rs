@@ -88,10 +88,14 @@ impl Negotiated {
     }
 }
 
-/// No Accept clause can be served: answer 406 with [`NotAcceptable::message`].
+/// No Accept clause can be served: answer 406 with [`NotAcceptable::message`]. Not retryable
+/// with the same Accept header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("only the following media types are accepted: application/json")]
 pub struct NotAcceptable;
+
+/// The result of a negotiation.
+type Result<T, E = NotAcceptable> = std::result::Result<T, E>;
 
 impl NotAcceptable {
     /// The Status message (upstream wording, listing the types the gateway serves).
@@ -151,7 +155,7 @@ pub fn negotiate(
     accept: Option<&str>,
     endpoint: Endpoint,
     opts: &NegotiateOptions,
-) -> Result<Negotiated, NotAcceptable> {
+) -> Result<Negotiated> {
     let header = accept.map(str::trim).unwrap_or("");
     if header.is_empty() {
         return Ok(Negotiated::Legacy);
@@ -182,7 +186,7 @@ struct Memo {
     header: Box<str>,
     endpoint: Endpoint,
     opts: NegotiateOptions,
-    answer: Result<Negotiated, NotAcceptable>,
+    answer: Result<Negotiated>,
 }
 
 thread_local! {
@@ -190,11 +194,7 @@ thread_local! {
 }
 
 /// [`negotiate`] for a non-empty, trimmed header, without the memo.
-fn decide(
-    header: &str,
-    endpoint: Endpoint,
-    opts: &NegotiateOptions,
-) -> Result<Negotiated, NotAcceptable> {
+fn decide(header: &str, endpoint: Endpoint, opts: &NegotiateOptions) -> Result<Negotiated> {
     let clauses = media_ranges(header);
     if endpoint == Endpoint::Root {
         for clause in &clauses {

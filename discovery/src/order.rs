@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use apiagg_config::version::{compare_apiservices, compare_versions};
+use apiagg_apis::{compare_apiservices, compare_versions};
 
 use crate::types::{APIGroup, APIGroupList, GroupVersionForDiscovery, LEGACY_API_VERSION};
 

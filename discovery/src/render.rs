@@ -1,6 +1,6 @@
 //! Rendering documents to bytes with a strong ETag, and If-None-Match matching (spec §6.7).
 
-use apiagg_config::content_hash::strong_etag;
+use apiagg_apis::strong_etag;
 use bytes::Bytes;
 use serde::Serialize;
 
@@ -29,10 +29,14 @@ impl RenderedDoc {
     }
 }
 
-/// Serialisation failed (only possible for documents with non-string map keys).
+/// Serialisation failed (only possible for documents with non-string map keys). Not retryable:
+/// the same document fails again.
 #[derive(Debug, thiserror::Error)]
 #[error("cannot render discovery document: {0}")]
 pub struct RenderError(#[from] serde_json::Error);
+
+/// The result of rendering.
+type Result<T, E = RenderError> = std::result::Result<T, E>;
 
 /// The aggregated document in both versions. Both carry the same ETag: upstream hashes the v2
 /// JSON and uses that ETag for every representation.
@@ -61,10 +65,7 @@ pub fn if_none_match_matches(if_none_match: Option<&str>, etag: &str) -> bool {
 }
 
 /// Renders any document as compact JSON with a strong ETag.
-pub fn render_json<T: Serialize>(
-    doc: &T,
-    content_type: &'static str,
-) -> Result<RenderedDoc, RenderError> {
+pub fn render_json<T: Serialize>(doc: &T, content_type: &'static str) -> Result<RenderedDoc> {
     let bytes = serde_json::to_vec(doc)?;
     let etag = strong_etag(&bytes);
     Ok(RenderedDoc {
@@ -75,13 +76,13 @@ pub fn render_json<T: Serialize>(
 }
 
 /// Renders a legacy document (`APIGroupList`, `APIGroup`, …) as `application/json`.
-pub fn render_legacy<T: Serialize>(doc: &T) -> Result<RenderedDoc, RenderError> {
+pub fn render_legacy<T: Serialize>(doc: &T) -> Result<RenderedDoc> {
     render_json(doc, JSON)
 }
 
 /// Renders the aggregated list as v2 and v2beta1. `kind`/`apiVersion` are written by this
 /// function (whatever `list` carries); the items are serialised once and shared.
-pub fn render_aggregated(list: &APIGroupDiscoveryList) -> Result<AggregatedDocs, RenderError> {
+pub fn render_aggregated(list: &APIGroupDiscoveryList) -> Result<AggregatedDocs> {
     let metadata = serde_json::to_vec(&list.metadata)?;
     let items = serde_json::to_vec(&list.items)?;
     Ok(finish(&metadata, &items))
@@ -89,7 +90,7 @@ pub fn render_aggregated(list: &APIGroupDiscoveryList) -> Result<AggregatedDocs,
 
 /// Merges and renders in one step without copying documents: the same bytes and ETag as
 /// `render_aggregated(&merge_aggregated(entries))`, several times faster.
-pub fn render_merged(entries: &[GroupVersionEntry]) -> Result<AggregatedDocs, RenderError> {
+pub fn render_merged(entries: &[GroupVersionEntry]) -> Result<AggregatedDocs> {
     let items: Vec<GroupOut<'_>> = merge_plan(entries)
         .into_iter()
         .map(|(name, versions)| GroupOut {

@@ -14,8 +14,8 @@
 
 use std::sync::OnceLock;
 
-use apiagg_config::managed_fields::Subresource;
-use apiagg_config::strategy::{self, PatchKind, Verb, WriteOptions};
+use apiagg_strategy::managed_fields::Subresource;
+use apiagg_strategy::{self as strategy, PatchKind, Verb, WriteOptions};
 use libfuzzer_sys::fuzz_target;
 use serde_json::{json, Value};
 

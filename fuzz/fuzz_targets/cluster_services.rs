@@ -1,14 +1,13 @@
 //! Services and EndpointSlices the delegate lists and watches (`gateway/src/controllers/
 //! services.rs`), through `ClusterServices` (`replace_services`, `replace_slices`,
-//! `service_event`, `slice_event`) and `resolve` in every mode, with the resolved URLs parsed as
-//! the registry parses them (`parse_endpoint`).
+//! `service_event`, `slice_event`) and `resolve` in every mode; each resolved endpoint's URL
+//! must parse back to the same endpoint (`parse_endpoint`).
 //!
 //! Input: one JSON value: a list's `items` array (read as Services and as EndpointSlices), or
 //! one watched object (read as both kinds, added then deleted).
 #![no_main]
 
-use apiagg_config::cluster::{object_key, ClusterServices, ServiceResolution};
-use apiagg_config::endpoint::parse_endpoint;
+use apiagg_config::{object_key, parse_endpoint, ClusterServices, ServiceResolution};
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
 
@@ -37,9 +36,9 @@ fn resolve_all(cluster: &ClusterServices, objects: &[Value]) {
         ] {
             for port in &ports {
                 for who in [&name, &service] {
-                    if let Ok(urls) = cluster.resolve(mode, &namespace, who, *port) {
-                        for url in urls.iter().take(16) {
-                            let _ = parse_endpoint(url);
+                    if let Ok(endpoints) = cluster.resolve(mode, &namespace, who, *port) {
+                        for endpoint in endpoints.iter().take(16) {
+                            assert_eq!(parse_endpoint(&endpoint.url).as_ref(), Ok(endpoint));
                         }
                     }
                 }

@@ -5,8 +5,9 @@
 //! Input: the header value (lossy UTF-8, as `HeaderValue::to_str` only passes visible ASCII).
 #![no_main]
 
-use apiagg_discovery::accept::{accepts_coding, media_ranges};
-use apiagg_discovery::{negotiate, Endpoint, NegotiateOptions, Negotiated};
+use apiagg_discovery::{
+    accepts_coding, media_ranges, negotiate, Endpoint, NegotiateOptions, Negotiated,
+};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

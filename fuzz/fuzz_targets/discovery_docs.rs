@@ -14,11 +14,11 @@
 use std::sync::{Arc, OnceLock};
 
 use apiagg_config::{GatewayConfig, LocalGroupVersion, Registry};
-use apiagg_discovery::convert::{fill_missing_response_kinds, split_group_versions};
 use apiagg_discovery::{
-    convert_resource_list, legacy_group, legacy_group_list, merge_aggregated, render_aggregated,
-    render_legacy, render_merged, APIGroup, APIGroupDiscoveryList, APIGroupList, APIResourceList,
-    APIVersionDiscovery, APIVersions, ApiServiceRecord, GroupVersionEntry, Priority, Source,
+    convert_resource_list, fill_missing_response_kinds, legacy_group, legacy_group_list,
+    merge_aggregated, render_aggregated, render_legacy, render_merged, split_group_versions,
+    APIGroup, APIGroupDiscoveryList, APIGroupList, APIResourceList, APIVersionDiscovery,
+    APIVersions, ApiServiceRecord, GroupVersionEntry, Priority, Source,
 };
 use libfuzzer_sys::fuzz_target;
 

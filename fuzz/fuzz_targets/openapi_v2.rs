@@ -45,7 +45,7 @@ fn base() -> &'static Arc<PreparedV2> {
             "securityDefinitions": {"BearerToken": {"type": "apiKey", "name": "authorization", "in": "header"}},
             "security": [{"BearerToken": []}]
         });
-        Arc::new(PreparedV2::local(Arc::new(doc)).expect("usable base document"))
+        Arc::new(PreparedV2::local(&doc).expect("usable base document"))
     })
 }
 
@@ -74,13 +74,12 @@ fuzz_target!(|data: &[u8]| {
     let Ok(doc) = serde_json::from_slice::<Value>(data) else {
         return;
     };
-    let doc = Arc::new(doc);
     let mut inputs = V2Inputs::default();
     inputs.locals.push(LocalSpec {
         name: "k8s_internal_local_delegation_chain_0000000000".into(),
         spec: Arc::clone(base()),
     });
-    if let Ok(local) = PreparedV2::local(Arc::clone(&doc)) {
+    if let Ok(local) = PreparedV2::local(&doc) {
         inputs.locals.push(LocalSpec {
             name: "k8s_internal_local_delegation_chain_0000000001".into(),
             spec: Arc::new(local),
@@ -89,7 +88,7 @@ fuzz_target!(|data: &[u8]| {
     let mut gvs = group_versions(&doc);
     gvs.push(("metrics.k8s.io".into(), "v1beta1".into()));
     for (i, (group, version)) in gvs.iter().enumerate() {
-        let Ok(spec) = PreparedV2::remote(Arc::clone(&doc), group, version) else {
+        let Ok(spec) = PreparedV2::remote(&doc, group, version) else {
             continue;
         };
         let spec = Arc::new(spec);

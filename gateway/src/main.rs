@@ -127,8 +127,9 @@ struct ServeArgs {
     /// portforward): 504 Status after it. `?timeout=` may ask for less.
     #[arg(long, value_parser = interval, default_value = "60s")]
     request_timeout: Duration,
-    /// Bound of connecting to a backend or the delegate, TLS handshake included: a black-holed
-    /// endpoint answers 503 after it.
+    /// Bound of connecting to a backend or the delegate, TLS handshake included: proxied
+    /// requests, upgrades (exec, port-forward) and apiagg's own requests (probes, discovery,
+    /// OpenAPI, reviews). A black-holed endpoint answers 503 after it.
     #[arg(long, value_parser = interval, default_value = "5s")]
     backend_connect_timeout: Duration,
     /// A watch without `timeoutSeconds` ends after a random time between this and twice this,

@@ -1,12 +1,12 @@
 //! OpenAPI v2 merge, v3 index building, and the documents apiagg publishes with their gnostic
 //! protobuf encoding (no I/O).
 //!
-//! * [`v2::merge_v2`] merges the delegate's documents and one document per remote APIService into
+//! * [`merge_v2`] merges the delegate's documents and one document per remote APIService into
 //!   the `/openapi/v2` document (spec §7.3), rendered once to bytes with a strong ETag.
-//! * [`v3::build_v3_index`] builds the `/openapi/v3` index from per-group-version documents
+//! * [`build_v3_index`] builds the `/openapi/v3` index from per-group-version documents
 //!   (spec §8), with kube-openapi's content hashes.
-//! * [`published`] turns the current inputs into what is served ([`OpenApiDocs`]), and
-//!   [`protobuf::encode_document`] writes `/openapi/v2` as gnostic protobuf for kubectl ≤ 1.27.
+//! * [`render_v2`] and [`render_v3`] turn the current inputs into what is served
+//!   ([`OpenApiDocs`]), and [`encode_document`] writes `/openapi/v2` as gnostic protobuf for kubectl ≤ 1.27.
 //!
 //! Use: turn each document into a [`SourceDoc`] once when it is downloaded and prepare it for
 //! each input ([`PreparedV2::local_source`] / [`PreparedV2::remote_source`]; an unusable
@@ -30,14 +30,14 @@
 //! `securityDefinitions`, `info`, … are kept; `paths`, `definitions`, `parameters` are written
 //! sorted by key (as Go's encoder does); the v2 ETag is the quoted uppercase hex SHA-512.
 
-pub mod error;
-pub mod hash;
-pub mod protobuf;
-pub mod published;
-pub mod v2;
-pub mod v3;
+mod error;
+mod protobuf;
+mod published;
+mod v2;
+mod v3;
 
 pub use error::SpecError;
+pub use protobuf::encode_document;
 pub use published::{
     render_v2, render_v3, v3_key, without_remote_keys, OpenApiDocs, V2Inputs, V2Served, V3Input,
     V3Output, V3Served, GZIP_THRESHOLD,

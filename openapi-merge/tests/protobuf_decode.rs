@@ -9,7 +9,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
-use apiagg_openapi_merge::protobuf::encode_document;
+use apiagg_openapi_merge::encode_document;
 use serde_json::Value;
 
 /// A node of `protoc --decode_raw`'s output.

@@ -28,10 +28,14 @@ const LONG_RUNNING_SUBRESOURCES: [&str; 5] = ["attach", "exec", "log", "portforw
 /// `WithRequestInfo` filter; apiagg answers 400 (the client sent it).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum InfoError {
-    /// `/api/v1/watch` or `/apis/<g>/<v>/proxy` with nothing after the verb.
+    /// `/api/v1/watch` or `/apis/<g>/<v>/proxy` with nothing after the verb. Not retryable:
+    /// the path must change.
     #[error("unable to determine kind and namespace from url {0}")]
     NoKind(String),
 }
+
+/// The result of describing a request.
+type Result<T, E = InfoError> = std::result::Result<T, E>;
 
 /// The attributes of one request (k8s.io/apiserver `request.RequestInfo`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -72,7 +76,7 @@ pub struct RequestInfo<'a> {
 impl<'a> RequestInfo<'a> {
     /// Parses a request. `path` must already be canonical (no empty, dot or encoded-slash
     /// segments); `query` is the raw query string.
-    pub fn new(method: &str, path: &'a str, query: Option<&'a str>) -> Result<Self, InfoError> {
+    pub fn new(method: &str, path: &'a str, query: Option<&'a str>) -> Result<Self> {
         let query = QueryParams::parse(query.unwrap_or(""));
         let trimmed = path.trim_start_matches('/');
         let trimmed = trimmed.strip_suffix('/').unwrap_or(trimmed);
@@ -115,7 +119,7 @@ impl<'a> RequestInfo<'a> {
     }
 
     /// Fills in the resource attributes, as `RequestInfoFactory.NewRequestInfo` does.
-    fn describe(&mut self, method: &str, trimmed: &'a str) -> Result<(), InfoError> {
+    fn describe(&mut self, method: &str, trimmed: &'a str) -> Result<()> {
         let prefix = self.segment(0);
         let grouped = match prefix {
             "apis" => true,

@@ -5,7 +5,7 @@
 /// Why a field selector cannot be read: 400 `BadRequest`. Not retryable.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SelectorError {
-    /// A term has no operator.
+    /// A term has no operator. Not retryable: the selector must change.
     #[error("invalid selector: {selector:?}; can't understand {term:?}")]
     NoOperator {
         /// The whole selector.
@@ -13,10 +13,14 @@ pub enum SelectorError {
         /// The term.
         term: String,
     },
-    /// A value has an escape other than `\\`, `\,` or `\=`, or an unescaped `,` or `=`.
+    /// A value has an escape other than `\\`, `\,` or `\=`, or an unescaped `,` or `=`. Not
+    /// retryable: the selector must change.
     #[error("invalid field selector value {0:?}: only \\\\, \\, and \\= may be escaped and , and = must be")]
     BadValue(String),
 }
+
+/// The result of reading a selector.
+type Result<T, E = SelectorError> = std::result::Result<T, E>;
 
 /// One term.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,7 +42,7 @@ pub struct FieldSelector {
 
 impl FieldSelector {
     /// Parses a (decoded) selector.
-    pub fn parse(selector: &str) -> Result<FieldSelector, SelectorError> {
+    pub fn parse(selector: &str) -> Result<FieldSelector> {
         let mut parts = split_terms(selector);
         parts.sort();
         let mut terms = Vec::new();
@@ -109,7 +113,7 @@ fn split_term(term: &str) -> Option<(&str, &'static str, &str)> {
     None
 }
 
-fn unescape(value: &str) -> Result<String, SelectorError> {
+fn unescape(value: &str) -> Result<String> {
     let mut out = String::with_capacity(value.len());
     let mut escaped = false;
     for c in value.chars() {

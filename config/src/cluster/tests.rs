@@ -2,6 +2,10 @@ use serde_json::json;
 
 use super::*;
 
+fn urls(endpoints: Vec<Endpoint>) -> Vec<String> {
+    endpoints.into_iter().map(|e| e.url).collect()
+}
+
 fn service(ns: &str, name: &str, spec: serde_json::Value) -> serde_json::Value {
     json!({"apiVersion": "v1", "kind": "Service",
         "metadata": {"namespace": ns, "name": name, "resourceVersion": "1"}, "spec": spec})
@@ -59,15 +63,15 @@ fn cluster_ip_and_its_failures() {
     );
     let mode = ServiceResolution::Cluster;
     assert_eq!(
-        cluster.resolve(mode, "m", "api", 443),
+        cluster.resolve(mode, "m", "api", 443).map(urls),
         Ok(vec!["https://10.0.0.7:443".to_string()])
     );
     assert_eq!(
-        cluster.resolve(mode, "m", "v6", 443),
+        cluster.resolve(mode, "m", "v6", 443).map(urls),
         Ok(vec!["https://[fd00::7]:443".to_string()])
     );
     assert_eq!(
-        cluster.resolve(mode, "m", "ext", 8443),
+        cluster.resolve(mode, "m", "ext", 8443).map(urls),
         Ok(vec!["https://api.example.com:8443".to_string()])
     );
     let port = cluster.resolve(mode, "m", "api", 8443).unwrap_err();
@@ -94,6 +98,31 @@ fn cluster_ip_and_its_failures() {
     assert_eq!(
         cluster.resolve(MODE, "m", "ext", 443).unwrap_err().reason,
         "FailedDiscoveryCheck"
+    );
+}
+
+#[test]
+fn a_service_that_makes_no_url_is_unusable() {
+    let cluster = listed(
+        &[service(
+            "m",
+            "ext",
+            json!({"type": "ExternalName", "externalName": "not a host"}),
+        )],
+        &[],
+    );
+    let unusable = cluster
+        .resolve(ServiceResolution::Cluster, "m", "ext", 443)
+        .unwrap_err();
+    assert_eq!(
+        (unusable.status, unusable.reason),
+        ("False", "FailedDiscoveryCheck")
+    );
+    assert!(
+        unusable
+            .message
+            .starts_with("endpoint \"https://not a host:443\": "),
+        "{unusable}"
     );
 }
 
@@ -135,7 +164,7 @@ fn endpoints_are_the_ready_addresses_on_the_named_port() {
         ],
     );
     assert_eq!(
-        cluster.resolve(MODE, "m", "api", 443),
+        cluster.resolve(MODE, "m", "api", 443).map(urls),
         Ok(vec![
             "https://10.1.0.1:6443".into(),
             "https://10.1.0.2:6443".into(),
@@ -155,7 +184,7 @@ fn endpoints_are_the_ready_addresses_on_the_named_port() {
         false
     ));
     assert_eq!(
-        cluster.resolve(MODE, "m", "api", 443),
+        cluster.resolve(MODE, "m", "api", 443).map(urls),
         Ok(vec!["https://10.1.0.2:6443".into()])
     );
     assert!(

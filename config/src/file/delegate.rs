@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use base64::Engine;
-use kube_client::config::{AuthInfo, Cluster, Kubeconfig};
+use kube_client::config::{AuthInfo, Cluster, Kubeconfig, KubeconfigError};
 use secrecy::ExposeSecret;
 use serde::Deserialize;
 
@@ -104,10 +104,11 @@ pub struct DelegateConfig {
     pub endpoints: Vec<url::Url>,
 }
 
-/// What is wrong with the `delegate:` section. None is retryable: the files must change.
+/// What is wrong with the `delegate:` section. Only a file that cannot be read may read on a
+/// later attempt; everything else needs a changed file.
 #[derive(Debug, thiserror::Error)]
 pub enum DelegateError {
-    /// The `url` does not parse.
+    /// The `url` does not parse. Not retryable.
     #[error("url {url:?}: {source}")]
     Url {
         /// The URL as written.
@@ -115,22 +116,24 @@ pub enum DelegateError {
         /// Why it does not parse.
         source: url::ParseError,
     },
-    /// The `url` is not `http(s)://host[:port]`.
+    /// The `url` is not `http(s)://host[:port]`. Not retryable.
     #[error("url {0:?}: must be http(s)://host[:port]")]
     Scheme(String),
-    /// Not exactly one of `url`, `kubeconfig` and `inCluster`.
+    /// Not exactly one of `url`, `kubeconfig` and `inCluster`. Not retryable.
     #[error("exactly one of url, kubeconfig and inCluster: true must be set")]
     Source,
     /// Credentials or trust given beside a kubeconfig or `inCluster`, which bring their own.
+    /// Not retryable.
     #[error("{0} may not be set with kubeconfig or inCluster: they bring their own")]
     Conflict(&'static str),
-    /// Both a CA and `insecureSkipTLSVerify`.
+    /// Both a CA and `insecureSkipTLSVerify`. Not retryable.
     #[error("caFile and insecureSkipTLSVerify may not both be set")]
     Trust,
-    /// `certFile` without `keyFile` or the reverse.
+    /// `certFile` without `keyFile` or the reverse. Not retryable.
     #[error("certFile and keyFile must be set together")]
     CertPair,
-    /// A file cannot be read.
+    /// A file cannot be read. Retryable: the file may appear or become readable (the config is
+    /// read again when it changes).
     #[error("{what} {path:?}: {source}")]
     Read {
         /// Which setting names the file.
@@ -140,24 +143,73 @@ pub enum DelegateError {
         /// The read error.
         source: std::io::Error,
     },
-    /// The kubeconfig cannot be read or parsed.
-    #[error("kubeconfig {path:?}: {message}")]
+    /// The kubeconfig cannot be read or used. Not retryable, unless it could not be read
+    /// ([`KubeconfigProblem::Read`]).
+    #[error("kubeconfig {path:?}: {source}")]
     Kubeconfig {
         /// The kubeconfig.
         path: PathBuf,
         /// What is wrong with it.
-        message: String,
+        source: KubeconfigProblem,
     },
-    /// `inCluster: true` outside a pod.
+    /// `inCluster: true` outside a pod. Not retryable: the environment is fixed at start.
     #[error("inCluster: {0} is not set (is apiagg running in a pod?)")]
     Environment(&'static str),
 }
 
-fn read(what: &'static str, path: PathBuf) -> Result<Vec<u8>, DelegateError> {
+/// What is wrong with a kubeconfig (the `source` of [`DelegateError::Kubeconfig`]).
+#[derive(Debug, thiserror::Error)]
+pub enum KubeconfigProblem {
+    /// kube-client cannot read or parse the file. Retryable only when the file could not be
+    /// read (it may appear); a parse error needs a changed file.
+    #[error(transparent)]
+    Read(#[from] KubeconfigError),
+    /// A UTF-16 file (byte order mark) of odd length, which kube-client would panic on. Not
+    /// retryable.
+    #[error("invalid UTF-16: the file has an odd number of bytes")]
+    OddUtf16,
+    /// `current-context` is missing or empty. Not retryable.
+    #[error("no current-context")]
+    NoCurrentContext,
+    /// The current context names no context of the file. Not retryable.
+    #[error("context {0:?} not found")]
+    NoContext(String),
+    /// The context names no cluster of the file. Not retryable.
+    #[error("cluster {0:?} not found")]
+    NoCluster(String),
+    /// The context names no user of the file. Not retryable.
+    #[error("user {0:?} not found")]
+    NoUser(String),
+    /// The cluster has no `server`. Not retryable.
+    #[error("cluster {0:?} has no server")]
+    NoServer(String),
+    /// A `*-data` field is not base64. Not retryable.
+    #[error("{field}: {source}")]
+    Base64 {
+        /// The field (`certificate-authority-data`, …).
+        field: &'static str,
+        /// Why it does not decode.
+        source: base64::DecodeError,
+    },
+    /// The user authenticates with `exec` or an `auth-provider`. Not retryable.
+    #[error("exec and auth-provider credentials are not supported: use a token, tokenFile or a client certificate")]
+    Plugin,
+    /// The user has a username or password. Not retryable.
+    #[error("basic authentication is not supported")]
+    BasicAuth,
+    /// A client certificate without its key or the reverse. Not retryable.
+    #[error("a client certificate needs both certificate and key")]
+    HalfPair,
+}
+
+/// The result of reading the `delegate:` section.
+type Result<T, E = DelegateError> = std::result::Result<T, E>;
+
+fn read(what: &'static str, path: PathBuf) -> Result<Vec<u8>> {
     std::fs::read(&path).map_err(|source| DelegateError::Read { what, path, source })
 }
 
-fn parse_url(text: &str) -> Result<url::Url, DelegateError> {
+fn parse_url(text: &str) -> Result<url::Url> {
     let url = url::Url::parse(text).map_err(|source| DelegateError::Url {
         url: text.to_string(),
         source,
@@ -169,10 +221,7 @@ fn parse_url(text: &str) -> Result<url::Url, DelegateError> {
 }
 
 /// Resolves the section against the config's folder `base`.
-pub(super) fn parse_delegate(
-    base: &Path,
-    raw: RawDelegate,
-) -> Result<DelegateConfig, DelegateError> {
+pub(super) fn parse_delegate(base: &Path, raw: RawDelegate) -> Result<DelegateConfig> {
     let sources = [raw.url.is_some(), raw.kubeconfig.is_some(), raw.in_cluster];
     if sources.iter().filter(|s| **s).count() != 1 {
         return Err(DelegateError::Source);
@@ -240,10 +289,7 @@ pub(super) fn parse_delegate(
 
 /// The in-cluster service account: `KUBERNETES_SERVICE_HOST`/`_PORT`, and `token` and `ca.crt`
 /// in `dir`; `env` reads the environment.
-pub fn in_cluster(
-    dir: &Path,
-    env: impl Fn(&str) -> Option<String>,
-) -> Result<DelegateConfig, DelegateError> {
+pub fn in_cluster(dir: &Path, env: impl Fn(&str) -> Option<String>) -> Result<DelegateConfig> {
     let host = env("KUBERNETES_SERVICE_HOST")
         .filter(|h| !h.is_empty())
         .ok_or(DelegateError::Environment("KUBERNETES_SERVICE_HOST"))?;
@@ -268,46 +314,46 @@ pub fn in_cluster(
     })
 }
 
-fn kubeconfig_error(path: &Path, message: impl std::fmt::Display) -> DelegateError {
+fn kubeconfig_error(path: &Path, problem: impl Into<KubeconfigProblem>) -> DelegateError {
     DelegateError::Kubeconfig {
         path: path.to_path_buf(),
-        message: message.to_string(),
+        source: problem.into(),
     }
 }
 
 /// Refuses a kubeconfig with a UTF-16 byte order mark and an odd length: kube-client reads such
 /// a file two bytes at a time and panics on the last one. Read errors are left to kube-client.
-fn check_utf16_length(path: &Path) -> Result<(), DelegateError> {
+fn check_utf16_length(path: &Path) -> Result<()> {
     match std::fs::read(path).as_deref() {
-        Ok([0xFF, 0xFE, rest @ ..] | [0xFE, 0xFF, rest @ ..]) if rest.len() % 2 == 1 => Err(
-            kubeconfig_error(path, "invalid UTF-16: the file has an odd number of bytes"),
-        ),
+        Ok([0xFF, 0xFE, rest @ ..] | [0xFE, 0xFF, rest @ ..]) if rest.len() % 2 == 1 => {
+            Err(kubeconfig_error(path, KubeconfigProblem::OddUtf16))
+        }
         _ => Ok(()),
     }
 }
 
 /// The current context of the kubeconfig at `path`: server, CA, and token or client certificate.
-pub fn from_kubeconfig(path: &Path) -> Result<DelegateConfig, DelegateError> {
+pub fn from_kubeconfig(path: &Path) -> Result<DelegateConfig> {
     check_utf16_length(path)?;
     let config = Kubeconfig::read_from(path).map_err(|e| kubeconfig_error(path, e))?;
     let current = config
         .current_context
         .as_deref()
         .filter(|c| !c.is_empty())
-        .ok_or_else(|| kubeconfig_error(path, "no current-context"))?;
+        .ok_or_else(|| kubeconfig_error(path, KubeconfigProblem::NoCurrentContext))?;
     let context = config
         .contexts
         .iter()
         .find(|c| c.name == current)
         .and_then(|c| c.context.as_ref())
-        .ok_or_else(|| kubeconfig_error(path, format!("context {current:?} not found")))?;
+        .ok_or_else(|| kubeconfig_error(path, KubeconfigProblem::NoContext(current.into())))?;
     let cluster = config
         .clusters
         .iter()
         .find(|c| c.name == context.cluster)
         .and_then(|c| c.cluster.as_ref())
         .ok_or_else(|| {
-            kubeconfig_error(path, format!("cluster {:?} not found", context.cluster))
+            kubeconfig_error(path, KubeconfigProblem::NoCluster(context.cluster.clone()))
         })?;
     let user = match context.user.as_deref() {
         Some(name) => config
@@ -315,11 +361,11 @@ pub fn from_kubeconfig(path: &Path) -> Result<DelegateConfig, DelegateError> {
             .iter()
             .find(|a| a.name == name)
             .and_then(|a| a.auth_info.clone())
-            .ok_or_else(|| kubeconfig_error(path, format!("user {name:?} not found")))?,
+            .ok_or_else(|| kubeconfig_error(path, KubeconfigProblem::NoUser(name.into())))?,
         None => AuthInfo::default(),
     };
     let server = cluster.server.as_deref().ok_or_else(|| {
-        kubeconfig_error(path, format!("cluster {:?} has no server", context.cluster))
+        kubeconfig_error(path, KubeconfigProblem::NoServer(context.cluster.clone()))
     })?;
     let (token, client_cert) = credentials(path, &user)?;
     Ok(DelegateConfig {
@@ -332,13 +378,13 @@ pub fn from_kubeconfig(path: &Path) -> Result<DelegateConfig, DelegateError> {
     })
 }
 
-fn decode(path: &Path, what: &str, data: &str) -> Result<Vec<u8>, DelegateError> {
+fn decode(path: &Path, field: &'static str, data: &str) -> Result<Vec<u8>> {
     base64::engine::general_purpose::STANDARD
         .decode(data.trim())
-        .map_err(|e| kubeconfig_error(path, format!("{what}: {e}")))
+        .map_err(|source| kubeconfig_error(path, KubeconfigProblem::Base64 { field, source }))
 }
 
-fn certificate_authority(path: &Path, cluster: &Cluster) -> Result<Option<Vec<u8>>, DelegateError> {
+fn certificate_authority(path: &Path, cluster: &Cluster) -> Result<Option<Vec<u8>>> {
     if let Some(data) = &cluster.certificate_authority_data {
         return decode(path, "certificate-authority-data", data).map(Some);
     }
@@ -351,18 +397,12 @@ fn certificate_authority(path: &Path, cluster: &Cluster) -> Result<Option<Vec<u8
 
 type Credentials = (Option<TokenSource>, Option<CertSource>);
 
-fn credentials(path: &Path, user: &AuthInfo) -> Result<Credentials, DelegateError> {
+fn credentials(path: &Path, user: &AuthInfo) -> Result<Credentials> {
     if user.exec.is_some() || user.auth_provider.is_some() {
-        return Err(kubeconfig_error(
-            path,
-            "exec and auth-provider credentials are not supported: use a token, tokenFile or a client certificate",
-        ));
+        return Err(kubeconfig_error(path, KubeconfigProblem::Plugin));
     }
     if user.username.is_some() || user.password.is_some() {
-        return Err(kubeconfig_error(
-            path,
-            "basic authentication is not supported",
-        ));
+        return Err(kubeconfig_error(path, KubeconfigProblem::BasicAuth));
     }
     let token = match (&user.token, &user.token_file) {
         (Some(token), _) => Some(TokenSource::Inline(token.expose_secret().to_string())),
@@ -397,7 +437,7 @@ fn credentials(path: &Path, user: &AuthInfo) -> Result<Credentials, DelegateErro
 }
 
 fn half_pair(path: &Path) -> DelegateError {
-    kubeconfig_error(path, "a client certificate needs both certificate and key")
+    kubeconfig_error(path, KubeconfigProblem::HalfPair)
 }
 
 #[cfg(test)]

@@ -4,17 +4,17 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+use apiagg_apis::APIService;
 use serde::Deserialize;
 
 use super::{Problem, ServiceEntry};
-use crate::apiservice::APIService;
 use crate::endpoint::{parse_endpoint, EndpointError};
 
 /// What is wrong with one part of a config: the message of a [`Problem`]. None is retryable:
 /// the files must change.
 #[derive(Debug, thiserror::Error)]
 pub(super) enum Invalid {
-    /// An `apiServiceFiles` entry is not a valid glob pattern.
+    /// An `apiServiceFiles` entry is not a valid glob pattern. Not retryable.
     #[error("bad pattern {pattern:?}: {source}")]
     Pattern {
         /// The entry as written.
@@ -22,25 +22,25 @@ pub(super) enum Invalid {
         /// Why glob refused it.
         source: glob::PatternError,
     },
-    /// An `apiServiceFiles` entry without wildcards names no file.
+    /// An `apiServiceFiles` entry without wildcards names no file. Not retryable.
     #[error("file {0:?} does not exist")]
     Missing(PathBuf),
-    /// A service entry without namespace or name.
+    /// A service entry without namespace or name. Not retryable.
     #[error("namespace and name are required")]
     ServiceName,
-    /// A service port outside 1–65535.
+    /// A service port outside 1–65535. Not retryable.
     #[error("port {0}: must be between 1 and 65535, inclusive")]
     ServicePort(i32),
-    /// A service endpoint that is not `http(s)://host[:port]`.
+    /// A service endpoint that is not `http(s)://host[:port]`. Not retryable.
     #[error(transparent)]
     Endpoint(#[from] EndpointError),
-    /// The same `namespace/name:port` twice in `services`.
+    /// The same `namespace/name:port` twice in `services`. Not retryable.
     #[error("duplicate service, first declared at services[{0}]")]
     DuplicateService(usize),
-    /// An APIService file is not UTF-8.
+    /// An APIService file is not UTF-8. Not retryable.
     #[error(transparent)]
     NotUtf8(#[from] std::str::Utf8Error),
-    /// A document of an APIService file is not YAML.
+    /// A document of an APIService file is not YAML. Not retryable.
     #[error("document {index}: {source}")]
     Yaml {
         /// 1-based position in the file.
@@ -48,20 +48,20 @@ pub(super) enum Invalid {
         /// The YAML error.
         source: serde_yaml_ng::Error,
     },
-    /// An inline `apiServices` entry of another kind.
+    /// An inline `apiServices` entry of another kind. Not retryable.
     #[error("expected an object of kind APIService")]
     NotAnApiServiceKind,
-    /// An APIService of another API version.
+    /// An APIService of another API version. Not retryable.
     #[error("apiVersion {0:?} is not supported: use apiregistration.k8s.io/v1")]
     ApiVersion(String),
-    /// An APIService that does not decode.
+    /// An APIService that does not decode. Not retryable.
     #[error("not a valid APIService: {0}")]
     NotAnApiService(serde_json::Error),
     /// A built-in group of Kubernetes routed to a Service: the file may declare it only as local
-    /// (`spec.service` unset).
+    /// (`spec.service` unset). Not retryable.
     #[error("group {0:?} is built into Kubernetes and served by the delegate: declare it without spec.service (local) or not at all")]
     RemoteBuiltinGroup(String),
-    /// An APIService name declared before.
+    /// An APIService name declared before. Not retryable.
     #[error("duplicate APIService {name:?}, first declared at {first}")]
     DuplicateApiService {
         /// The APIService name.
@@ -71,9 +71,12 @@ pub(super) enum Invalid {
     },
 }
 
+/// The result of checking one part.
+type Result<T, E = Invalid> = std::result::Result<T, E>;
+
 /// The files an `apiServiceFiles` entry names, sorted; a plain path must exist, a glob may
 /// match nothing.
-pub(super) fn expand_pattern(base: &Path, pattern: &str) -> Result<Vec<PathBuf>, Invalid> {
+pub(super) fn expand_pattern(base: &Path, pattern: &str) -> Result<Vec<PathBuf>> {
     let full = base.join(pattern);
     let full_text = full.to_string_lossy();
     let has_glob = pattern.contains(['*', '?', '[']);
@@ -117,7 +120,7 @@ pub(super) fn check_services(shown: &str, services: &[ServiceEntry], problems: &
 }
 
 /// Splits a multi-document YAML text into JSON values (empty documents skipped).
-pub(super) fn documents(bytes: &[u8]) -> Result<Vec<serde_json::Value>, Invalid> {
+pub(super) fn documents(bytes: &[u8]) -> Result<Vec<serde_json::Value>> {
     let text = std::str::from_utf8(bytes)?;
     let mut out = Vec::new();
     for (i, doc) in serde_yaml_ng::Deserializer::from_str(text).enumerate() {
@@ -134,7 +137,7 @@ pub(super) fn documents(bytes: &[u8]) -> Result<Vec<serde_json::Value>, Invalid>
 
 /// Turns one manifest into an APIService; `Ok(None)` for objects of other kinds. `List` objects
 /// are not expanded here: APIService files hold plain documents.
-pub(super) fn object_from_value(value: serde_json::Value) -> Result<Option<APIService>, Invalid> {
+pub(super) fn object_from_value(value: serde_json::Value) -> Result<Option<APIService>> {
     let kind = value.get("kind").and_then(|k| k.as_str()).unwrap_or("");
     if kind != "APIService" {
         return Ok(None);

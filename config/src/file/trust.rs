@@ -159,7 +159,7 @@ pub struct TokenReview {
 /// What is wrong with the trust settings. None is retryable: the files must change.
 #[derive(Debug, thiserror::Error)]
 pub enum TrustError {
-    /// A duration does not parse.
+    /// A duration does not parse. Not retryable.
     #[error("{field} {value:?}: {source}")]
     Duration {
         /// The setting.
@@ -169,28 +169,27 @@ pub enum TrustError {
         /// Why it does not parse.
         source: humantime::DurationError,
     },
-    /// TTLs without `tokenReview: true`.
+    /// TTLs without `tokenReview: true`. Not retryable.
     #[error("tokenReviewCacheTTL and tokenReviewFailureCacheTTL need tokenReview: true")]
     TtlWithoutReview,
-    /// Authorization cache TTLs with `mode: AlwaysAllow`.
+    /// Authorization cache TTLs with `mode: AlwaysAllow`. Not retryable.
     #[error("cacheAuthorizedTTL and cacheUnauthorizedTTL need mode: Webhook")]
     TtlWithoutWebhook,
-    /// `allowAnyoneTo…` with `mode: Webhook`, where the delegate decides.
+    /// `allowAnyoneTo…` with `mode: Webhook`, where the delegate decides. Not retryable.
     #[error("allowAnyoneToChangeAPIServices and allowAnyoneToReadMetrics apply to mode: AlwaysAllow; with Webhook the delegate's RBAC decides (grant the access there)")]
     OpenWithWebhook,
-    /// Client certificates are asked for only over TLS.
+    /// Client certificates are asked for only over TLS. Not retryable.
     #[error("clientCAFile and requestHeader need tls: client certificates come with TLS")]
     NeedsTls,
-    /// An empty header list or name.
+    /// An empty header list or name. Not retryable.
     #[error("requestHeader.{0} must name at least one non-empty header")]
     EmptyHeaders(&'static str),
 }
 
-fn duration(
-    field: &'static str,
-    value: Option<String>,
-    default: Duration,
-) -> Result<Duration, TrustError> {
+/// The result of reading the trust settings.
+type Result<T, E = TrustError> = std::result::Result<T, E>;
+
+fn duration(field: &'static str, value: Option<String>, default: Duration) -> Result<Duration> {
     match value {
         None => Ok(default),
         Some(value) => humantime::parse_duration(&value).map_err(|source| TrustError::Duration {
@@ -201,16 +200,32 @@ fn duration(
     }
 }
 
-fn headers(
-    field: &'static str,
-    given: Option<Vec<String>>,
-    default: &str,
-) -> Result<Vec<String>, TrustError> {
-    let list = given.unwrap_or_else(|| vec![default.to_string()]);
-    if list.is_empty() || list.iter().any(|h| h.trim().is_empty()) {
-        return Err(TrustError::EmptyHeaders(field));
+/// `requestHeader:` resolved: header names default to kube-apiserver's `X-Remote-*`; a list
+/// given empty, or with an empty name, is refused.
+fn request_header(base: &Path, raw: RawRequestHeader) -> Result<RequestHeader> {
+    let names = |given: Option<Vec<String>>, default: &str| {
+        given.unwrap_or_else(|| vec![default.to_string()])
+    };
+    let header = RequestHeader {
+        client_ca_file: base.join(raw.client_ca_file),
+        allowed_names: raw.allowed_names,
+        username_headers: names(raw.username_headers, "X-Remote-User"),
+        uid_headers: names(raw.uid_headers, "X-Remote-Uid"),
+        group_headers: names(raw.group_headers, "X-Remote-Group"),
+        extra_header_prefixes: names(raw.extra_header_prefixes, "X-Remote-Extra-"),
+    };
+    let lists = [
+        ("usernameHeaders", &header.username_headers),
+        ("uidHeaders", &header.uid_headers),
+        ("groupHeaders", &header.group_headers),
+        ("extraHeaderPrefixes", &header.extra_header_prefixes),
+    ];
+    for (field, list) in lists {
+        if list.is_empty() || list.iter().any(|h| h.trim().is_empty()) {
+            return Err(TrustError::EmptyHeaders(field));
+        }
     }
-    Ok(list)
+    Ok(header)
 }
 
 /// Resolves `authentication:` against the config's folder; `tls` says whether apiagg serves TLS.
@@ -218,7 +233,7 @@ pub(super) fn parse_authentication(
     base: &Path,
     raw: RawAuthentication,
     tls: bool,
-) -> Result<Authentication, TrustError> {
+) -> Result<Authentication> {
     if !raw.token_review
         && (raw.token_review_cache_ttl.is_some() || raw.token_review_failure_cache_ttl.is_some())
     {
@@ -240,21 +255,10 @@ pub(super) fn parse_authentication(
     } else {
         None
     };
-    let request_header = match raw.request_header {
-        Some(r) => Some(RequestHeader {
-            client_ca_file: base.join(r.client_ca_file),
-            allowed_names: r.allowed_names,
-            username_headers: headers("usernameHeaders", r.username_headers, "X-Remote-User")?,
-            uid_headers: headers("uidHeaders", r.uid_headers, "X-Remote-Uid")?,
-            group_headers: headers("groupHeaders", r.group_headers, "X-Remote-Group")?,
-            extra_header_prefixes: headers(
-                "extraHeaderPrefixes",
-                r.extra_header_prefixes,
-                "X-Remote-Extra-",
-            )?,
-        }),
-        None => None,
-    };
+    let request_header = raw
+        .request_header
+        .map(|r| request_header(base, r))
+        .transpose()?;
     let authentication = Authentication {
         anonymous: raw.anonymous.unwrap_or(true),
         client_ca_file: raw.client_ca_file.map(|f| base.join(f)),
@@ -328,7 +332,7 @@ impl Default for Authorization {
 }
 
 /// Validates `authorization:`.
-pub(super) fn parse_authorization(raw: RawAuthorization) -> Result<Authorization, TrustError> {
+pub(super) fn parse_authorization(raw: RawAuthorization) -> Result<Authorization> {
     let ttls = raw.cache_authorized_ttl.is_some() || raw.cache_unauthorized_ttl.is_some();
     if raw.mode == AuthorizationMode::AlwaysAllow && ttls {
         return Err(TrustError::TtlWithoutWebhook);
@@ -357,14 +361,14 @@ pub(super) fn parse_authorization(raw: RawAuthorization) -> Result<Authorization
 
 #[cfg(test)]
 mod tests {
-    use super::super::GatewayConfig;
+    use super::super::{ConfigError, GatewayConfig};
     use super::*;
 
-    fn load(text: &str) -> Result<GatewayConfig, String> {
+    fn load(text: &str) -> Result<GatewayConfig, ConfigError> {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("c.yaml");
         std::fs::write(&path, text).expect("write");
-        GatewayConfig::load(&path).map_err(|e| e.to_string())
+        GatewayConfig::load(&path)
     }
 
     const DELEGATE: &str = "delegate: {url: \"https://127.0.0.1:6443\"}\n";
@@ -399,27 +403,35 @@ mod tests {
 
     #[test]
     fn bad_authorization_settings_say_why() {
-        let err = load("authorization: {mode: Webhook}\n").expect_err("no delegate");
+        let err = load("authorization: {mode: Webhook}\n")
+            .expect_err("no delegate")
+            .to_string();
         assert!(
             err.contains("authorization.mode: Webhook needs a delegate"),
             "{err}"
         );
-        let err = load("authorization: {cacheAuthorizedTTL: 1m}\n").expect_err("ttl");
+        let err = load("authorization: {cacheAuthorizedTTL: 1m}\n")
+            .expect_err("ttl")
+            .to_string();
         assert!(err.contains("need mode: Webhook"), "{err}");
         let err = load(&format!(
             "{DELEGATE}authorization: {{mode: Webhook, cacheUnauthorizedTTL: soon}}\n"
         ))
-        .expect_err("duration");
+        .expect_err("duration")
+        .to_string();
         assert!(err.contains("cacheUnauthorizedTTL \"soon\""), "{err}");
         let err = load(&format!(
             "{DELEGATE}authorization: {{mode: Webhook, allowAnyoneToChangeAPIServices: true}}\n"
         ))
-        .expect_err("open with webhook");
+        .expect_err("open with webhook")
+        .to_string();
         assert!(err.contains("apply to mode: AlwaysAllow"), "{err}");
         let open = load("authorization: {allowAnyoneToChangeAPIServices: true}\n").expect("open");
         assert!(open.authorization.allow_anyone_to_change_api_services);
         assert!(!open.authorization.allow_anyone_to_read_metrics);
-        let err = load("authorization: {mode: RBAC}\n").expect_err("mode");
+        let err = load("authorization: {mode: RBAC}\n")
+            .expect_err("mode")
+            .to_string();
         assert!(err.contains("unknown variant `RBAC`"), "{err}");
     }
 }

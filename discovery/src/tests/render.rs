@@ -1,4 +1,4 @@
-use apiagg_config::content_hash::strong_etag;
+use apiagg_apis::strong_etag;
 
 use crate::merge::{merge_aggregated, GroupVersionEntry, Priority};
 use crate::negotiate::AggregatedVersion;

@@ -177,7 +177,7 @@ pub struct APIResourceDiscovery {
     #[serde(default)]
     pub resource: String,
     /// Kind returned; `None` is omitted (the aggregator fills `{}` in, see
-    /// [`crate::convert::fill_missing_response_kinds`]).
+    /// [`crate::fill_missing_response_kinds`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub response_kind: Option<GroupVersionKind>,
     /// Scope.

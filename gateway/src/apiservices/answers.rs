@@ -1,7 +1,7 @@
 //! The answers of the API: objects, `Status` errors with the upstream reasons, and the
 //! server-set values (UIDs, timestamps).
 
-use apiagg_config::strategy::WriteError;
+use apiagg_strategy::WriteError;
 use serde_json::{json, Value};
 
 use super::Answer;

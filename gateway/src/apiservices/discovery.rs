@@ -21,14 +21,17 @@ pub fn resource_list() -> Value {
 
 /// The aggregated discovery entry of `apiregistration.k8s.io/v1` (built once).
 pub fn discovery_entry() -> Option<apiagg_discovery::GroupVersionEntry> {
-    use apiagg_discovery::{convert, Freshness, GroupVersionEntry, Priority, Source};
+    use apiagg_discovery::{
+        convert_resource_list, fill_missing_response_kinds, Freshness, GroupVersionEntry, Priority,
+        Source,
+    };
     static ENTRY: std::sync::OnceLock<Option<GroupVersionEntry>> = std::sync::OnceLock::new();
     ENTRY
         .get_or_init(|| {
             let list: apiagg_discovery::APIResourceList =
                 serde_json::from_value(resource_list()).ok()?;
-            let mut version = convert::convert_resource_list("v1", &list).ok()?;
-            convert::fill_missing_response_kinds(&mut version);
+            let mut version = convert_resource_list("v1", &list).ok()?;
+            fill_missing_response_kinds(&mut version);
             Some(GroupVersionEntry {
                 group: GROUP.into(),
                 source: Source::Local,

@@ -1,7 +1,7 @@
 //! Layer 2: the `apiregistration.k8s.io/v1` REST API — `apiservices` and `apiservices/status`:
 //! list (selectors, `limit`/`continue`, Table), get, watch here; create, update, the four patch
 //! formats (server-side apply with field ownership), delete and deletecollection in `writes`.
-//! Strategy, patches and `managedFields` come from the config crate; the objects from the
+//! Strategy, patches and `managedFields` come from the strategy crate; the objects from the
 //! [`Store`]. APIServices of the config file are listed too, read-only.
 
 mod answers;
@@ -32,7 +32,7 @@ use self::answers::{details, done, status, store_error};
 /// The group apiagg serves itself.
 pub const GROUP: &str = "apiregistration.k8s.io";
 /// The route key of the API (`<group>/<version>`).
-pub use apiagg_config::apiservice::GROUP_VERSION;
+pub use apiagg_apis::GROUP_VERSION;
 /// The annotation on APIServices declared in the config file.
 pub const DECLARED_BY: &str = "apiagg.io/declared-in";
 

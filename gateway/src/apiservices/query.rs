@@ -1,7 +1,7 @@
 //! List and watch parameters: `labelSelector` (`k=v`, `k==v`, `k!=v`, `k`, `!k`),
 //! `fieldSelector` (`metadata.name`), `limit`/`continue`, `resourceVersion`, `watch`,
 //! `allowWatchBookmarks`, `sendInitialEvents`; and the write options `fieldManager`, `force`,
-//! `fieldValidation` (checked by the config crate's `WriteOptions`).
+//! `fieldValidation` (checked by the strategy crate's `WriteOptions`).
 
 use apiagg_requestinfo::{FieldSelector, QueryParams, SelectorError};
 use base64::Engine;

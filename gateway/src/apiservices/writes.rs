@@ -1,14 +1,14 @@
 //! The writes: create, update (PUT, main resource and `/status`), the four patch formats with
 //! server-side apply among them, delete and deletecollection. The options, the strategy, field
-//! ownership and unknown-field warnings come from the config crate; this file only reads the
+//! ownership and unknown-field warnings come from the strategy crate; this file only reads the
 //! request and talks to the store, re-reading on a concurrent write.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use apiagg_config::managed_fields::Subresource;
-use apiagg_config::ownership;
-use apiagg_config::strategy::{self, PatchKind, Prepared, Verb, WriteError, WriteOptions};
+use apiagg_config::refuse_owned;
+use apiagg_strategy::managed_fields::Subresource;
+use apiagg_strategy::{self as strategy, PatchKind, Prepared, Verb, WriteError, WriteOptions};
 use serde_json::{json, Value};
 
 use super::answers::{done, new_uid, now, status, store_error, unavailable, warned, write_error};
@@ -83,7 +83,7 @@ impl Api<'_> {
         let spec = &object["spec"];
         let group = spec["group"].as_str().unwrap_or("");
         let version = spec["version"].as_str().unwrap_or("");
-        ownership::refuse_owned(name, group, version, delegate)
+        refuse_owned(name, group, version, delegate)
             .err()
             .map(|e| write_error(name, WriteError::Invalid(e)))
     }

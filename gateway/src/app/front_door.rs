@@ -12,10 +12,10 @@ use async_trait::async_trait;
 use pingora_core::server::ShutdownWatch;
 use pingora_core::services::background::BackgroundService;
 
-use crate::audit::{Auditor, Settings as AuditSettings};
-use crate::backends::Reload;
+use crate::audit::{AuditError, Auditor, Settings as AuditSettings};
+use crate::backends::{Reload, Reloadable};
 use crate::controllers::FlowControlWatch;
-use crate::flowcontrol::{from_file, FlowControl, Settings};
+use crate::flowcontrol::{from_file, ConfigError, FlowControl, Settings};
 use crate::state::Gateway;
 
 /// Where flow control takes its FlowSchemas and PriorityLevelConfigurations from.
@@ -82,6 +82,28 @@ pub fn auditor(settings: AuditSettings, gateway: &Gateway) -> anyhow::Result<Aud
     Ok(auditor)
 }
 
+/// Why a [`WatchedFile`] was not applied; what serves stays. Retryable: the file watcher tries
+/// again when the file changes.
+#[derive(Debug, thiserror::Error)]
+pub enum WatchedFileError {
+    /// The file's modification time cannot be read (the file is gone, or not readable).
+    /// Retryable: it is tried again on the next round.
+    #[error("{}: {error}", path.display())]
+    Modified {
+        /// The file.
+        path: PathBuf,
+        /// What reading it said (in the message, not a `source()`).
+        error: std::io::Error,
+    },
+    /// The flow-control objects cannot be read or do not compile. Retryable once the file
+    /// changes.
+    #[error(transparent)]
+    FlowControl(#[from] ConfigError),
+    /// The audit policy cannot be read or is invalid. Retryable once the file changes.
+    #[error(transparent)]
+    AuditPolicy(#[from] AuditError),
+}
+
 /// A file the file watcher re-reads when its modification time changes, handing it to
 /// `apply` (the flow-control objects, the audit policy); a failure keeps what serves.
 pub struct WatchedFile {
@@ -92,14 +114,14 @@ pub struct WatchedFile {
 }
 
 /// What a [`WatchedFile`] does with its file.
-type ApplyFile = dyn Fn(&std::path::Path) -> Result<(), String> + Send + Sync;
+type ApplyFile = dyn Fn(&std::path::Path) -> Result<(), WatchedFileError> + Send + Sync;
 
 impl WatchedFile {
     /// Watches `path` (`what` names it in logs), applied by `apply` when it changes.
     fn new(
         what: &'static str,
         path: PathBuf,
-        apply: impl Fn(&std::path::Path) -> Result<(), String> + Send + Sync + 'static,
+        apply: impl Fn(&std::path::Path) -> Result<(), WatchedFileError> + Send + Sync + 'static,
     ) -> Arc<WatchedFile> {
         let seen = std::fs::metadata(&path).and_then(|m| m.modified()).ok();
         Arc::new(WatchedFile {
@@ -111,32 +133,35 @@ impl WatchedFile {
     }
 
     /// The flow-control objects of `flow`.
-    pub fn flow_objects(path: PathBuf, flow: Arc<FlowControl>) -> Arc<WatchedFile> {
+    pub fn flow_objects(path: PathBuf, flow: Arc<FlowControl>) -> Reloadable {
         WatchedFile::new("flow control objects", path, move |path| {
-            let objects = from_file(path).map_err(|e| e.to_string())?;
-            let report = flow.configure(objects).map_err(|e| e.to_string())?;
+            let report = flow.configure(from_file(path)?)?;
             tracing::info!("flow control from {}: {report}", path.display());
             Ok(())
         })
+        .into()
     }
 
     /// The audit policy of `auditor`.
-    pub fn audit_policy(path: PathBuf, auditor: Auditor) -> Arc<WatchedFile> {
-        WatchedFile::new("audit policy", path, move |_| {
-            auditor.reload_policy().map_err(|e| e.to_string())
-        })
+    pub fn audit_policy(path: PathBuf, auditor: Auditor) -> Reloadable {
+        WatchedFile::new("audit policy", path, move |_| Ok(auditor.reload_policy()?)).into()
     }
 }
 
 impl Reload for WatchedFile {
+    type Error = WatchedFileError;
+
     fn name(&self) -> String {
         format!("{} {}", self.what, self.path.display())
     }
 
-    fn reload(&self) -> Result<bool, String> {
+    fn reload(&self) -> Result<bool, WatchedFileError> {
         let modified = std::fs::metadata(&self.path)
             .and_then(|m| m.modified())
-            .map_err(|e| format!("{}: {e}", self.path.display()))?;
+            .map_err(|error| WatchedFileError::Modified {
+                path: self.path.clone(),
+                error,
+            })?;
         let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
         if *seen == Some(modified) {
             return Ok(false);

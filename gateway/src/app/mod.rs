@@ -3,6 +3,7 @@
 
 mod commands;
 mod connections;
+mod controllers;
 mod front_door;
 mod limits;
 mod listen;
@@ -20,10 +21,7 @@ use pingora_core::server::{RunArgs, Server};
 use pingora_core::services::background::background_service;
 
 use crate::auth::Authenticator;
-use crate::backends::Reload;
-use crate::controllers::{
-    AvailabilityController, DiscoveryController, FileWatcher, OpenApiController, RegistryController,
-};
+use crate::backends::Reloadable;
 use crate::request::{ApiaggProxy, Controls};
 use crate::state::{Gateway, Options};
 
@@ -69,7 +67,8 @@ pub fn serve(launch: Launch) -> anyhow::Result<()> {
     let mut options = launch.options;
     options.serving_tls = config.tls.is_some();
     let store = stores::open(&launch.store)?;
-    let gateway = Arc::new(Gateway::new(options, store).context("creating metrics")?);
+    let (gateway, writers) = Gateway::new(options, store).context("creating metrics")?;
+    let gateway = Arc::new(gateway);
     let auth = Arc::new(
         Authenticator::new(&config.authentication)
             .with_context(|| format!("invalid config {}", path.display()))?
@@ -82,9 +81,9 @@ pub fn serve(launch: Launch) -> anyhow::Result<()> {
         .transpose()
         .map_err(|e| anyhow::anyhow!("tls: {e}"))?
         .map(Arc::new);
-    let mut watched: Vec<Arc<dyn Reload>> = auth.reloadable();
+    let mut watched: Vec<Reloadable> = auth.reloadable();
     if let Some(c) = &certificates {
-        watched.push(c.clone());
+        watched.push(c.clone().into());
     }
 
     let conf = ServerConf {
@@ -139,25 +138,13 @@ pub fn serve(launch: Launch) -> anyhow::Result<()> {
     let listener = listen::Listener::new(&listen, config.tls.as_ref())?;
     proxy.add_listener(listener.config(certificates, auth.certificates())?);
 
-    let registry = RegistryController::new(&gateway, path.clone(), sources, config)
-        .with_context(|| format!("config {}", path.display()))?;
-    server.add_service(background_service("registry controller", registry));
-    server.add_service(background_service(
-        "availability controller",
-        AvailabilityController::new(&gateway),
-    ));
-    server.add_service(background_service(
-        "discovery controller",
-        DiscoveryController::new(&gateway),
-    ));
-    server.add_service(background_service(
-        "openapi controller",
-        OpenApiController::new(&gateway),
-    ));
-    server.add_service(background_service(
-        "file watcher",
-        FileWatcher::new(watched, &gateway),
-    ));
+    controllers::add(
+        &mut server,
+        &gateway,
+        writers,
+        watched,
+        (path, sources, config),
+    )?;
     if let Some(flow) = flow {
         server.add_service(background_service(
             "flow control",

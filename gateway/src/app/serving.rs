@@ -41,8 +41,34 @@ impl std::fmt::Debug for ServingCertificates {
     }
 }
 
-fn read(path: &PathBuf) -> Result<Vec<u8>, String> {
-    std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))
+/// Why the serving certificates cannot be used. At start-up, not retryable (the files must
+/// change); on a reload, retryable: the last good pairs serve and the files are read again on
+/// the next round (a pair caught half-written usually succeeds then).
+#[derive(Debug, thiserror::Error)]
+pub enum ServingError {
+    /// A certificate or key file cannot be read. Retryable on a reload (a rotation may be under
+    /// way); at start-up the file must be there.
+    #[error("{}: {error}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// What reading it said (in the message, not a `source()`).
+        error: std::io::Error,
+    },
+    /// A pair is not a usable serving certificate and its key (the cause and the file are in
+    /// it). Retryable on a reload only if the pair was caught half-written.
+    #[error(transparent)]
+    Certificate(#[from] CertError),
+}
+
+/// The serving-certificate result.
+type Result<T, E = ServingError> = std::result::Result<T, E>;
+
+fn read(path: &PathBuf) -> Result<Vec<u8>> {
+    std::fs::read(path).map_err(|error| ServingError::Read {
+        path: path.clone(),
+        error,
+    })
 }
 
 /// Parses a PEM pair into a signing certificate, checking it is a usable serving certificate
@@ -83,7 +109,7 @@ fn matches(pattern: &str, name: &str) -> bool {
 
 impl ServingCertificates {
     /// Reads every pair; all must be valid now.
-    pub fn load(config: &ServingTls) -> Result<ServingCertificates, String> {
+    pub fn load(config: &ServingTls) -> Result<ServingCertificates> {
         let (loaded, bytes) = Self::read_all(config)?;
         Ok(ServingCertificates {
             config: config.clone(),
@@ -92,12 +118,12 @@ impl ServingCertificates {
         })
     }
 
-    fn read_all(config: &ServingTls) -> Result<(Loaded, Vec<Vec<u8>>), String> {
+    fn read_all(config: &ServingTls) -> Result<(Loaded, Vec<Vec<u8>>)> {
         let mut bytes = Vec::new();
-        let mut pair = |cert: &PathBuf, key: &PathBuf| -> Result<Arc<CertifiedKey>, String> {
+        let mut pair = |cert: &PathBuf, key: &PathBuf| -> Result<Arc<CertifiedKey>> {
             let (c, k) = (read(cert)?, read(key)?);
             let names = (cert.display().to_string(), key.display().to_string());
-            let certified = certified(&c, &k, (&names.0, &names.1)).map_err(|e| e.to_string())?;
+            let certified = certified(&c, &k, (&names.0, &names.1))?;
             bytes.push(c);
             bytes.push(k);
             Ok(certified)
@@ -139,11 +165,13 @@ impl ResolvesServerCert for ServingCertificates {
 }
 
 impl Reload for ServingCertificates {
+    type Error = ServingError;
+
     fn name(&self) -> String {
         format!("serving certificate {}", self.config.cert_file.display())
     }
 
-    fn reload(&self) -> Result<bool, String> {
+    fn reload(&self) -> Result<bool> {
         let mut now = Vec::new();
         for s in std::iter::once((&self.config.cert_file, &self.config.key_file)).chain(
             self.config

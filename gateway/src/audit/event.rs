@@ -150,6 +150,25 @@ impl Event {
     }
 }
 
+/// Why an event has no `requestObject` or `responseObject`: the text of its annotation. Not an
+/// error of the request, and nothing to retry: the event is written without the body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub(super) enum Omitted {
+    /// The body is larger than the capture limit (`body_limit`). Not retryable.
+    #[error("omitted: the body is larger than {limit} bytes")]
+    TooLarge {
+        /// The limit, in bytes.
+        limit: usize,
+    },
+    /// The queued events already hold the whole body budget. Not retried: the event goes
+    /// without the body.
+    #[error("omitted: the audit queues hold too much body data")]
+    OverBudget,
+    /// The body is not JSON (protobuf, YAML apply patches). Not retryable.
+    #[error("omitted: the body is not JSON")]
+    NotJson,
+}
+
 /// A captured body, turned into compact JSON once, by whichever backend writes it first (the
 /// raw bytes are freed then). Its bytes count against the sink's body budget until it is
 /// dropped.
@@ -157,9 +176,9 @@ pub(super) struct Body {
     /// The captured bytes, until rendered.
     raw: Mutex<Option<Vec<u8>>>,
     /// Why there is no JSON, when known at capture (too large, over the budget).
-    omitted: Option<String>,
+    omitted: Option<Omitted>,
     omit_managed_fields: bool,
-    rendered: OnceLock<Result<Box<RawValue>, String>>,
+    rendered: OnceLock<Result<Box<RawValue>, Omitted>>,
     _reservation: Option<Reservation>,
 }
 
@@ -175,7 +194,7 @@ impl Body {
     }
 
     /// A body that is not recorded, and why.
-    pub fn omitted(why: String) -> Body {
+    pub fn omitted(why: Omitted) -> Body {
         Body {
             raw: Mutex::new(None),
             omitted: Some(why),
@@ -186,16 +205,16 @@ impl Body {
     }
 
     /// The JSON to write, or why there is none.
-    fn rendered(&self) -> Result<&RawValue, &str> {
+    fn rendered(&self) -> Result<&RawValue, Omitted> {
         let rendered = self.rendered.get_or_init(|| {
-            if let Some(why) = &self.omitted {
-                return Err(why.clone());
+            if let Some(why) = self.omitted {
+                return Err(why);
             }
             let raw = self.raw.lock().unwrap_or_else(|e| e.into_inner()).take();
             raw.and_then(|bytes| render(&bytes, self.omit_managed_fields))
-                .ok_or_else(|| "omitted: the body is not JSON".to_string())
+                .ok_or(Omitted::NotJson)
         });
-        rendered.as_deref().map_err(String::as_str)
+        rendered.as_deref().map_err(|why| *why)
     }
 }
 

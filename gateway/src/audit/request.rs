@@ -11,7 +11,7 @@ use std::time::SystemTime;
 
 use apiagg_requestinfo::RequestInfo;
 
-use super::event::{Body, Common, Event, ResponseStatus};
+use super::event::{Body, Common, Event, Omitted, ResponseStatus};
 use super::id::AuditId;
 use super::policy::{Decision, Level, Stage};
 use super::sink::Sink;
@@ -96,19 +96,15 @@ impl Capture {
             Capture::On(bytes) if bytes.is_empty() => return None,
             Capture::On(bytes) => match sink.budget.reserve(bytes.len()) {
                 Some(reservation) => Body::captured(bytes, omit_managed_fields, reservation),
-                None => Body::omitted(OVER_BUDGET.to_string()),
+                None => Body::omitted(Omitted::OverBudget),
             },
-            Capture::TooLarge => Body::omitted(format!(
-                "omitted: the body is larger than {} bytes",
-                sink.body_limit
-            )),
+            Capture::TooLarge => Body::omitted(Omitted::TooLarge {
+                limit: sink.body_limit,
+            }),
         };
         Some(Arc::new(body))
     }
 }
-
-/// Why a body is missing when the queued events already hold the whole body budget.
-const OVER_BUDGET: &str = "omitted: the audit queues hold too much body data";
 
 /// The audit of one request (boxed: the request path keeps one pointer per request).
 pub struct RequestAudit {

@@ -37,6 +37,19 @@ const TOKEN_REFRESH: Duration = Duration::from_secs(60);
 /// Of a webhook's answer, at most this much is read (to reuse the connection).
 const ANSWER_LIMIT: usize = 64 << 10;
 
+/// Why one POST of a batch failed. Every variant is retryable (upstream's webhook retries them
+/// all): the batch is sent again with backoff, up to `max_attempts`.
+#[derive(Debug, thiserror::Error)]
+enum PostError {
+    /// The request could not be sent or its answer not read (connect, TLS, timeout); the
+    /// message holds the whole chain of causes. Retryable.
+    #[error("{}", error_chain(.0))]
+    Send(reqwest::Error),
+    /// The webhook answered with a status other than 2xx. Retryable.
+    #[error("the webhook answered {0}")]
+    Status(reqwest::StatusCode),
+}
+
 /// The webhook's address and how to reach it, from its kubeconfig.
 struct Target {
     http: reqwest::Client,
@@ -53,7 +66,7 @@ fn load(path: &Path, timeout: Duration) -> Result<Target, AuditError> {
         path: path.to_path_buf(),
         message,
     };
-    let config = apiagg_config::file::from_kubeconfig(path).map_err(|e| fail(e.to_string()))?;
+    let config = apiagg_config::from_kubeconfig(path).map_err(|e| fail(e.to_string()))?;
     let identity = config
         .client_cert
         .as_ref()
@@ -98,7 +111,7 @@ fn load(path: &Path, timeout: Duration) -> Result<Target, AuditError> {
 
 impl Target {
     /// One POST of `body`; any failure (including a status other than 2xx) is an error.
-    async fn post(&self, body: Bytes) -> Result<(), String> {
+    async fn post(&self, body: Bytes) -> Result<(), PostError> {
         let mut request = self
             .http
             .post(&self.url)
@@ -112,7 +125,7 @@ impl Target {
                 request = request.header(http::header::AUTHORIZATION, (*value).clone());
             }
         }
-        let mut response = request.send().await.map_err(|e| error_chain(&e))?;
+        let mut response = request.send().await.map_err(PostError::Send)?;
         let status = response.status();
         let mut read = 0;
         while let Ok(Some(chunk)) = response.chunk().await {
@@ -124,7 +137,7 @@ impl Target {
         if status.is_success() {
             Ok(())
         } else {
-            Err(format!("the webhook answered {status}"))
+            Err(PostError::Status(status))
         }
     }
 
@@ -304,8 +317,9 @@ async fn send(shared: Arc<Shared>, batch: Vec<Arc<Event>>, mut stop: Stop) {
         }
     };
     shared.pending.fetch_sub(n, Ordering::SeqCst);
-    if let Err((reason, message)) = outcome {
+    if let Err((reason, error)) = outcome {
         shared.metrics.failed(PLUGIN, PLUGIN, reason, n);
+        let message = error.to_string();
         if let Some(suppressed) = shared.repeats.admit(PLUGIN, &message) {
             tracing::error!(
                 url = %shared.target.url,

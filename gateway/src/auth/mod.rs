@@ -9,17 +9,19 @@ mod token;
 mod user;
 mod x509;
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
-use apiagg_config::file::Authorization;
 use apiagg_config::Authentication;
+use apiagg_config::Authorization;
 use http::{HeaderMap, HeaderName};
 
 pub use self::authz::{Authorizer, AuthzRequest, Refusal, Reviewer, IMPERSONATE_PREFIX};
-use self::requestheader::RequestHeaderNames;
+use self::requestheader::{InvalidHeaderName, RequestHeaderNames};
 pub use self::token::{ReviewError, TokenCache};
-use self::token::{TokenFile, TokenReviewer};
-use crate::backends::{Clients, Reload, Upstream};
+use self::token::{TokenFile, TokenFileError, TokenReviewer};
+use self::x509::CaError;
+use crate::backends::{Clients, Reloadable, Upstream};
 use crate::observe::CertificateKind;
 
 pub use self::user::{InvalidIdentity, User};
@@ -108,16 +110,31 @@ impl AuthError {
     }
 }
 
-/// Why a setting cannot be used at startup. Not retryable: the files must change.
+/// Why a setting cannot be used at startup (each message says the whole cause, with the setting
+/// and the file). Not retryable: the config or the files must change.
 #[derive(Debug, thiserror::Error)]
-#[error("authentication.{what}: {message}")]
-pub struct SetupError {
-    what: &'static str,
-    message: String,
-}
-
-fn setup(what: &'static str) -> impl Fn(String) -> SetupError {
-    move |message| SetupError { what, message }
+pub enum SetupError {
+    /// A CA file (`clientCAFile`, `requestHeader.clientCAFile`) is unusable. Not retryable.
+    #[error("authentication.{setting}: {}: {error}", path.display())]
+    Ca {
+        /// The setting that names the file.
+        setting: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// Why (in the message, not a `source()`).
+        error: CaError,
+    },
+    /// The static token file is unusable. Not retryable.
+    #[error("authentication.tokenFile: {}: {error}", path.display())]
+    TokenFile {
+        /// The file.
+        path: PathBuf,
+        /// Why (in the message, not a `source()`).
+        error: TokenFileError,
+    },
+    /// A `requestHeader` header name is invalid. Not retryable.
+    #[error("authentication.requestHeader: {0}")]
+    RequestHeader(InvalidHeaderName),
 }
 
 /// The configured authenticators.
@@ -127,20 +144,22 @@ pub struct Authenticator {
     certificates: Option<Arc<ClientCertificates>>,
     token_file: Option<Arc<TokenFile>>,
     reviewer: Option<TokenReviewer>,
-    reloadable: Vec<Arc<dyn Reload>>,
+    reloadable: Vec<Reloadable>,
     authorizer: Authorizer,
 }
 
 impl Authenticator {
     /// Reads every file the config names.
     pub fn new(config: &Authentication) -> Result<Authenticator, SetupError> {
-        let mut reloadable: Vec<Arc<dyn Reload>> = Vec::new();
-        let mut ca = |what, path: &std::path::PathBuf, kind| -> Result<Arc<CaFile>, SetupError> {
-            let ca = Arc::new(
-                CaFile::load(path.clone(), kind)
-                    .map_err(|e| setup(what)(format!("{}: {e}", path.display())))?,
-            );
-            reloadable.push(ca.clone());
+        let mut reloadable: Vec<Reloadable> = Vec::new();
+        let mut ca = |setting, path: &PathBuf, kind| -> Result<Arc<CaFile>, SetupError> {
+            let ca = CaFile::load(path.clone(), kind).map_err(|error| SetupError::Ca {
+                setting,
+                path: path.clone(),
+                error,
+            })?;
+            let ca = Arc::new(ca);
+            reloadable.push(ca.clone().into());
             Ok(ca)
         };
         let client_ca = config
@@ -167,7 +186,7 @@ impl Authenticator {
             .as_ref()
             .map(RequestHeaderNames::new)
             .transpose()
-            .map_err(setup("requestHeader"))?;
+            .map_err(SetupError::RequestHeader)?;
         let certificates = (client_ca.is_some() || front_proxy.is_some()).then(|| {
             Arc::new(ClientCertificates {
                 client_ca,
@@ -176,10 +195,13 @@ impl Authenticator {
         });
         let token_file = match &config.token_file {
             Some(path) => {
-                let file = TokenFile::load(path.clone())
-                    .map_err(|e| setup("tokenFile")(format!("{}: {e}", path.display())))?;
+                let file =
+                    TokenFile::load(path.clone()).map_err(|error| SetupError::TokenFile {
+                        path: path.clone(),
+                        error,
+                    })?;
                 let file = Arc::new(file);
-                reloadable.push(file.clone());
+                reloadable.push(file.clone().into());
                 Some(file)
             }
             None => None,
@@ -251,7 +273,7 @@ impl Authenticator {
     }
 
     /// The files to re-read when they change.
-    pub fn reloadable(&self) -> Vec<Arc<dyn Reload>> {
+    pub fn reloadable(&self) -> Vec<Reloadable> {
         self.reloadable.clone()
     }
 

@@ -18,18 +18,23 @@ pub struct RequestHeaderNames {
     extra_prefixes: Vec<String>,
 }
 
-fn names(list: &[String]) -> Result<Vec<HeaderName>, String> {
+/// A configured request-header name that is not an HTTP header name. Not retryable: the config
+/// must change.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid header name {0:?}")]
+pub struct InvalidHeaderName(pub String);
+
+fn names(list: &[String]) -> Result<Vec<HeaderName>, InvalidHeaderName> {
     list.iter()
         .map(|n| {
-            HeaderName::from_bytes(n.trim().as_bytes())
-                .map_err(|_| format!("invalid header name {n:?}"))
+            HeaderName::from_bytes(n.trim().as_bytes()).map_err(|_| InvalidHeaderName(n.clone()))
         })
         .collect()
 }
 
 impl RequestHeaderNames {
     /// Parses the configured names.
-    pub fn new(config: &RequestHeader) -> Result<RequestHeaderNames, String> {
+    pub fn new(config: &RequestHeader) -> Result<RequestHeaderNames, InvalidHeaderName> {
         Ok(RequestHeaderNames {
             username: names(&config.username_headers)?,
             uid: names(&config.uid_headers)?,
@@ -156,6 +161,21 @@ mod tests {
                 vec!["s1".to_string(), "s2".to_string()]
             )]
         );
+    }
+
+    #[test]
+    fn a_name_that_is_no_header_name_is_refused() {
+        let config = RequestHeader {
+            client_ca_file: "ca".into(),
+            allowed_names: vec![],
+            username_headers: vec!["X-Remote-User".into(), "X Remote".into()],
+            uid_headers: vec![],
+            group_headers: vec![],
+            extra_header_prefixes: vec![],
+        };
+        let err = RequestHeaderNames::new(&config).err().expect("refused");
+        assert_eq!(err, InvalidHeaderName("X Remote".into()));
+        assert_eq!(err.to_string(), "invalid header name \"X Remote\"");
     }
 
     #[test]

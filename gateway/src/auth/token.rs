@@ -21,30 +21,50 @@ use sha2::{Digest, Sha256};
 use super::user::{InvalidIdentity, User};
 use crate::backends::{Clients, Reload, Upstream};
 
-/// Why the static token file is refused (the previous good file keeps serving). Not retryable:
-/// the file must change.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+/// Why the static token file is refused (the previous good file keeps serving; the file is
+/// read again when it changes).
+#[derive(Debug, thiserror::Error)]
 pub enum TokenFileError {
-    /// A line is not CSV.
+    /// The file cannot be read. Retryable: it may be in the middle of a rotation.
+    #[error("{0}")]
+    Read(std::io::Error),
+    /// A line is not kube-apiserver's CSV. Not retryable: the file must change.
     #[error("line {line}: {why}")]
     Syntax {
         /// 1-based line number.
         line: usize,
         /// What is wrong.
-        why: &'static str,
+        why: Syntax,
     },
-    /// A line names a user that cannot be forwarded exactly.
-    #[error("line {line}: {source}")]
+    /// A line names a user that cannot be forwarded exactly. Not retryable.
+    #[error("line {line}: {error}")]
     Identity {
         /// 1-based line number.
         line: usize,
-        /// Which field, and why.
-        source: InvalidIdentity,
+        /// Which field, and why (in the message, not a `source()`).
+        error: InvalidIdentity,
     },
-    /// The file is not UTF-8.
+    /// The file is not UTF-8. Not retryable.
     #[error("the file is not UTF-8")]
     NotUtf8,
 }
+
+/// What is wrong with a line of the token file (none is retryable: the file must change).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Syntax {
+    /// A double quote is never closed.
+    #[error("unterminated quote")]
+    UnterminatedQuote,
+    /// Fewer than three fields.
+    #[error("needs at least token, user name and uid")]
+    TooFewFields,
+    /// The token or the user name is empty.
+    #[error("empty token or user name")]
+    EmptyTokenOrUser,
+}
+
+/// The token-file result.
+type Result<T, E = TokenFileError> = std::result::Result<T, E>;
 
 /// The static token file: token → user.
 pub struct TokenFile {
@@ -55,7 +75,7 @@ pub struct TokenFile {
 
 /// Parses kube-apiserver's CSV: `token,user,uid,"group1,group2"` (groups optional; further
 /// columns ignored; `#` comments and blank lines skipped).
-pub fn parse_token_csv(text: &str) -> Result<HashMap<String, Arc<User>>, TokenFileError> {
+pub fn parse_token_csv(text: &str) -> Result<HashMap<String, Arc<User>>> {
     let mut users = HashMap::new();
     for (i, line) in text.lines().enumerate() {
         let line = line.trim();
@@ -65,7 +85,7 @@ pub fn parse_token_csv(text: &str) -> Result<HashMap<String, Arc<User>>, TokenFi
         let syntax = |why| TokenFileError::Syntax { line: i + 1, why };
         let fields = split_csv(line).map_err(syntax)?;
         if fields.len() < 3 {
-            return Err(syntax("needs at least token, user name and uid"));
+            return Err(syntax(Syntax::TooFewFields));
         }
         let groups = fields
             .get(3)
@@ -79,14 +99,10 @@ pub fn parse_token_csv(text: &str) -> Result<HashMap<String, Arc<User>>, TokenFi
             .unwrap_or_default();
         let (token, name, uid) = (&fields[0], &fields[1], &fields[2]);
         if token.is_empty() || name.is_empty() {
-            return Err(syntax("empty token or user name"));
+            return Err(syntax(Syntax::EmptyTokenOrUser));
         }
-        let user = User::new(name.clone(), uid.clone(), groups, Vec::new()).map_err(|source| {
-            TokenFileError::Identity {
-                line: i + 1,
-                source,
-            }
-        })?;
+        let user = User::new(name.clone(), uid.clone(), groups, Vec::new())
+            .map_err(|error| TokenFileError::Identity { line: i + 1, error })?;
         let user = Arc::new(user);
         // As kube-apiserver: a duplicated token keeps its first line.
         users.entry(token.clone()).or_insert(user);
@@ -94,8 +110,11 @@ pub fn parse_token_csv(text: &str) -> Result<HashMap<String, Arc<User>>, TokenFi
     Ok(users)
 }
 
+/// The fields of one CSV line, trimmed.
+type Fields = Vec<String>;
+
 /// One CSV line split into fields; double quotes group, `""` is a quote.
-fn split_csv(line: &str) -> Result<Vec<String>, &'static str> {
+fn split_csv(line: &str) -> Result<Fields, Syntax> {
     let mut fields = Vec::new();
     let mut field = String::new();
     let mut quoted = false;
@@ -112,7 +131,7 @@ fn split_csv(line: &str) -> Result<Vec<String>, &'static str> {
         }
     }
     if quoted {
-        return Err("unterminated quote");
+        return Err(Syntax::UnterminatedQuote);
     }
     fields.push(field);
     Ok(fields.into_iter().map(|f| f.trim().to_string()).collect())
@@ -120,7 +139,7 @@ fn split_csv(line: &str) -> Result<Vec<String>, &'static str> {
 
 impl TokenFile {
     /// Reads the file; it must be valid now.
-    pub fn load(path: PathBuf) -> Result<TokenFile, String> {
+    pub fn load(path: PathBuf) -> Result<TokenFile> {
         let file = TokenFile {
             path,
             users: ArcSwap::from_pointee(HashMap::new()),
@@ -137,18 +156,20 @@ impl TokenFile {
 }
 
 impl Reload for TokenFile {
+    type Error = TokenFileError;
+
     fn name(&self) -> String {
         format!("token file {}", self.path.display())
     }
 
-    fn reload(&self) -> Result<bool, String> {
-        let bytes = std::fs::read(&self.path).map_err(|e| e.to_string())?;
+    fn reload(&self) -> Result<bool> {
+        let bytes = std::fs::read(&self.path).map_err(TokenFileError::Read)?;
         let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
         if *last == bytes {
             return Ok(false);
         }
-        let text = std::str::from_utf8(&bytes).map_err(|_| TokenFileError::NotUtf8.to_string())?;
-        let users = parse_token_csv(text).map_err(|e| e.to_string())?;
+        let text = std::str::from_utf8(&bytes).map_err(|_| TokenFileError::NotUtf8)?;
+        let users = parse_token_csv(text)?;
         self.users.store(Arc::new(users));
         *last = bytes;
         Ok(true)

@@ -19,7 +19,7 @@ use async_trait::async_trait;
 use pingora_core::listeners::TlsAccept;
 use pingora_core::protocols::tls::TlsRef;
 use rustls::client::danger::HandshakeSignatureValid;
-use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::pem::{self, PemObject};
 use rustls::pki_types::{CertificateDer, UnixTime};
 use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::server::WebPkiClientVerifier;
@@ -73,9 +73,45 @@ pub enum CertificateRefusal {
     Identity(#[from] InvalidIdentity),
 }
 
+/// Why a CA file cannot be used (the file's name is added by whoever reports it: the setup
+/// error, the file watcher). At start-up nothing is retryable: the file must change. On a
+/// reload the last good bundle keeps verifying and the file is read again on the next round.
+#[derive(Debug, thiserror::Error)]
+pub enum CaError {
+    /// The file cannot be read. Retryable: it may be in the middle of a rotation.
+    #[error("{0}")]
+    Read(std::io::Error),
+    /// The file has no PEM block (a DER file, most often). Not retryable.
+    #[error(
+        "not PEM (no \"-----BEGIN CERTIFICATE-----\" line); a DER file converts with \
+         `openssl x509 -inform der`"
+    )]
+    NotPem,
+    /// A PEM block cannot be decoded. Not retryable.
+    #[error("damaged PEM: {0}")]
+    DamagedPem(pem::Error),
+    /// A certificate of the bundle is refused as a trust anchor. Not retryable.
+    #[error("CA certificate #{index}: {error}")]
+    Certificate {
+        /// 1-based position in the file.
+        index: usize,
+        /// rustls' reason (in the message, not a `source()`).
+        error: rustls::Error,
+    },
+    /// The PEM holds no CERTIFICATE block. Not retryable.
+    #[error("no CERTIFICATE block in the PEM")]
+    NoCertificate,
+    /// rustls cannot build a verifier from the bundle. Not retryable.
+    #[error("{0}")]
+    Verifier(rustls::server::VerifierBuilderError),
+}
+
+/// The CA-file result.
+type Result<T, E = CaError> = std::result::Result<T, E>;
+
 impl CaFile {
     /// Reads the CA file; it must be usable now. `kind` names it in the expiry metric.
-    pub fn load(path: PathBuf, kind: CertificateKind) -> Result<CaFile, String> {
+    pub fn load(path: PathBuf, kind: CertificateKind) -> Result<CaFile> {
         let ca = CaFile {
             path,
             kind,
@@ -111,37 +147,36 @@ impl CaFile {
 }
 
 impl Reload for CaFile {
+    type Error = CaError;
+
     fn name(&self) -> String {
         format!("CA {}", self.path.display())
     }
 
-    fn reload(&self) -> Result<bool, String> {
-        let bytes = std::fs::read(&self.path).map_err(|e| e.to_string())?;
+    fn reload(&self) -> Result<bool> {
+        let bytes = std::fs::read(&self.path).map_err(CaError::Read)?;
         let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
         if *last == bytes {
             return Ok(false);
         }
         // The file's name is said by whoever reports the error (`name()`, the setup error).
         if !bytes.windows(11).any(|w| w == b"-----BEGIN ") {
-            return Err(
-                "not PEM (no \"-----BEGIN CERTIFICATE-----\" line); a DER file \
-                 converts with `openssl x509 -inform der`"
-                    .into(),
-            );
+            return Err(CaError::NotPem);
         }
         let mut roots = RootCertStore::empty();
         for (i, cert) in CertificateDer::pem_slice_iter(&bytes).enumerate() {
-            let cert = cert.map_err(|e| format!("damaged PEM: {e}"))?;
-            roots
-                .add(cert)
-                .map_err(|e| format!("CA certificate #{}: {e}", i + 1))?;
+            let cert = cert.map_err(CaError::DamagedPem)?;
+            roots.add(cert).map_err(|error| CaError::Certificate {
+                index: i + 1,
+                error,
+            })?;
         }
         if roots.is_empty() {
-            return Err("no CERTIFICATE block in the PEM".into());
+            return Err(CaError::NoCertificate);
         }
         let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
             .build()
-            .map_err(|e| e.to_string())?;
+            .map_err(CaError::Verifier)?;
         self.verifier.store(Some(Arc::new(verifier)));
         // After the store: a reader that sees the new generation verifies with the new bundle.
         self.generation.fetch_add(1, Ordering::AcqRel);
@@ -224,8 +259,17 @@ pub struct ClientCertificates {
     pub front_proxy: Option<(Arc<CaFile>, Vec<String>)>,
 }
 
+/// The names a certificate's subject gives.
+#[derive(Debug, Clone)]
+struct Names {
+    /// The CN (empty when there is none).
+    cn: String,
+    /// The O values.
+    orgs: Vec<String>,
+}
+
 /// Subject CN and O values of a DER certificate.
-fn subject(der: &[u8]) -> Result<(String, Vec<String>), CertificateRefusal> {
+fn subject(der: &[u8]) -> Result<Names, CertificateRefusal> {
     let refusal = |e: &dyn std::fmt::Display| CertificateRefusal::Subject(e.to_string());
     let (_, cert) = X509Certificate::from_der(der).map_err(|e| refusal(&e))?;
     let text = |attr: &x509_parser::x509::AttributeTypeAndValue<'_>| {
@@ -240,7 +284,7 @@ fn subject(der: &[u8]) -> Result<(String, Vec<String>), CertificateRefusal> {
         .iter_organization()
         .map(text)
         .collect::<Result<Vec<_>, _>>()?;
-    Ok((cn, orgs))
+    Ok(Names { cn, orgs })
 }
 
 /// The seconds at which a certificate of `chain` becomes valid (`notBefore`) or stops being
@@ -300,7 +344,7 @@ impl ClientCertificates {
         let names = subject(leaf);
         let certificate = self.client_ca.as_ref().map(|ca| {
             ca.verify(chain, "client", now)?;
-            let (cn, orgs) = names.clone()?;
+            let Names { cn, orgs } = names.clone()?;
             if cn.is_empty() {
                 return Err(CertificateRefusal::NoCommonName);
             }
@@ -310,7 +354,7 @@ impl ClientCertificates {
         });
         let front_proxy = self.front_proxy.as_ref().map(|(ca, allowed)| {
             ca.verify(chain, "front-proxy", now)?;
-            let (cn, _) = names.clone()?;
+            let Names { cn, .. } = names.clone()?;
             if !allowed.is_empty() && !allowed.contains(&cn) {
                 return Err(CertificateRefusal::NotAllowed(cn));
             }

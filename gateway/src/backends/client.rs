@@ -22,9 +22,6 @@ pub const AGGREGATOR_USER: &str = "system:kube-aggregator";
 /// The group of [`AGGREGATOR_USER`].
 pub const AGGREGATOR_GROUP: &str = "system:masters";
 
-/// Upper bound of connecting (TCP and TLS) to a backend.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-
 /// Why a fetch failed. Every variant is retryable on the next round: the backend may heal.
 #[derive(Debug, thiserror::Error)]
 pub enum FetchError {
@@ -35,23 +32,23 @@ pub enum FetchError {
     #[error("client for {label}: {message}")]
     Client { label: String, message: String },
     /// Connecting failed: refused, unreachable, or the TLS handshake failed.
-    #[error("GET {url}: {message}")]
+    #[error("{url}: {message}")]
     Connect { url: String, message: String },
     /// Sending or reading failed, or the timeout passed.
-    #[error("GET {url}: {message}")]
+    #[error("{url}: {message}")]
     Request { url: String, message: String },
     /// apiagg itself ran out of a resource (open files, memory) while connecting: says
     /// nothing about the backend.
-    #[error("GET {url}: apiagg is out of {why}")]
+    #[error("{url}: apiagg is out of {why}")]
     Exhausted { url: String, why: &'static str },
     /// The body is larger than the configured limit; it was not read further.
-    #[error("GET {url}: the body exceeds the limit of {limit} bytes (--backend-body-limit)")]
+    #[error("{url}: the body exceeds the limit of {limit} bytes (--backend-body-limit)")]
     TooLarge { url: String, limit: u64 },
     /// An unexpected status code.
-    #[error("GET {url}: status {code}")]
+    #[error("{url}: status {code}")]
     Status { url: String, code: u16 },
     /// The body is not the document asked for.
-    #[error("GET {url}: invalid document: {message}")]
+    #[error("{url}: invalid document: {message}")]
     Invalid { url: String, message: String },
 }
 
@@ -100,14 +97,18 @@ impl Fetched {
 pub struct Clients {
     by_endpoint: DashMap<u64, Client>,
     body_limit: u64,
+    /// Upper bound of connecting (TCP and TLS): `--backend-connect-timeout`.
+    connect_timeout: Duration,
 }
 
 impl Clients {
-    /// An empty set; bodies larger than `body_limit` bytes are refused.
-    pub fn new(body_limit: u64) -> Clients {
+    /// An empty set; bodies larger than `body_limit` bytes are refused, connecting takes at
+    /// most `connect_timeout`.
+    pub fn new(body_limit: u64, connect_timeout: Duration) -> Clients {
         Clients {
             by_endpoint: DashMap::new(),
             body_limit,
+            connect_timeout,
         }
     }
 
@@ -121,7 +122,7 @@ impl Clients {
         if let Some(client) = self.by_endpoint.get(&key) {
             return Ok(client.clone());
         }
-        let client = Client::build(upstream, index, self.body_limit)?;
+        let client = Client::build(upstream, index, self.body_limit, self.connect_timeout)?;
         self.by_endpoint.insert(key, client.clone());
         Ok(client)
     }
@@ -161,10 +162,15 @@ pub struct Client {
 impl Client {
     /// TLS endpoints are addressed by the upstream's server name, resolved to the endpoint
     /// address, so the certificate is verified exactly as the proxy verifies it.
-    fn build(upstream: &Upstream, index: usize, body_limit: u64) -> Result<Client, FetchError> {
+    fn build(
+        upstream: &Upstream,
+        index: usize,
+        body_limit: u64,
+        connect_timeout: Duration,
+    ) -> Result<Client, FetchError> {
         let endpoint = &upstream.endpoints[index];
         let mut builder = reqwest::Client::builder()
-            .connect_timeout(CONNECT_TIMEOUT)
+            .connect_timeout(connect_timeout)
             .user_agent(concat!("apiagg/", env!("CARGO_PKG_VERSION")))
             .no_proxy()
             .redirect(reqwest::redirect::Policy::none())

@@ -5,15 +5,14 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use apiagg_config::ownership::Displaced;
-use apiagg_config::{Backend, LocalGroupVersion, Registry};
+use apiagg_config::{Backend, Displaced, LocalGroupVersion, Registry};
 use apiagg_discovery::{
-    legacy_group, legacy_group_list, render::RenderError, render_legacy, ApiServiceRecord,
-    RenderedDoc,
+    legacy_group, legacy_group_list, render_legacy, ApiServiceRecord, RenderError, RenderedDoc,
 };
 
 use super::credentials::ClientIdentity;
 use super::health::HealthBook;
+use super::names::Names;
 use super::upstream::{build_upstream, trust_anchors, Own, TlsSettings, Upstream};
 use crate::observe::Metrics;
 
@@ -121,6 +120,7 @@ pub fn build(
     proxy_identity: Option<&ClientIdentity>,
     book: &HealthBook,
     metrics: &Metrics,
+    names: &Names,
 ) -> Result<RouteTable, TableError> {
     let mut upstreams = Vec::with_capacity(registry.entries().len());
     let mut broken = HashMap::new();
@@ -148,6 +148,7 @@ pub fn build(
                 },
                 Own::Shared,
                 book,
+                names,
             )
         });
         match built {

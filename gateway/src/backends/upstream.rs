@@ -3,7 +3,7 @@
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,6 +17,7 @@ use rustls::pki_types::CertificateDer;
 use super::certs::earliest_not_after;
 use super::credentials::{BearerToken, ClientIdentity, CredentialError, DelegateCredentials};
 use super::health::{EndpointHealth, HealthBook};
+use super::names::Names;
 use super::slots::Slots;
 use super::tls::{self, TlsError};
 use crate::observe::GroupVersionMetrics;
@@ -159,33 +160,6 @@ pub struct TlsSettings<'a> {
     pub identity: Option<&'a ClientIdentity>,
 }
 
-/// Every address of an endpoint (a name may have several: each becomes an endpoint of its
-/// own), sorted so an unchanged answer builds identical routes. Runs in the registry
-/// controller, off the request path.
-fn resolve(host: &str, port: u16) -> Result<Vec<SocketAddr>, BuildError> {
-    let mut addrs: Vec<SocketAddr> = (host, port)
-        .to_socket_addrs()
-        .map_err(|source| BuildError::Resolve {
-            authority: authority(host, port),
-            source,
-        })?
-        .collect();
-    addrs.sort();
-    addrs.dedup();
-    if addrs.is_empty() {
-        return Err(BuildError::NoAddress(authority(host, port)));
-    }
-    Ok(addrs)
-}
-
-fn authority(host: &str, port: u16) -> String {
-    if host.contains(':') {
-        format!("[{host}]:{port}")
-    } else {
-        format!("{host}:{port}")
-    }
-}
-
 /// How apiagg's own requests differ from the callers' ones.
 #[derive(Clone, Copy)]
 pub enum Own<'a> {
@@ -278,7 +252,7 @@ fn build_endpoint<'a>(
     let mut hasher = DefaultHasher::new();
     (peer.group_key, label).hash(&mut hasher);
     let health_key = hasher.finish();
-    let authority = authority(&ep.host, ep.port);
+    let authority = super::names::authority(&ep.host, ep.port);
     Ok(UpstreamEndpoint {
         health: book.endpoint(health_key),
         health_key,
@@ -306,11 +280,12 @@ pub fn build_upstream(
     settings: TlsSettings<'_>,
     own: Own<'_>,
     book: &HealthBook,
+    names: &Names,
 ) -> Result<Upstream, BuildError> {
     let slots = book.apiservice_slots(&label);
     let mut built = Vec::with_capacity(endpoints.len());
     for endpoint in endpoints {
-        let addrs = resolve(&endpoint.host, endpoint.port)?;
+        let addrs = names.addresses(&endpoint.host, endpoint.port)?;
         let named = addrs.len() > 1;
         for addr in addrs {
             built.push(build_endpoint(
@@ -390,10 +365,11 @@ pub fn build_delegate(
     config: &DelegateConfig,
     credentials: &DelegateCredentials,
     book: &HealthBook,
+    names: &Names,
 ) -> Result<Upstream, BuildError> {
     let ca = trust_anchors(config.ca_pem.as_deref(), "delegate caFile")?;
     let parse = |url: &url::Url| {
-        apiagg_config::registry::parse_endpoint(url.origin().ascii_serialization().as_str())
+        apiagg_config::parse_endpoint(url.origin().ascii_serialization().as_str())
             .map_err(BuildError::DelegateUrl)
     };
     let server_name = parse(&config.url)?.host;
@@ -417,6 +393,7 @@ pub fn build_delegate(
         },
         Own::Separate(credentials.identity.as_deref()),
         book,
+        names,
     )?;
     upstream.token = credentials.token.clone();
     Ok(upstream)

@@ -10,29 +10,28 @@ use async_trait::async_trait;
 use pingora_core::server::ShutdownWatch;
 use pingora_core::services::background::BackgroundService;
 
-use crate::backends::Reload;
+use crate::backends::Reloadable;
 use crate::observe::Metrics;
-use crate::state::Gateway;
 
 /// Re-reads every item each interval.
 pub struct FileWatcher {
-    items: Vec<Arc<dyn Reload>>,
+    items: Vec<Reloadable>,
     interval: Duration,
     metrics: Arc<Metrics>,
 }
 
 impl FileWatcher {
     /// A watcher over `items`, every `reload_interval` of the gateway's options.
-    pub fn new(items: Vec<Arc<dyn Reload>>, gateway: &Gateway) -> FileWatcher {
+    pub fn new(items: Vec<Reloadable>, interval: Duration, metrics: Arc<Metrics>) -> FileWatcher {
         FileWatcher {
             items,
-            interval: gateway.options.reload_interval,
-            metrics: gateway.metrics.clone(),
+            interval,
+            metrics,
         }
     }
 
     /// Publishes the expiry of the certificates `item` serves with.
-    fn report_expiry(&self, item: &dyn Reload) {
+    fn report_expiry(&self, item: &Reloadable) {
         if let Some((kind, not_after)) = item.expiry() {
             self.metrics.certificate_expiry(kind, Some(not_after));
         }
@@ -55,8 +54,8 @@ impl BackgroundService for FileWatcher {
             }
             for (item, problem) in self.items.iter().zip(problems.iter_mut()) {
                 let result = item.reload();
-                if first || result == Ok(true) {
-                    self.report_expiry(item.as_ref());
+                if first || matches!(result, Ok(true)) {
+                    self.report_expiry(item);
                 }
                 match result {
                     Ok(changed) => {
@@ -68,13 +67,15 @@ impl BackgroundService for FileWatcher {
                         *problem = None;
                     }
                     Err(e) => {
-                        if problem.as_deref() != Some(e.as_str()) {
+                        // Said once per distinct problem, not every round.
+                        let text = e.to_string();
+                        if problem.as_deref() != Some(text.as_str()) {
                             tracing::warn!(
-                                "{} not reloaded, the previous one serves: {e}",
+                                "{} not reloaded, the previous one serves: {text}",
                                 item.name()
                             );
                         }
-                        *problem = Some(e);
+                        *problem = Some(text);
                     }
                 }
             }
@@ -88,9 +89,8 @@ mod tests {
     use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 
     use super::*;
+    use crate::backends::Reload;
     use crate::observe::CertificateKind;
-    use crate::state::Options;
-    use crate::store::Embedded;
 
     /// A certificate file whose next reload reports a change when told so.
     struct Fake {
@@ -99,10 +99,11 @@ mod tests {
     }
 
     impl Reload for Fake {
+        type Error = std::convert::Infallible;
         fn name(&self) -> String {
             "fake".into()
         }
-        fn reload(&self) -> Result<bool, String> {
+        fn reload(&self) -> Result<bool, Self::Error> {
             Ok(self.changed.swap(false, Ordering::SeqCst))
         }
         fn expiry(&self) -> Option<(CertificateKind, i64)> {
@@ -136,24 +137,22 @@ mod tests {
 
     #[tokio::test]
     async fn expiry_is_published_at_the_first_round_and_after_each_change() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let store = Arc::new(Embedded::open(dir.path()).expect("store"));
-        let options = Options {
-            reload_interval: Duration::from_millis(5),
-            ..Options::default()
-        };
-        let gateway = Gateway::new(options, store).expect("gateway");
+        let metrics = Arc::new(Metrics::new().expect("metrics"));
         let fake = Arc::new(Fake {
             not_after: AtomicI64::new(100),
             changed: AtomicBool::new(false),
         });
-        let watcher = FileWatcher::new(vec![fake.clone()], &gateway);
+        let watcher = FileWatcher::new(
+            vec![Reloadable::from(fake.clone())],
+            Duration::from_millis(5),
+            metrics.clone(),
+        );
         let (stop, shutdown) = tokio::sync::watch::channel(false);
         let task = tokio::spawn(async move { watcher.start(shutdown).await });
-        until(&gateway.metrics, "100").await;
+        until(&metrics, "100").await;
         fake.not_after.store(200, Ordering::SeqCst);
         fake.changed.store(true, Ordering::SeqCst);
-        until(&gateway.metrics, "200").await;
+        until(&metrics, "200").await;
         stop.send(true).expect("stop");
         task.await.expect("watcher");
     }

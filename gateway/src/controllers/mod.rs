@@ -7,15 +7,17 @@ mod availability;
 mod backoff;
 mod discovery;
 mod files;
+#[cfg(test)]
+mod fixtures;
 mod flowcontrol;
 mod openapi;
 mod registry;
 mod services;
 mod targets;
 
-pub use availability::AvailabilityController;
-pub use discovery::DiscoveryController;
+pub use availability::{AvailabilityController, Handles as AvailabilityHandles};
+pub use discovery::{DiscoveryController, Handles as DiscoveryHandles};
 pub use files::FileWatcher;
 pub use flowcontrol::FlowControlWatch;
-pub use openapi::OpenApiController;
-pub use registry::RegistryController;
+pub use openapi::{Handles as OpenApiHandles, OpenApiController};
+pub use registry::{Handles as RegistryHandles, RegistryController};

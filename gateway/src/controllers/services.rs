@@ -1,13 +1,13 @@
 //! Services and EndpointSlices from the cluster (config `serviceResolution: cluster | endpoints`):
 //! one reflector per kind lists and then watches them at the delegate with apiagg's own
-//! credentials, keeps what resolution reads in the shared [`ClusterServices`], and bumps a
-//! generation the registry controller waits on. A failing list or watch is retried with backoff
+//! credentials and sends what it learns to one applier task, the only writer of the shared
+//! [`ClusterServices`]; the applier bumps a generation the registry controller waits on. A failing list or watch is retried with backoff
 //! while the last known state keeps resolving; an expired resourceVersion (410) relists.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use apiagg_config::cluster::{ClusterServices, ServiceResolution, SERVICE_NAME_LABEL};
+use apiagg_config::{ClusterServices, ServiceResolution, SERVICE_NAME_LABEL};
 use serde_json::Value;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -20,8 +20,8 @@ const PAGE: usize = 500;
 /// Upper bound of one list page.
 const LIST_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// The Services and EndpointSlices known so far, shared between the reflectors (writers) and the
-/// registry controller (reader, off the request path).
+/// The Services and EndpointSlices known so far: written by one applier task, read by the
+/// registry controller (off the request path).
 #[derive(Default)]
 pub struct SharedCluster {
     state: Mutex<ClusterServices>,
@@ -39,13 +39,19 @@ impl SharedCluster {
         self.generation.subscribe()
     }
 
-    fn update(&self, change: impl FnOnce(&mut ClusterServices) -> bool) {
+    fn update(&self, change: Change) {
         let changed = change(&mut self.lock());
         if changed {
             self.generation.send_modify(|g| *g += 1);
         }
     }
 }
+
+/// A change a reflector learned, applied by the applier; says whether resolution could see it.
+type Change = Box<dyn FnOnce(&mut ClusterServices) -> bool + Send>;
+
+/// Changes waiting for the applier at most (a reflector waits beyond it).
+const CHANGES: usize = 256;
 
 /// The kinds a reflector follows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -106,7 +112,8 @@ impl ClusterWatch {
             ServiceResolution::Endpoints => &[Kind::Services, Kind::EndpointSlices],
         };
         let listed = Arc::new(Mutex::new(Vec::new()));
-        let tasks = kinds
+        let (changes, mut applied) = tokio::sync::mpsc::channel::<Change>(CHANGES);
+        let mut tasks: Vec<JoinHandle<()>> = kinds
             .iter()
             .map(|&kind| {
                 let reflector = Reflector {
@@ -114,12 +121,17 @@ impl ClusterWatch {
                     kinds: kinds.len(),
                     delegate: delegate.clone(),
                     clients: clients.clone(),
-                    shared: shared.clone(),
+                    changes: changes.clone(),
                     listed: listed.clone(),
                 };
                 tokio::spawn(reflector.run())
             })
             .collect();
+        tasks.push(tokio::spawn(async move {
+            while let Some(change) = applied.recv().await {
+                shared.update(change);
+            }
+        }));
         Some(ClusterWatch {
             tasks,
             delegate,
@@ -142,7 +154,8 @@ struct Reflector {
     kinds: usize,
     delegate: Arc<Upstream>,
     clients: Arc<Clients>,
-    shared: Arc<SharedCluster>,
+    /// To the applier.
+    changes: tokio::sync::mpsc::Sender<Change>,
     /// The kinds listed at least once.
     listed: Arc<Mutex<Vec<Kind>>>,
 }
@@ -163,20 +176,26 @@ impl Reflector {
                 Ok(Some(Ended::Expired)) => version = None,
                 Ok(_) => {
                     backoff.succeeded();
-                    self.report(None);
+                    self.report(None).await;
                 }
                 Err(e) => {
-                    self.report(Some(e.to_string()));
+                    self.report(Some(e.to_string())).await;
                     tokio::time::sleep(backoff.failed()).await;
                 }
             }
         }
     }
 
+    /// Hands `change` to the applier (waiting while it is behind).
+    async fn apply(&self, change: impl FnOnce(&mut ClusterServices) -> bool + Send + 'static) {
+        // The applier ends only with the reflectors' ClusterWatch: nothing is lost.
+        let _ = self.changes.send(Box::new(change)).await;
+    }
+
     /// Logs a problem when it changes and records it for the conditions.
-    fn report(&self, problem: Option<String>) {
+    async fn report(&self, problem: Option<String>) {
         let kind = self.kind;
-        self.shared.update(|cluster| {
+        self.apply(move |cluster| {
             let changed = cluster.set_problem(problem.clone());
             if changed {
                 match &problem {
@@ -185,7 +204,8 @@ impl Reflector {
                 }
             }
             changed && !cluster.listed()
-        });
+        })
+        .await;
     }
 
     /// Lists every object, page by page; returns the list's resourceVersion.
@@ -221,7 +241,7 @@ impl Reflector {
             }
             listed.len() == self.kinds
         };
-        self.shared.update(|cluster| {
+        self.apply(move |cluster| {
             let changed = match kind {
                 Kind::Services => cluster.replace_services(&items),
                 Kind::EndpointSlices => cluster.replace_slices(&items),
@@ -232,7 +252,8 @@ impl Reflector {
                 tracing::info!(count = items.len(), "listed the cluster's {kind:?}");
             }
             changed || first
-        });
+        })
+        .await;
         Ok(version)
     }
 
@@ -281,10 +302,12 @@ impl Reflector {
                 "DELETED" => true,
                 _ => continue,
             };
-            self.shared.update(|cluster| match self.kind {
-                Kind::Services => cluster.service_event(object, deleted),
-                Kind::EndpointSlices => cluster.slice_event(object, deleted),
-            });
+            let (kind, object) = (self.kind, object.clone());
+            self.apply(move |cluster| match kind {
+                Kind::Services => cluster.service_event(&object, deleted),
+                Kind::EndpointSlices => cluster.slice_event(&object, deleted),
+            })
+            .await;
         }
         if started.elapsed() < Duration::from_secs(1) {
             // A delegate that ends watches at once must not make this a busy loop.

@@ -79,6 +79,43 @@ pub fn group_version_path(group: &str, version: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::controllers::fixtures::{index, table, CONFIG};
+
+    fn names(target: &Target) -> Vec<&str> {
+        target.apiservices.iter().map(|a| a.name.as_str()).collect()
+    }
+
+    #[test]
+    fn one_target_per_service_in_registry_order() {
+        let routes = table(CONFIG, &[("", "v1"), ("apps", "v1")]);
+        let targets = targets(&routes);
+        // Local APIServices have no Service; the others come in registry order (priority).
+        let labels: Vec<String> = targets.iter().map(Target::label).collect();
+        assert_eq!(
+            labels,
+            ["test/wardle:443", "test/flunder:443", "test/nowhere:443"]
+        );
+        let [wardle, flunder, nowhere] = &targets[..] else {
+            panic!("three targets")
+        };
+        assert_eq!(
+            names(wardle),
+            ["v1.wardle.example.com", "v1beta1.wardle.example.com"]
+        );
+        assert_eq!(names(flunder), ["v1.flunder.example.com"]);
+        let beta = &wardle.apiservices[1];
+        assert_eq!(
+            (beta.group.as_str(), beta.version.as_str()),
+            ("wardle.example.com", "v1beta1")
+        );
+        // A Service is read through the upstream of its first APIService; one without
+        // endpoints has none.
+        let first = routes.upstreams[index(&routes, "v1.wardle.example.com")].as_ref();
+        let upstream = wardle.upstream.as_ref();
+        assert!(first.zip(upstream).is_some_and(|(a, b)| Arc::ptr_eq(a, b)));
+        assert!(flunder.upstream.is_some());
+        assert!(nowhere.upstream.is_none());
+    }
 
     #[test]
     fn group_version_paths() {

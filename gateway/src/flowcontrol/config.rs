@@ -11,7 +11,7 @@ use std::fmt;
 use k8s_openapi::api::flowcontrol::v1::{FlowSchema, PriorityLevelConfiguration};
 
 use super::defaults;
-use super::error::ConfigError;
+use super::error::{ConfigError, FieldError};
 use super::matcher::{Distinguisher, RuleSet};
 use super::objects::Object;
 use super::spec::{level, uid_of};
@@ -90,7 +90,8 @@ pub fn effective(objects: Vec<Object>) -> Result<Compiled, ConfigError> {
     for object in objects {
         let name = object.name().to_string();
         if name.is_empty() {
-            return Err(invalid(object.kind(), "", "metadata.name: Required value"));
+            let error = FieldError::required("metadata.name");
+            return Err(invalid(object.kind(), "", error));
         }
         let kind = object.kind();
         let taken = match object {
@@ -193,11 +194,11 @@ impl<V> InsertAbsent<V> for BTreeMap<String, V> {
     }
 }
 
-pub(super) fn invalid(kind: &'static str, name: &str, message: impl Into<String>) -> ConfigError {
+pub(super) fn invalid(kind: &'static str, name: &str, error: FieldError) -> ConfigError {
     ConfigError::Invalid {
         kind,
         name: name.to_string(),
-        message: message.into(),
+        error,
     }
 }
 
@@ -207,36 +208,44 @@ fn schema(
     fs: &FlowSchema,
     levels: &[LevelSpec],
 ) -> Result<(Option<SchemaSpec>, String), ConfigError> {
-    let bad = |message: String| invalid(FS, &name, message);
+    let bad = |error: FieldError| invalid(FS, &name, error);
     let spec = fs
         .spec
         .as_ref()
-        .ok_or_else(|| bad("spec: Required value".into()))?;
+        .ok_or_else(|| bad(FieldError::required("spec")))?;
     let uid = uid_of(FS, &name, fs.metadata.uid.as_deref()).map_err(bad)?;
     let precedence = spec.matching_precedence.unwrap_or(1000);
     if !(1..=10000).contains(&precedence) {
-        return Err(bad(format!(
-            "spec.matchingPrecedence: Invalid value: {precedence}: must be between 1 and 10000, inclusive"
+        return Err(bad(FieldError::invalid(
+            "spec.matchingPrecedence",
+            precedence,
+            "must be between 1 and 10000, inclusive",
         )));
     }
     let level_name = spec.priority_level_configuration.name.clone();
     if level_name.is_empty() {
-        return Err(bad(
-            "spec.priorityLevelConfiguration.name: Required value".into()
-        ));
+        return Err(bad(FieldError::required(
+            "spec.priorityLevelConfiguration.name",
+        )));
     }
     let distinguisher = match spec.distinguisher_method.as_ref().map(|d| d.type_.as_str()) {
         None => Distinguisher::None,
         Some("ByUser") => Distinguisher::ByUser,
         Some("ByNamespace") => Distinguisher::ByNamespace,
-        Some(other) => return Err(bad(format!("spec.distinguisherMethod.type: Unsupported value: {other:?}: supported values: \"ByNamespace\", \"ByUser\""))),
+        Some(other) => {
+            return Err(bad(FieldError::unsupported(
+                "spec.distinguisherMethod.type",
+                other,
+                &["ByNamespace", "ByUser"],
+            )))
+        }
     };
     let rules = spec
         .rules
         .iter()
         .flatten()
         .enumerate()
-        .map(|(i, r)| RuleSet::compile(r).map_err(|e| bad(format!("spec.rules[{i}].{e}"))))
+        .map(|(i, r)| RuleSet::compile(r).map_err(|e| bad(e.under(&format!("spec.rules[{i}]")))))
         .collect::<Result<Vec<_>, _>>()?;
     let Some(level) = levels.iter().position(|l| l.name == level_name) else {
         return Ok((None, level_name));

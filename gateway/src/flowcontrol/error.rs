@@ -1,6 +1,147 @@
 //! The errors of the flow-control room.
 
+use std::fmt;
 use std::path::PathBuf;
+
+/// One field of a FlowSchema or PriorityLevelConfiguration that fails validation, worded as
+/// upstream's `field.Error` (`<path>: Required value`, `<path>: Invalid value: <value>: <why>`,
+/// …). Not retryable: the object must change.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FieldError {
+    /// The field is missing or empty. Not retryable.
+    #[error("{field}: Required value{}", Detail(*.detail))]
+    Required {
+        /// The field's path (`spec.limited`).
+        field: String,
+        /// Why it is required, when that is not obvious.
+        detail: Option<&'static str>,
+    },
+    /// The field's value is out of range or malformed. Not retryable.
+    #[error("{field}: Invalid value: {value}: {detail}")]
+    Invalid {
+        /// The field's path.
+        field: String,
+        /// The value as upstream shows it (numbers bare, strings quoted).
+        value: String,
+        /// What is wrong with it.
+        detail: String,
+    },
+    /// The value is none of the supported ones. Not retryable.
+    #[error("{field}: Unsupported value: {value:?}: supported values: {}", Quoted(.supported))]
+    Unsupported {
+        /// The field's path.
+        field: String,
+        /// The value given.
+        value: String,
+        /// The values upstream supports.
+        supported: &'static [&'static str],
+    },
+    /// The field must not be set here. Not retryable.
+    #[error("{field}: Forbidden: {detail}")]
+    Forbidden {
+        /// The field's path.
+        field: String,
+        /// Why not.
+        detail: &'static str,
+    },
+    /// `*` is given with other values in a list where it must stand alone. Not retryable.
+    #[error("{field}: if '*' is present, must not specify other values")]
+    StarNotAlone {
+        /// The field's path.
+        field: String,
+    },
+}
+
+impl FieldError {
+    /// `field` is missing.
+    pub(super) fn required(field: impl Into<String>) -> FieldError {
+        FieldError::Required {
+            field: field.into(),
+            detail: None,
+        }
+    }
+
+    /// `field` is missing, which matters because of `detail`.
+    pub(super) fn required_because(field: impl Into<String>, detail: &'static str) -> FieldError {
+        FieldError::Required {
+            field: field.into(),
+            detail: Some(detail),
+        }
+    }
+
+    /// `field` may not hold `value` (shown as Rust's `Debug` shows it: numbers bare, strings
+    /// quoted, as upstream's `%#v`).
+    pub(super) fn invalid(
+        field: impl Into<String>,
+        value: impl fmt::Debug,
+        detail: impl Into<String>,
+    ) -> FieldError {
+        FieldError::Invalid {
+            field: field.into(),
+            value: format!("{value:?}"),
+            detail: detail.into(),
+        }
+    }
+
+    /// `field` holds `value`, none of `supported`.
+    pub(super) fn unsupported(
+        field: impl Into<String>,
+        value: &str,
+        supported: &'static [&'static str],
+    ) -> FieldError {
+        FieldError::Unsupported {
+            field: field.into(),
+            value: value.to_string(),
+            supported,
+        }
+    }
+
+    /// `field` must not be set, because of `detail`.
+    pub(super) fn forbidden(field: impl Into<String>, detail: &'static str) -> FieldError {
+        FieldError::Forbidden {
+            field: field.into(),
+            detail,
+        }
+    }
+
+    /// The same error, its path under `parent` (`spec.rules[0]`).
+    pub(super) fn under(mut self, parent: &str) -> FieldError {
+        let (FieldError::Required { field, .. }
+        | FieldError::Invalid { field, .. }
+        | FieldError::Unsupported { field, .. }
+        | FieldError::Forbidden { field, .. }
+        | FieldError::StarNotAlone { field }) = &mut self;
+        *field = format!("{parent}.{field}");
+        self
+    }
+}
+
+/// `: <detail>` when there is one.
+struct Detail(Option<&'static str>);
+
+impl fmt::Display for Detail {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(detail) => write!(f, ": {detail}"),
+            None => Ok(()),
+        }
+    }
+}
+
+/// `"a", "b"`.
+struct Quoted<'a>(&'a [&'a str]);
+
+impl fmt::Display for Quoted<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, value) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "{value:?}")?;
+        }
+        Ok(())
+    }
+}
 
 /// Why a set of FlowSchemas and PriorityLevelConfigurations cannot be used. None of them is
 /// retryable as such: the input must change (the last good configuration stays in force).
@@ -45,15 +186,15 @@ pub enum ConfigError {
         /// The kind found.
         kind: String,
     },
-    /// An object fails validation (the message names the field, as upstream's validation does).
-    #[error("{kind} {name:?}: {message}")]
+    /// An object fails validation (the field is named, as upstream's validation names it).
+    #[error("{kind} {name:?}: {error}")]
     Invalid {
         /// `FlowSchema` or `PriorityLevelConfiguration`.
         kind: &'static str,
         /// `metadata.name`.
         name: String,
-        /// What is wrong.
-        message: String,
+        /// The field and what is wrong with it (in the message, not a `source()`).
+        error: FieldError,
     },
     /// Two objects of one kind share a name.
     #[error("{kind} {name:?} is given more than once")]

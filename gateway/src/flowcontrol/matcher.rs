@@ -6,6 +6,11 @@ use k8s_openapi::api::flowcontrol::v1::{
     NonResourcePolicyRule, PolicyRulesWithSubjects, ResourcePolicyRule, Subject as ApiSubject,
 };
 
+use super::error::FieldError;
+
+/// A rule's compilation: the field that fails validation, its path relative to the rule set.
+type Result<T, E = FieldError> = std::result::Result<T, E>;
+
 /// `*` in verbs, groups, resources, namespaces, names and URLs.
 const ALL: &str = "*";
 /// The user-name prefix of service accounts.
@@ -52,15 +57,15 @@ enum Names {
 }
 
 impl Names {
-    fn compile(field: &str, items: &[String]) -> Result<Names, String> {
+    fn compile(field: &str, items: &[String]) -> Result<Names> {
         if items.is_empty() {
-            return Err(format!("{field}: Required value"));
+            return Err(FieldError::required(field));
         }
         if items.iter().any(|i| i == ALL) {
             if items.len() > 1 {
-                return Err(format!(
-                    "{field}: if '*' is present, must not specify other values"
-                ));
+                return Err(FieldError::StarNotAlone {
+                    field: field.to_string(),
+                });
             }
             return Ok(Names::All);
         }
@@ -94,8 +99,8 @@ enum Subject {
 }
 
 impl Subject {
-    fn compile(subject: &ApiSubject) -> Result<Subject, String> {
-        let missing = |member: &str| format!("subjects.{member}: Required value");
+    fn compile(subject: &ApiSubject) -> Result<Subject> {
+        let missing = |member: &str| FieldError::required(format!("subjects.{member}"));
         match subject.kind.as_str() {
             "User" => match subject.user.as_ref().map(|u| u.name.as_str()) {
                 None | Some("") => Err(missing("user.name")),
@@ -125,8 +130,10 @@ impl Subject {
                     }),
                 }
             }
-            other => Err(format!(
-                "subjects.kind: Unsupported value: {other:?}: supported values: \"Group\", \"ServiceAccount\", \"User\""
+            other => Err(FieldError::unsupported(
+                "subjects.kind",
+                other,
+                &["Group", "ServiceAccount", "User"],
             )),
         }
     }
@@ -193,7 +200,7 @@ struct ResourceRule {
 }
 
 impl ResourceRule {
-    fn compile(rule: &ResourcePolicyRule) -> Result<ResourceRule, String> {
+    fn compile(rule: &ResourcePolicyRule) -> Result<ResourceRule> {
         let verbs = Names::compile("resourceRules.verbs", &rule.verbs)?;
         let groups = Names::compile("resourceRules.apiGroups", &rule.api_groups)?;
         let resources = match Names::compile("resourceRules.resources", &rule.resources)? {
@@ -218,7 +225,11 @@ impl ResourceRule {
         let namespaces = match rule.namespaces.as_deref().unwrap_or_default() {
             [] if cluster_scope => None,
             [] => {
-                return Err("resourceRules.namespaces: Required value: resource rules that are not cluster scoped must supply at least one namespace".into())
+                return Err(FieldError::required_because(
+                    "resourceRules.namespaces",
+                    "resource rules that are not cluster scoped must supply at least one \
+                     namespace",
+                ))
             }
             items => Some(Names::compile("resourceRules.namespaces", items)?),
         };
@@ -259,7 +270,7 @@ struct NonResourceRule {
 }
 
 impl NonResourceRule {
-    fn compile(rule: &NonResourcePolicyRule) -> Result<NonResourceRule, String> {
+    fn compile(rule: &NonResourcePolicyRule) -> Result<NonResourceRule> {
         let verbs = Names::compile("nonResourceRules.verbs", &rule.verbs)?;
         let field = "nonResourceRules.nonResourceURLs";
         let urls = match Names::compile(field, &rule.non_resource_urls)? {
@@ -267,8 +278,7 @@ impl NonResourceRule {
             Names::Only(items) => items
                 .iter()
                 .map(|url| {
-                    let invalid =
-                        |why: &str| Err(format!("{field}: Invalid value: {url:?}: {why}"));
+                    let invalid = |why: &str| Err(FieldError::invalid(field, url, why));
                     if !url.starts_with('/') {
                         return invalid("must start with slash");
                     }
@@ -311,9 +321,9 @@ pub struct RuleSet {
 
 impl RuleSet {
     /// Validates and compiles one rule set (the message names the field).
-    pub fn compile(rules: &PolicyRulesWithSubjects) -> Result<RuleSet, String> {
+    pub fn compile(rules: &PolicyRulesWithSubjects) -> Result<RuleSet> {
         if rules.subjects.is_empty() {
-            return Err("rules.subjects: Required value".into());
+            return Err(FieldError::required("rules.subjects"));
         }
         let subjects = rules.subjects.iter().map(Subject::compile);
         let resource = rules.resource_rules.iter().flatten();
@@ -328,7 +338,10 @@ impl RuleSet {
                 .collect::<Result<_, _>>()?,
         };
         if set.resource.is_empty() && set.non_resource.is_empty() {
-            return Err("rules: Required value: at least one of resourceRules and nonResourceRules has to be non-empty".into());
+            return Err(FieldError::required_because(
+                "rules",
+                "at least one of resourceRules and nonResourceRules has to be non-empty",
+            ));
         }
         Ok(set)
     }
@@ -369,9 +382,18 @@ mod tests {
 
     #[test]
     fn star_must_stand_alone() {
-        let err = Names::compile("verbs", &["*".into(), "get".into()]);
-        assert!(err.is_err_and(|e| e.contains("must not specify other values")));
-        assert!(Names::compile("verbs", &[]).is_err());
+        let err = Names::compile("verbs", &["*".into(), "get".into()]).expect_err("refused");
+        assert_eq!(
+            err,
+            FieldError::StarNotAlone {
+                field: "verbs".into()
+            }
+        );
+        assert!(err.to_string().contains("must not specify other values"));
+        assert_eq!(
+            Names::compile("verbs", &[]),
+            Err(FieldError::required("verbs"))
+        );
     }
 
     #[test]

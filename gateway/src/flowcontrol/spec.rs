@@ -4,7 +4,7 @@ use k8s_openapi::api::flowcontrol::v1::PriorityLevelConfiguration;
 use sha2::{Digest, Sha256};
 
 use super::config::{invalid, PL};
-use super::error::ConfigError;
+use super::error::{ConfigError, FieldError};
 
 /// Upper bound of `handSize × log2(queues)` (upstream `shufflesharding.MaxHashBits`).
 const MAX_HASH_BITS: f64 = 60.0;
@@ -45,11 +45,13 @@ pub struct LevelSpec {
 }
 
 /// A percentage field: `0..=100` unless `unbounded`.
-fn percent(field: &str, value: Option<i32>, unbounded: bool) -> Result<Option<u32>, String> {
+fn percent(field: &str, value: Option<i32>, unbounded: bool) -> Result<Option<u32>, FieldError> {
     match value {
         None => Ok(None),
-        Some(v) if v < 0 || (!unbounded && v > 100) => Err(format!(
-            "{field}: Invalid value: {v}: must be between 0 and 100, inclusive"
+        Some(v) if v < 0 || (!unbounded && v > 100) => Err(FieldError::invalid(
+            field,
+            v,
+            "must be between 0 and 100, inclusive",
         )),
         Some(v) => Ok(u32::try_from(v).ok()),
     }
@@ -59,18 +61,20 @@ pub(super) fn level(
     name: String,
     pl: &PriorityLevelConfiguration,
 ) -> Result<LevelSpec, ConfigError> {
-    let bad = |message: String| invalid(PL, &name, message);
+    let bad = |error: FieldError| invalid(PL, &name, error);
     let spec = pl
         .spec
         .as_ref()
-        .ok_or_else(|| bad("spec: Required value".into()))?;
+        .ok_or_else(|| bad(FieldError::required("spec")))?;
     let uid = uid_of(PL, &name, pl.metadata.uid.as_deref()).map_err(bad)?;
+    // The shares with the field they come from, for a message about them.
     let (shares, lendable_percent, borrowing_limit_percent, mode) = match spec.type_.as_str() {
         "Exempt" => {
             if spec.limited.is_some() {
-                return Err(bad(
-                    "spec.limited: Forbidden: must be nil if the type is not Limited".into(),
-                ));
+                return Err(bad(FieldError::forbidden(
+                    "spec.limited",
+                    "must be nil if the type is not Limited",
+                )));
             }
             let exempt = spec.exempt.clone().unwrap_or_default();
             let shares = exempt.nominal_concurrency_shares.unwrap_or(0);
@@ -79,18 +83,20 @@ pub(super) fn level(
                 exempt.lendable_percent,
                 false,
             );
+            let shares = ("spec.exempt.nominalConcurrencyShares", shares);
             (shares, lendable.map_err(bad)?, Some(0), Mode::Exempt)
         }
         "Limited" => {
             if spec.exempt.is_some() {
-                return Err(bad(
-                    "spec.exempt: Forbidden: must be nil if the type is Limited".into(),
-                ));
+                return Err(bad(FieldError::forbidden(
+                    "spec.exempt",
+                    "must be nil if the type is Limited",
+                )));
             }
             let limited = spec
                 .limited
                 .as_ref()
-                .ok_or_else(|| bad("spec.limited: Required value".into()))?;
+                .ok_or_else(|| bad(FieldError::required("spec.limited")))?;
             let lendable = percent(
                 "spec.limited.lendablePercent",
                 limited.lendable_percent,
@@ -104,15 +110,35 @@ pub(super) fn level(
             let response = limited
                 .limit_response
                 .as_ref()
-                .ok_or_else(|| bad("spec.limited.limitResponse: Required value".into()))?;
+                .ok_or_else(|| bad(FieldError::required("spec.limited.limitResponse")))?;
+            let queuing_field = "spec.limited.limitResponse.queuing";
             let mode = match (response.type_.as_str(), &response.queuing) {
                 ("Reject", None) => Mode::Reject,
-                ("Reject", Some(_)) => return Err(bad("spec.limited.limitResponse.queuing: Forbidden: must be nil if limited.limitResponse.type is not Limited".into())),
-                ("Queue", None) => return Err(bad("spec.limited.limitResponse.queuing: Required value: must not be empty if limited.limitResponse.type is Limited".into())),
-                ("Queue", Some(q)) => queuing(q.queues, q.hand_size, q.queue_length_limit).map_err(bad)?,
-                (other, _) => return Err(bad(format!("spec.limited.limitResponse.type: Unsupported value: {other:?}: supported values: \"Queue\", \"Reject\""))),
+                ("Reject", Some(_)) => {
+                    return Err(bad(FieldError::forbidden(
+                        queuing_field,
+                        "must be nil if limited.limitResponse.type is not Limited",
+                    )))
+                }
+                ("Queue", None) => {
+                    return Err(bad(FieldError::required_because(
+                        queuing_field,
+                        "must not be empty if limited.limitResponse.type is Limited",
+                    )))
+                }
+                ("Queue", Some(q)) => {
+                    queuing(q.queues, q.hand_size, q.queue_length_limit).map_err(bad)?
+                }
+                (other, _) => {
+                    return Err(bad(FieldError::unsupported(
+                        "spec.limited.limitResponse.type",
+                        other,
+                        &["Queue", "Reject"],
+                    )))
+                }
             };
             let shares = limited.nominal_concurrency_shares.unwrap_or(30);
+            let shares = ("spec.limited.nominalConcurrencyShares", shares);
             (
                 shares,
                 lendable.map_err(bad)?,
@@ -121,14 +147,19 @@ pub(super) fn level(
             )
         }
         other => {
-            return Err(bad(format!(
-                "spec.type: Unsupported value: {other:?}: supported values: \"Exempt\", \"Limited\""
+            return Err(bad(FieldError::unsupported(
+                "spec.type",
+                other,
+                &["Exempt", "Limited"],
             )))
         }
     };
+    let (shares_field, shares) = shares;
     let shares = u32::try_from(shares).map_err(|_| {
-        bad(format!(
-            "nominalConcurrencyShares: Invalid value: {shares}: must be a non-negative integer"
+        bad(FieldError::invalid(
+            shares_field,
+            shares,
+            "must be a non-negative integer",
         ))
     })?;
     Ok(LevelSpec {
@@ -142,22 +173,34 @@ pub(super) fn level(
 }
 
 /// Validates queuing (v1 defaults: 64 queues, hand size 8, 50 per queue).
-fn queuing(queues: Option<i32>, hand: Option<i32>, limit: Option<i32>) -> Result<Mode, String> {
-    let field = "spec.limited.limitResponse.queuing";
+fn queuing(queues: Option<i32>, hand: Option<i32>, limit: Option<i32>) -> Result<Mode, FieldError> {
+    let field = |name: &str| format!("spec.limited.limitResponse.queuing.{name}");
     let positive = |name: &str, value: Option<i32>, default: u32| match value {
         None | Some(0) => Ok(default),
-        Some(v) => u32::try_from(v)
-            .map_err(|_| format!("{field}.{name}: Invalid value: {v}: must be positive")),
+        Some(v) => {
+            u32::try_from(v).map_err(|_| FieldError::invalid(field(name), v, "must be positive"))
+        }
     };
     let queues = positive("queues", queues, 64)?;
     let hand_size = positive("handSize", hand, 8)?;
     let queue_length_limit = positive("queueLengthLimit", limit, 50)?;
     if hand_size > queues {
-        return Err(format!("{field}.handSize: Invalid value: {hand_size}: should not be greater than queues ({queues})"));
+        return Err(FieldError::invalid(
+            field("handSize"),
+            hand_size,
+            format!("should not be greater than queues ({queues})"),
+        ));
     }
     let bits = (f64::from(queues).log2() * f64::from(hand_size)).ceil();
     if bits > MAX_HASH_BITS {
-        return Err(format!("{field}.handSize: Invalid value: {hand_size}: required entropy bits of deckSize {queues} and handSize {hand_size} should not be greater than {MAX_HASH_BITS}"));
+        return Err(FieldError::invalid(
+            field("handSize"),
+            hand_size,
+            format!(
+                "required entropy bits of deckSize {queues} and handSize {hand_size} should \
+                 not be greater than {MAX_HASH_BITS}"
+            ),
+        ));
     }
     Ok(Mode::Queue {
         queues,
@@ -168,14 +211,16 @@ fn queuing(queues: Option<i32>, hand: Option<i32>, limit: Option<i32>) -> Result
 
 /// The object's uid, or a stable one derived from its kind and name (built-in and file objects
 /// have none; the real ones are UUIDs).
-pub(super) fn uid_of(kind: &str, name: &str, given: Option<&str>) -> Result<String, String> {
+pub(super) fn uid_of(kind: &str, name: &str, given: Option<&str>) -> Result<String, FieldError> {
     match given {
         Some(uid) if !uid.is_empty() => {
             if uid.bytes().all(|b| b.is_ascii_graphic()) {
                 Ok(uid.to_string())
             } else {
-                Err(format!(
-                    "metadata.uid: Invalid value: {uid:?}: must be printable ASCII"
+                Err(FieldError::invalid(
+                    "metadata.uid",
+                    uid,
+                    "must be printable ASCII",
                 ))
             }
         }

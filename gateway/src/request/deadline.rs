@@ -18,12 +18,24 @@ pub enum Limit {
     Request(Duration),
 }
 
+/// Why a request's limit cannot be read: a 400 `BadRequest`, as upstream. Not retryable: the
+/// request must change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum LimitError {
+    /// `?timeout=` is not a Go duration (upstream's wording). Not retryable.
+    #[error("invalid timeout specified in the request URL")]
+    InvalidTimeout,
+}
+
+/// The deadline result.
+type Result<T, E = LimitError> = std::result::Result<T, E>;
+
 /// The discovery bound kube-aggregator gives `/apis/<g>/<v>`.
 pub const DISCOVERY: Duration = Duration::from_secs(5);
 
 /// The limit of a request, from its one parse; `Err` for an unreadable `?timeout=` (a 400, as
 /// upstream).
-pub fn limit(info: &RequestInfo<'_>, default: Duration) -> Result<Limit, String> {
+pub fn limit(info: &RequestInfo<'_>, default: Duration) -> Result<Limit> {
     if info.segment(0) == "apis" && info.total_segments() == 3 {
         return Ok(Limit::Discovery(DISCOVERY));
     }
@@ -32,10 +44,7 @@ pub fn limit(info: &RequestInfo<'_>, default: Duration) -> Result<Limit, String>
     }
     let asked = match QueryParams::decoded(info.query.timeout).filter(|t| !t.is_empty()) {
         None => None,
-        Some(text) => Some(
-            go_duration(&text)
-                .ok_or_else(|| "invalid timeout specified in the request URL".to_string())?,
-        ),
+        Some(text) => Some(go_duration(&text).ok_or(LimitError::InvalidTimeout)?),
     };
     Ok(Limit::Request(asked.map_or(default, |t| t.min(default))))
 }
@@ -153,7 +162,10 @@ mod tests {
         for (path, query, expected) in cases {
             assert_eq!(limit_of(path, query), Ok(expected), "{path}?{query:?}");
         }
-        assert!(limit_of("/api/v1/pods", Some("timeout=soon")).is_err());
+        assert_eq!(
+            limit_of("/api/v1/pods", Some("timeout=soon")),
+            Err(LimitError::InvalidTimeout)
+        );
     }
 
     #[test]

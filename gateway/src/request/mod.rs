@@ -1,9 +1,12 @@
-//! Layer 3: the request path, pingora's `ProxyHttp`. `request_filter` reads as one ordered
-//! sequence: canonical path → one parse (`RequestInfo`) → shutdown gate → health →
-//! authenticate → authorize → answer locally | the APIService API | a backend | the delegate.
+//! Layer 3: the request path, pingora's `ProxyHttp`. `request_filter` (phases.rs) reads as one
+//! ordered sequence: canonical path → one parse (`RequestInfo`) → shutdown gate → health →
+//! authenticate (and the audit begins) → authorize → the backend's bound and API Priority and
+//! Fairness → what apiagg answers itself (answers.rs, openapi.rs) | the APIService API
+//! (apiservice_api.rs) | a remote APIService's backend (deadlines, upgrades) | the delegate.
 //! Everything here reads published snapshots only: no lock, no document built per request.
 
-mod apiservices;
+mod answers;
+mod apiservice_api;
 mod audit;
 mod authorize;
 mod body;
@@ -13,7 +16,6 @@ mod deadline;
 mod errors;
 mod flow;
 mod forward;
-mod local;
 mod openapi;
 mod phases;
 mod reply;
@@ -230,7 +232,8 @@ impl ApiaggProxy {
             let code = {
                 let forwarding = self.forwarding(session, ctx, &upstream);
                 // Boxed: the tunnel's state stays out of every request's future.
-                Box::pin(upgrade::tunnel(session, &upstream, &forwarding)).await
+                let connect = self.gateway.options.connect_timeout;
+                Box::pin(upgrade::tunnel(session, &upstream, &forwarding, connect)).await
             };
             ctx.code = code;
             return Ok(true);
@@ -245,8 +248,8 @@ impl ApiaggProxy {
                     }
                 };
             }
-            Err(message) => {
-                let reply = reply::failure_reply(400, "BadRequest", &message);
+            Err(e) => {
+                let reply = reply::failure_reply(400, "BadRequest", &e.to_string());
                 return self.answer(session, ctx, RouteKind::Refused, reply).await;
             }
         }
@@ -317,8 +320,8 @@ impl ApiaggProxy {
         reply::failure_reply(503, "ServiceUnavailable", &message)
     }
 
-    /// Answers what apiagg serves itself; `None` when the route is not local.
-    fn local(
+    /// What apiagg serves itself for `route`; `None` when another server answers it.
+    fn served_here(
         &self,
         req: &RequestHeader,
         ctx: &mut RequestCtx,
@@ -328,23 +331,25 @@ impl ApiaggProxy {
         let answer = match route {
             Route::Health(endpoint, check) => {
                 ctx.subresource = endpoint.path();
-                let reply = local::health(req, endpoint, check, &gateway.lifecycle);
+                let reply = answers::health(req, endpoint, check, &gateway.lifecycle);
                 return Some((RouteKind::Health, reply));
             }
-            Route::Metrics => return Some((RouteKind::Metrics, local::metrics(&gateway.metrics))),
-            Route::Status => local::status(&gateway.availability),
+            Route::Metrics => {
+                return Some((RouteKind::Metrics, answers::metrics(&gateway.metrics)))
+            }
+            Route::Status => answers::status(&gateway.availability),
             // apiagg's own flow control; without it, the delegate's answers.
             Route::FlowDump => {
                 let dump = self.flow.as_ref()?.dump_priority_levels();
                 Reply::text(200, dump)
             }
-            Route::Version if gateway.routes.load().delegate.is_none() => local::version(),
+            Route::Version if gateway.routes.load().delegate.is_none() => answers::version(),
             Route::Apis { slash } => {
                 if !slash {
                     ctx.subresource = "apis";
                 }
                 let options = &gateway.options.negotiate;
-                local::apis(
+                answers::apis(
                     req,
                     &gateway.routes.load(),
                     &gateway.discovery,
@@ -359,11 +364,11 @@ impl ApiaggProxy {
                     OpenApiPath::V3Index => "openapi/v3",
                     OpenApiPath::V3Document(..) => "openapi/v3/",
                 };
-                openapi::answer(req, which, gateway.openapi.load().as_deref())
+                openapi::answer(req, which, gateway.openapi.guard().as_deref())
             }
             Route::Group(group) => {
                 let routes = gateway.routes.load();
-                local::group(req, &routes, &gateway.options.negotiate, group)?
+                answers::group(req, &routes, &gateway.options.negotiate, group)?
             }
             Route::Version | Route::GroupVersion(_) | Route::Other => return None,
         };

@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime};
 use bytes::Bytes;
 use pingora_http::RequestHeader;
 
-use apiagg_discovery::accept::{accepts_coding, media_ranges};
+use apiagg_discovery::{accepts_coding, media_ranges};
 use apiagg_openapi_merge::OpenApiDocs;
 
 use super::reply::{self, Reply};

@@ -12,7 +12,7 @@ use pingora_proxy::{FailToProxy, ProxyHttp, Session};
 
 use super::classify::{classify, exempt_from_shutdown, non_canonical, Route};
 use super::reply::{self, Reply};
-use super::{apiservices, body, deadline, errors, forward, ApiaggProxy, RequestCtx};
+use super::{apiservice_api, body, deadline, errors, forward, ApiaggProxy, RequestCtx};
 use crate::auth::ConnectionIdentity;
 use crate::observe::{Milestone, RouteKind};
 
@@ -112,7 +112,7 @@ impl ProxyHttp for ApiaggProxy {
 
         // 2. Health answers need no credentials (probes of kubelets and load balancers).
         if let Route::Health(..) = route {
-            if let Some((kind, reply)) = self.local(session.req_header(), ctx, route) {
+            if let Some((kind, reply)) = self.served_here(session.req_header(), ctx, route) {
                 return self.answer(session, ctx, kind, reply).await;
             }
         }
@@ -169,7 +169,7 @@ impl ProxyHttp for ApiaggProxy {
         }
 
         // 4b. What apiagg answers itself.
-        if let Some((kind, reply)) = self.local(session.req_header(), ctx, route) {
+        if let Some((kind, reply)) = self.served_here(session.req_header(), ctx, route) {
             return self.answer(session, ctx, kind, reply).await;
         }
 
@@ -178,14 +178,14 @@ impl ProxyHttp for ApiaggProxy {
             ctx.kind = RouteKind::Local;
             // Boxed: the API's state (patches, applies, watches) stays out of every request's
             // future, which pingora moves by value on every request.
-            ctx.code = Box::pin(apiservices::serve(session, &self.gateway, &info, ctx)).await?;
+            ctx.code = Box::pin(apiservice_api::serve(session, &self.gateway, &info, ctx)).await?;
             return Ok(true);
         }
 
         // 6. A remote APIService: its backend, or 503 while it is unavailable.
         if let Route::GroupVersion(key) = route {
             if let Some(index) = routes.registry.index_of(key) {
-                if !routes.registry.entries()[index].is_local() {
+                if !routes.registry.entries()[index].is_delegated() {
                     return self.to_remote(session, ctx, &routes, index, &info).await;
                 }
             }

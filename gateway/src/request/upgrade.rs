@@ -21,7 +21,6 @@ use super::reply;
 use crate::backends::Upstream;
 
 const HEAD_LIMIT: usize = 64 * 1024;
-const DIAL_TIMEOUT: Duration = Duration::from_secs(10);
 
 trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
 impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
@@ -113,10 +112,17 @@ fn shown(value: &[u8]) -> String {
     String::from_utf8_lossy(&value[..value.len().min(64)]).into_owned()
 }
 
-/// Connects to endpoint `index`, with apiagg's own TLS identity when `own` (impersonation).
-async fn dial(upstream: &Upstream, index: usize, own: bool) -> io::Result<Box<dyn Io>> {
+/// Connects to endpoint `index`, with apiagg's own TLS identity when `own` (impersonation);
+/// TCP and TLS together bounded by `connect` (`--backend-connect-timeout`).
+async fn dial(
+    upstream: &Upstream,
+    index: usize,
+    own: bool,
+    connect: Duration,
+) -> io::Result<Box<dyn Io>> {
+    let deadline = tokio::time::Instant::now() + connect;
     let endpoint = &upstream.endpoints[index];
-    let tcp = tokio::time::timeout(DIAL_TIMEOUT, TcpStream::connect(endpoint.addr))
+    let tcp = tokio::time::timeout_at(deadline, TcpStream::connect(endpoint.addr))
         .await
         .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connect timed out"))??;
     tcp.set_nodelay(true)?;
@@ -131,7 +137,7 @@ async fn dial(upstream: &Upstream, index: usize, own: bool) -> io::Result<Box<dy
         &upstream.tls_config
     };
     let connector = tokio_rustls::TlsConnector::from(config.clone());
-    let tls = tokio::time::timeout(DIAL_TIMEOUT, connector.connect(name, tcp))
+    let tls = tokio::time::timeout_at(deadline, connector.connect(name, tcp))
         .await
         .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "TLS handshake timed out"))??;
     Ok(Box::new(tls))
@@ -235,6 +241,7 @@ async fn ask(
     request: &RequestHeader,
     upstream: &Upstream,
     forwarding: &Forwarding<'_>,
+    connect: Duration,
 ) -> Result<Answer, (u16, String)> {
     let label = &upstream.label;
     let index = upstream.pick().ok_or_else(|| {
@@ -249,7 +256,7 @@ async fn ask(
     )
     .map_err(|e| (500, format!("cannot build the upgrade request: {e}")))?;
     let own = forwarding.identity.own_connection();
-    let mut backend = dial(upstream, index, own).await.map_err(|e| {
+    let mut backend = dial(upstream, index, own, connect).await.map_err(|e| {
         let message = format!("error dialing backend {label} at {authority}: {e}");
         (503, message)
     })?;
@@ -281,6 +288,7 @@ pub async fn tunnel(
     session: &mut Session,
     upstream: &Upstream,
     forwarding: &Forwarding<'_>,
+    connect: Duration,
 ) -> u16 {
     if session.is_http2() {
         return fail(session, 503, "upgrades need HTTP/1.1".into()).await;
@@ -290,7 +298,7 @@ pub async fn tunnel(
         head: response_head,
         early,
         mut backend,
-    } = match ask(session.req_header(), upstream, forwarding).await {
+    } = match ask(session.req_header(), upstream, forwarding, connect).await {
         Ok(answer) => answer,
         Err((code, message)) => return fail(session, code, message).await,
     };

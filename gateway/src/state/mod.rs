@@ -1,6 +1,7 @@
 //! Layer 2: what the controllers publish and the request path reads. Every snapshot has one
 //! writer and cheap, lock-free readers; controllers take only the handles they use.
 
+mod snapshot;
 mod status;
 
 use std::sync::Arc;
@@ -8,13 +9,12 @@ use std::time::Duration;
 
 use apiagg_discovery::{AggregatedDocs, NegotiateOptions};
 use apiagg_openapi_merge::OpenApiDocs;
-use arc_swap::{ArcSwap, ArcSwapOption};
-use tokio::sync::watch;
 
 use crate::backends::{Clients, HealthBook, RouteTable};
 use crate::observe::{Lifecycle, Metrics, Watches};
 use crate::store::Store;
 
+pub use snapshot::{snapshot, Publisher, Snapshot};
 pub use status::{ApiServiceStatus, Condition, EndpointStatus, StatusBook};
 
 /// Active health probing of backend endpoints.
@@ -104,38 +104,32 @@ impl Default for Options {
     }
 }
 
-/// The current route table, and a generation number bumped on every publish.
-pub struct Routes {
-    current: ArcSwap<RouteTable>,
-    generation: watch::Sender<u64>,
-}
+/// The current route table (swapped whole on every change).
+pub type Routes = Snapshot<Arc<RouteTable>>;
+/// Aggregated `/apis` (v2 and v2beta1), once the discovery controller has rendered it.
+pub type Discovery = Snapshot<Option<Arc<AggregatedDocs>>>;
+/// `/openapi/v2` and `/openapi/v3`, once the OpenAPI controller has published them.
+pub type OpenApi = Snapshot<Option<Arc<OpenApiDocs>>>;
 
-impl Routes {
-    /// The table now (one atomic load).
-    pub fn load(&self) -> Arc<RouteTable> {
-        self.current.load_full()
-    }
-
-    /// Publishes a new table and wakes every subscriber.
-    pub fn publish(&self, table: RouteTable) {
-        self.current.store(Arc::new(table));
-        self.generation.send_modify(|g| *g += 1);
-    }
-
-    /// A receiver that sees every publish.
-    pub fn subscribe(&self) -> watch::Receiver<u64> {
-        self.generation.subscribe()
-    }
+/// The writing halves of the published snapshots, handed by the composition root to their one
+/// writer each.
+pub struct Writers {
+    /// The registry controller's.
+    pub routes: Publisher<Arc<RouteTable>>,
+    /// The discovery controller's.
+    pub discovery: Publisher<Option<Arc<AggregatedDocs>>>,
+    /// The OpenAPI controller's.
+    pub openapi: Publisher<Option<Arc<OpenApiDocs>>>,
 }
 
 /// Every shared handle; the composition root hands each part the ones it needs.
 pub struct Gateway {
     /// Current routes (swapped whole on every change).
-    pub routes: Arc<Routes>,
+    pub routes: Routes,
     /// Aggregated `/apis` (v2 and v2beta1), once the discovery controller has rendered it.
-    pub discovery: Arc<ArcSwapOption<AggregatedDocs>>,
+    pub discovery: Discovery,
     /// `/openapi/v2` and `/openapi/v3`, once the OpenAPI controller has published them.
-    pub openapi: Arc<ArcSwapOption<OpenApiDocs>>,
+    pub openapi: OpenApi,
     /// Availability of every APIService, written by the availability controller.
     pub availability: Arc<StatusBook>,
     /// Health of every backend endpoint.
@@ -155,23 +149,36 @@ pub struct Gateway {
 }
 
 impl Gateway {
-    /// A gateway with no routes yet, keeping API-registered APIServices in `store`.
-    pub fn new(options: Options, store: Arc<dyn Store>) -> Result<Gateway, prometheus::Error> {
-        Ok(Gateway {
-            routes: Arc::new(Routes {
-                current: ArcSwap::from_pointee(RouteTable::empty()),
-                generation: watch::Sender::new(0),
-            }),
-            discovery: Arc::default(),
-            openapi: Arc::default(),
+    /// A gateway with no routes yet, keeping API-registered APIServices in `store`; and the
+    /// writers of its snapshots.
+    pub fn new(
+        options: Options,
+        store: Arc<dyn Store>,
+    ) -> Result<(Gateway, Writers), prometheus::Error> {
+        let (routes_writer, routes) = snapshot(Arc::new(RouteTable::empty()));
+        let (discovery_writer, discovery) = snapshot(None);
+        let (openapi_writer, openapi) = snapshot(None);
+        let writers = Writers {
+            routes: routes_writer,
+            discovery: discovery_writer,
+            openapi: openapi_writer,
+        };
+        let gateway = Gateway {
+            routes,
+            discovery,
+            openapi,
             availability: Arc::default(),
             health: Arc::default(),
-            clients: Arc::new(Clients::new(options.backend_body_limit)),
+            clients: Arc::new(Clients::new(
+                options.backend_body_limit,
+                options.connect_timeout,
+            )),
             store,
             lifecycle: Lifecycle::new(),
             watches: Watches::new(options.min_request_timeout),
             metrics: Arc::new(Metrics::new()?),
             options,
-        })
+        };
+        Ok((gateway, writers))
     }
 }

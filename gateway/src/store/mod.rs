@@ -1,6 +1,8 @@
 //! Layer 1: where APIServices registered through the API are kept. [`Store`] is what the API
-//! and the registry need; [`Embedded`] keeps them in a redb file under `--data-dir`. Objects are
-//! JSON as served, `metadata.resourceVersion` set by the store.
+//! and the registry need; [`Embedded`] keeps them in a redb file under `--data-dir` (one
+//! replica), [`Etcd`] in etcd under `--etcd-prefix` (`--etcd-servers`, shared by replicas, as
+//! kube-apiserver keeps them). Objects are JSON as served, `metadata.resourceVersion` set by the
+//! store; watches resume from a revision within the store's window.
 
 mod embedded;
 mod etcd;

@@ -11,7 +11,7 @@ mod json;
 mod schema;
 mod shapes;
 
-pub use self::json::encode_json;
+pub(crate) use self::json::encode_json;
 
 use serde_json::{Map, Value};
 

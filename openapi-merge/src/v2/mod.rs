@@ -20,7 +20,7 @@ pub use source::SourceDoc;
 
 use std::sync::Arc;
 
-use crate::hash::strong_etag;
+use apiagg_apis::strong_etag;
 use bytes::Bytes;
 
 /// A document of the delegate chain (kube-apiserver, apiextensions, …), merged first and

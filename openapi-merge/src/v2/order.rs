@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use apiagg_config::version::compare_versions;
+use apiagg_apis::compare_versions;
 
 use super::RemoteSpec;
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::source::{Entry, Reached, SourceDoc};
-use crate::error::SpecError;
+use crate::error::{Result, SpecError};
 
 /// A checked OpenAPI v2 document ready to merge: a shared [`SourceDoc`] and the part of it one
 /// input keeps. Preparing fails with a typed error when the document cannot be used; the caller
@@ -25,28 +25,24 @@ pub struct PreparedV2 {
 
 impl PreparedV2 {
     /// A delegate (local) document: every path is kept.
-    pub fn local(doc: &Value) -> Result<Self, SpecError> {
+    pub fn local(doc: &Value) -> Result<Self> {
         Self::local_source(Arc::new(SourceDoc::new(doc)?))
     }
 
     /// A remote APIService's document, filtered to paths under `/apis/<group>/<version>/`
     /// (so the bare `/apis/<group>/<version>` and everything else are dropped, as upstream).
-    pub fn remote(doc: &Value, group: &str, version: &str) -> Result<Self, SpecError> {
+    pub fn remote(doc: &Value, group: &str, version: &str) -> Result<Self> {
         Self::remote_source(Arc::new(SourceDoc::new(doc)?), group, version)
     }
 
     /// [`PreparedV2::local`] of a document already in compact form.
-    pub fn local_source(doc: Arc<SourceDoc>) -> Result<Self, SpecError> {
+    pub fn local_source(doc: Arc<SourceDoc>) -> Result<Self> {
         Self::new(doc, None)
     }
 
     /// [`PreparedV2::remote`] of a document already in compact form (one `SourceDoc` serves
     /// every APIService of a backend).
-    pub fn remote_source(
-        doc: Arc<SourceDoc>,
-        group: &str,
-        version: &str,
-    ) -> Result<Self, SpecError> {
+    pub fn remote_source(doc: Arc<SourceDoc>, group: &str, version: &str) -> Result<Self> {
         Self::new(doc, Some(&format!("/apis/{group}/{version}/")))
     }
 
@@ -55,7 +51,7 @@ impl PreparedV2 {
         &self.doc
     }
 
-    fn new(doc: Arc<SourceDoc>, prefix: Option<&str>) -> Result<Self, SpecError> {
+    fn new(doc: Arc<SourceDoc>, prefix: Option<&str>) -> Result<Self> {
         let mut out = Self {
             doc: Arc::clone(&doc),
             paths: Vec::new(),
@@ -121,7 +117,7 @@ pub(crate) fn kept_closure<'a>(
 }
 
 /// `x-kubernetes-group-version-kind`, when present, must be a list of objects to be mergeable.
-fn check_gvk(def: &Entry) -> Result<(), SpecError> {
+fn check_gvk(def: &Entry) -> Result<()> {
     match &def.gvk {
         None => Ok(()),
         Some(Value::Array(items)) if items.iter().all(Value::is_object) => Ok(()),

@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 use super::merge::GVK_KEY;
 use super::refs::{DEFINITION_PREFIX, PARAMETER_PREFIX};
 use super::view::DocView;
-use crate::error::SpecError;
+use crate::error::{Result, SpecError};
 
 /// Where one `$ref` of an entry points.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,14 +73,15 @@ pub struct SourceDoc {
 
 impl SourceDoc {
     /// Parses a downloaded document; the parsed tree is dropped once the compact form is built.
-    pub fn from_slice(json: &[u8]) -> Result<SourceDoc, serde_json::Error> {
-        let value: Value = serde_json::from_slice(json)?;
-        SourceDoc::new(&value).map_err(serde::de::Error::custom)
+    pub fn from_slice(json: &[u8]) -> Result<SourceDoc> {
+        let value: Value =
+            serde_json::from_slice(json).map_err(|e| SpecError::NotJson(e.to_string()))?;
+        SourceDoc::new(&value)
     }
 
     /// Checks the document's shape (an object whose sections are objects of objects) and
     /// builds the compact form.
-    pub fn new(doc: &Value) -> Result<SourceDoc, SpecError> {
+    pub fn new(doc: &Value) -> Result<SourceDoc> {
         let view = DocView::new(doc)?;
         let (definition_index, parameter_index) = (index(view.definitions), index(view.parameters));
         let entry = |name: &str, value: &Value, gvk: bool| Entry {

@@ -2,7 +2,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::error::SpecError;
+use crate::error::{Result, SpecError};
 
 /// Borrowed sections of one input document. `None` means the section is missing or `null`.
 #[derive(Debug, Clone, Copy)]
@@ -19,7 +19,7 @@ pub(crate) struct DocView<'a> {
 
 impl<'a> DocView<'a> {
     /// Checks the document's shape: an object whose sections are objects of objects.
-    pub fn new(doc: &'a Value) -> Result<Self, SpecError> {
+    pub fn new(doc: &'a Value) -> Result<Self> {
         let root = doc.as_object().ok_or(SpecError::NotAnObject)?;
         Ok(Self {
             root,
@@ -64,7 +64,7 @@ fn section<'a>(
     root: &'a Map<String, Value>,
     name: &'static str,
     skip_extensions: bool,
-) -> Result<Option<&'a Map<String, Value>>, SpecError> {
+) -> Result<Option<&'a Map<String, Value>>> {
     let map = match root.get(name) {
         None | Some(Value::Null) => return Ok(None),
         Some(Value::Object(map)) => map,

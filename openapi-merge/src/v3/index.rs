@@ -6,8 +6,8 @@ use bytes::Bytes;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::error::SpecError;
-use crate::hash::{sha512_upper_hex, strong_etag};
+use crate::error::{Result, SpecError};
+use apiagg_apis::{sha512_upper_hex, strong_etag};
 
 /// One group-version document served at `/openapi/v3/<key>` by us (a local or converted one).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,7 +74,7 @@ impl V3Source {
 
     /// Entries from a backend's own `/openapi/v3` index, passed through unchanged (its hashes are
     /// never rewritten).
-    pub fn from_index(name: impl Into<String>, index: &Value) -> Result<Self, SpecError> {
+    pub fn from_index(name: impl Into<String>, index: &Value) -> Result<Self> {
         let malformed = |detail: String| SpecError::MalformedV3Index { detail };
         let paths = index
             .get("paths")

@@ -14,8 +14,9 @@ use serde::{Serialize, Serializer};
 use serde_json::value::RawValue;
 
 use super::{
-    Body, Event, ResponseStatus, API_VERSION, GROUP, NAME, NAMESPACE, REQUEST_OBJECT_ANNOTATION,
-    RESOURCE, RESPONSE_OBJECT_ANNOTATION, SUBRESOURCE, URI, USER_AGENT, VERSION,
+    Body, Event, Omitted, ResponseStatus, API_VERSION, GROUP, NAME, NAMESPACE,
+    REQUEST_OBJECT_ANNOTATION, RESOURCE, RESPONSE_OBJECT_ANNOTATION, SUBRESOURCE, URI, USER_AGENT,
+    VERSION,
 };
 use crate::audit::request::Identity;
 
@@ -106,11 +107,14 @@ impl Json<'_> {
             .iter()
             .map(|(k, v)| (*k, v.as_str()))
             .collect();
-        if let Some(Err(why)) = request {
-            notes.push((REQUEST_OBJECT_ANNOTATION, why));
+        // Rare (a body too large or not JSON): its reason is worded here.
+        let why = |body: Option<Result<&RawValue, Omitted>>| body?.err().map(|o| o.to_string());
+        let (request_why, response_why) = (why(request), why(response));
+        if let Some(why) = &request_why {
+            notes.push((REQUEST_OBJECT_ANNOTATION, why.as_str()));
         }
-        if let Some(Err(why)) = response {
-            notes.push((RESPONSE_OBJECT_ANNOTATION, why));
+        if let Some(why) = &response_why {
+            notes.push((RESPONSE_OBJECT_ANNOTATION, why.as_str()));
         }
         if !notes.is_empty() {
             notes.sort_by(|a, b| a.0.cmp(b.0));
@@ -146,7 +150,7 @@ fn raw(bytes: Vec<u8>) -> Box<RawValue> {
     })
 }
 
-fn body(body: &Option<Arc<Body>>) -> Option<Result<&RawValue, &str>> {
+fn body(body: &Option<Arc<Body>>) -> Option<Result<&RawValue, Omitted>> {
     body.as_deref().map(Body::rendered)
 }
 

@@ -167,8 +167,8 @@ fn omitted_bodies_are_explained_in_annotations() {
     let c = common("PUT", "/api/v1/namespaces/a/configmaps/c", None);
     let mut e = event(c, Level::RequestResponse, Stage::ResponseComplete);
     e.request_object = captured(b"\x0a\x02k8s", false);
-    let why = "omitted: the body is larger than 1048576 bytes";
-    e.response_object = Some(Arc::new(Body::omitted(why.into())));
+    let why = Omitted::TooLarge { limit: 1_048_576 };
+    e.response_object = Some(Arc::new(Body::omitted(why)));
     let text = json(&e);
     assert!(
         !text.contains("requestObject") && !text.contains("responseObject"),

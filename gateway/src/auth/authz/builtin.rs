@@ -31,7 +31,7 @@ pub enum Protected {
 impl Protected {
     /// What `info` asks for, if the rule protects it.
     pub fn of(info: &RequestInfo<'_>) -> Option<Protected> {
-        if info.group_version_key() == Some(apiagg_config::apiservice::GROUP_VERSION) {
+        if info.group_version_key() == Some(apiagg_apis::GROUP_VERSION) {
             return Some(if info.is_write() {
                 Protected::ApiServiceWrite
             } else {

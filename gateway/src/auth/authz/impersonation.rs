@@ -2,6 +2,24 @@
 
 use super::*;
 
+/// Why `Impersonate-*` headers cannot be honoured: a 500 `InternalError`, as upstream answers.
+/// Not retryable: the request must change.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(super) enum ImpersonationError {
+    /// A header value is not UTF-8 (it would be read as another name). Not retryable.
+    #[error("Impersonate-* header values must be UTF-8 text")]
+    NotText,
+    /// Groups, extra or a UID are asked for without a user. Not retryable.
+    #[error("requested impersonation of groups, extra or a UID without impersonating a user")]
+    NoUser,
+    /// The user is asked for in `system:unauthenticated` (it would be widened). Not retryable.
+    #[error("impersonating a user in system:unauthenticated is not supported")]
+    Unauthenticated,
+    /// The impersonated identity cannot be forwarded exactly. Not retryable.
+    #[error("impersonation: {0}")]
+    Identity(InvalidIdentity),
+}
+
 pub(super) fn impersonate(resource: &str, group: &str, name: &str) -> Attributes {
     Attributes {
         verb: "impersonate".into(),
@@ -28,7 +46,9 @@ pub(super) fn service_account(user: &str) -> Option<(&str, &str)> {
 
 /// The impersonation the headers ask for, if any; `Err` for groups, extra or a UID without a
 /// user (upstream answers 500 for it).
-pub(super) fn impersonation(headers: &HeaderMap) -> Result<Option<Impersonation>, String> {
+pub(super) fn impersonation(
+    headers: &HeaderMap,
+) -> Result<Option<Impersonation>, ImpersonationError> {
     if !headers
         .keys()
         .any(|n| n.as_str().starts_with(IMPERSONATE_PREFIX))
@@ -40,7 +60,7 @@ pub(super) fn impersonation(headers: &HeaderMap) -> Result<Option<Impersonation>
         n.as_str().starts_with(IMPERSONATE_PREFIX) && std::str::from_utf8(v.as_bytes()).is_err()
     });
     if not_text {
-        return Err("Impersonate-* header values must be UTF-8 text".into());
+        return Err(ImpersonationError::NotText);
     }
     let text = |v: &http::HeaderValue| String::from_utf8_lossy(v.as_bytes()).into_owned();
     let name = headers
@@ -77,9 +97,7 @@ pub(super) fn impersonation(headers: &HeaderMap) -> Result<Option<Impersonation>
             // Only unknown impersonate-* headers: nothing is impersonated.
             return Ok(None);
         }
-        return Err(
-            "requested impersonation of groups, extra or a UID without impersonating a user".into(),
-        );
+        return Err(ImpersonationError::NoUser);
     };
     let mut checks = Vec::new();
     let mut user_groups = groups.clone();
@@ -110,13 +128,13 @@ pub(super) fn impersonation(headers: &HeaderMap) -> Result<Option<Impersonation>
         // Upstream adds system:authenticated unless one of the two is asked for; `User::new`
         // adds it unless present, so an unauthenticated impersonation is refused instead of
         // being widened.
-        return Err("impersonating a user in system:unauthenticated is not supported".into());
+        return Err(ImpersonationError::Unauthenticated);
     } else if !user_groups.iter().any(|g| g == AUTHENTICATED) {
         user_groups.push(AUTHENTICATED.into());
     }
     // An impersonated identity that cannot be forwarded exactly is refused, never cut short.
     let user = User::new(name, uid.unwrap_or_default(), user_groups, extra)
-        .map_err(|e| format!("impersonation: {e}"))?;
+        .map_err(ImpersonationError::Identity)?;
     Ok(Some(Impersonation { user, checks }))
 }
 

@@ -69,7 +69,7 @@ pub(super) fn forbidden(user: &User, a: &Attributes, reason: &str) -> Refusal {
 }
 
 /// The 500 for a request the authorizer cannot decide (upstream's `InternalError` text).
-pub(super) fn internal(request: &AuthzRequest<'_>, why: &str) -> Refusal {
+pub(super) fn internal(request: &AuthzRequest<'_>, why: &dyn std::fmt::Display) -> Refusal {
     let info = request.info;
     let uri = match info.query.raw {
         "" => info.path.to_string(),

@@ -10,7 +10,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use apiagg_config::file::{Authorization, AuthorizationMode};
+use apiagg_config::{Authorization, AuthorizationMode};
 use apiagg_requestinfo::RequestInfo;
 use http::HeaderMap;
 use moka::future::Cache;
@@ -18,9 +18,9 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 
-use super::user::{unescape_key, User, ANONYMOUS, AUTHENTICATED, UNAUTHENTICATED};
+use super::user::{unescape_key, InvalidIdentity, User, ANONYMOUS, AUTHENTICATED, UNAUTHENTICATED};
 use super::{Authenticated, Method};
-use crate::backends::{Clients, Upstream};
+use crate::backends::{Clients, FetchError, Upstream};
 use crate::observe::Metrics;
 
 mod attributes;
@@ -304,7 +304,7 @@ impl Webhook {
         user: &User,
         attributes: &Attributes,
         reviewer: Reviewer<'_>,
-    ) -> Result<Decision, String> {
+    ) -> Result<Decision, AskError> {
         if user.groups.iter().any(|g| g == PRIVILEGED_GROUP) {
             return Ok(Decision {
                 allowed: true,
@@ -325,7 +325,7 @@ impl Webhook {
             asked = true;
             match reviewer.delegate {
                 Some(delegate) => ask(user, attributes, delegate, reviewer.clients).await,
-                None => Err("SubjectAccessReview: no delegate to ask".to_string()),
+                None => Err(AskError::NoDelegate),
             }
         };
         let outcome = self.cache.load(key, review).await;

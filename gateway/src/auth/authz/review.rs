@@ -2,6 +2,27 @@
 
 use super::*;
 
+/// Why a SubjectAccessReview has no decision (never cached): a 500 for the request, and the
+/// impersonation check it was for is forbidden. Retryable: the delegate may answer next time.
+#[derive(Debug, Clone, thiserror::Error)]
+pub(super) enum AskError {
+    /// No delegate is configured. Not retryable until the config names one.
+    #[error("SubjectAccessReview: no delegate to ask")]
+    NoDelegate,
+    /// No client for the delegate (no endpoint available, or it cannot be built). Retryable.
+    #[error("{0}")]
+    Client(Arc<FetchError>),
+    /// The review could not be posted or its answer not read. Retryable.
+    #[error("SubjectAccessReview: {0}")]
+    Post(Arc<FetchError>),
+    /// The delegate answered with a status other than 200 or 201. Retryable.
+    #[error("SubjectAccessReview: the delegate answered {0}")]
+    Status(u16),
+    /// The answer is not a SubjectAccessReview. Retryable (another endpoint may answer).
+    #[error("SubjectAccessReview: invalid answer: {0}")]
+    Answer(Arc<serde_json::Error>),
+}
+
 /// The hash a decision is cached under: every field of the review, length-prefixed.
 pub(super) fn cache_key(user: &User, a: &Attributes) -> [u8; 32] {
     let mut hash = Sha256::new();
@@ -108,25 +129,24 @@ pub(super) async fn ask(
     attributes: &Attributes,
     delegate: &Upstream,
     clients: &Clients,
-) -> Result<Decision, String> {
+) -> Result<Decision, AskError> {
     let body = json!({
         "apiVersion": "authorization.k8s.io/v1",
         "kind": "SubjectAccessReview",
         "spec": review_spec(user, attributes),
     });
-    let client = clients.pick(delegate).map_err(|e| e.to_string())?;
+    let client = clients
+        .pick(delegate)
+        .map_err(|e| AskError::Client(Arc::new(e)))?;
     let answer = client
         .post_json(REVIEW_PATH, &body, REVIEW_TIMEOUT)
         .await
-        .map_err(|e| format!("SubjectAccessReview: {e}"))?;
+        .map_err(|e| AskError::Post(Arc::new(e)))?;
     if !matches!(answer.status, 200 | 201) {
-        return Err(format!(
-            "SubjectAccessReview: the delegate answered {}",
-            answer.status
-        ));
+        return Err(AskError::Status(answer.status));
     }
-    let review: Review = serde_json::from_slice(&answer.body)
-        .map_err(|e| format!("SubjectAccessReview: invalid answer: {e}"))?;
+    let review: Review =
+        serde_json::from_slice(&answer.body).map_err(|e| AskError::Answer(Arc::new(e)))?;
     let status = review.status;
     if !status.evaluation_error.is_empty() {
         tracing::debug!(

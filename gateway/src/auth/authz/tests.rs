@@ -231,7 +231,10 @@ fn service_accounts_are_impersonated_in_their_namespace() {
 
 #[test]
 fn impersonation_needs_a_user() {
-    assert!(impersonation(&headers(&[("Impersonate-Group", "x")])).is_err());
+    assert_eq!(
+        impersonation(&headers(&[("Impersonate-Group", "x")])).err(),
+        Some(ImpersonationError::NoUser)
+    );
     assert!(impersonation(&headers(&[])).expect("none").is_none());
 }
 

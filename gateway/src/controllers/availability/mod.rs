@@ -1,46 +1,67 @@
 //! The availability controller (spec §9, with DESIGN.md's improvements): probes every endpoint of
 //! every remote APIService on its own path, continuously, with TLS verified like the proxy
 //! (ejecting after repeated slow or failed probes, at once on a refused connection), folds in the
-//! failures the
-//! proxy path reports, and keeps each APIService's `Available` condition, the endpoint health the
-//! request path reads, and the availability metrics.
+//! failures the proxy path reports, and keeps each APIService's `Available` condition, the
+//! endpoint health the request path reads, and the availability metrics.
+//!
+//! The loop only schedules probes and publications. A publication reads the route table and the
+//! endpoint health as plain data, asks the pure steps what to set ([`conditions::evaluate`]) and
+//! what to write to the store ([`stored::status_writes`]), then applies that.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use apiagg_config::Backend;
-use apiagg_config::{managed_fields, strategy};
 use async_trait::async_trait;
 use pingora_core::server::ShutdownWatch;
 use pingora_core::services::background::BackgroundService;
 
-mod checks;
+mod conditions;
+mod probe;
+mod stored;
+#[cfg(test)]
+mod tests;
 
-use self::checks::{probe, verdict};
+use self::conditions::{evaluate, Evaluation, Observed};
+use self::probe::probe;
+use self::stored::{status_writes, StatusWrite};
 use super::targets::group_version_path;
-use crate::backends::{Clients, HealthBook, RouteTable};
+use crate::backends::{Clients, HealthBook, RouteTable, Upstream};
 use crate::observe::Metrics;
-use crate::state::{
-    ApiServiceStatus, Condition, EndpointStatus, Gateway, ProbeOptions, Routes, StatusBook,
-};
-use crate::store::{self, Store};
+use crate::state::{EndpointStatus, ProbeOptions, Routes, StatusBook};
+use crate::store::Store;
 
+/// Now, as condition and managed-field time stamps write it.
 fn now_rfc3339() -> String {
     jiff::Timestamp::now()
         .strftime("%Y-%m-%dT%H:%M:%SZ")
         .to_string()
 }
 
-/// The field manager of the `Available` conditions apiagg writes (kube-apiserver's name).
-const STATUS_MANAGER: &str = "kube-apiserver";
-
 /// Where the delegate's endpoints are probed (open to anyone on kube-apiserver).
 const DELEGATE_PROBE: &str = "/readyz";
 
+/// What the availability controller works with.
+pub struct Handles {
+    /// The routes whose endpoints it probes.
+    pub routes: Routes,
+    /// Endpoint health, which it writes.
+    pub health: Arc<HealthBook>,
+    /// The probes' clients.
+    pub clients: Arc<Clients>,
+    /// The APIServices' conditions, which it writes.
+    pub book: Arc<StatusBook>,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+    /// Stored APIServices, whose status it writes.
+    pub store: Arc<dyn Store>,
+    /// Probe interval, timeout and threshold.
+    pub options: ProbeOptions,
+}
+
 /// Keeps every APIService's availability current.
 pub struct AvailabilityController {
-    routes: Arc<Routes>,
+    routes: Routes,
     health: Arc<HealthBook>,
     clients: Arc<Clients>,
     book: Arc<StatusBook>,
@@ -51,15 +72,24 @@ pub struct AvailabilityController {
 
 impl AvailabilityController {
     /// A controller probing the endpoints of `gateway`'s routes as its options say.
-    pub fn new(gateway: &Gateway) -> Self {
+    pub fn new(handles: Handles) -> Self {
+        let Handles {
+            routes,
+            health,
+            clients,
+            book,
+            metrics,
+            store,
+            options,
+        } = handles;
         AvailabilityController {
-            routes: gateway.routes.clone(),
-            health: gateway.health.clone(),
-            clients: gateway.clients.clone(),
-            book: gateway.availability.clone(),
-            metrics: gateway.metrics.clone(),
-            store: gateway.store.clone(),
-            options: gateway.options.probes,
+            routes,
+            health,
+            clients,
+            book,
+            metrics,
+            store,
+            options,
         }
     }
 
@@ -137,111 +167,6 @@ impl AvailabilityController {
         self.health
             .retain_apiservices(&names.chain(["delegate"]).collect());
     }
-
-    /// Recomputes every APIService's condition and the metrics; returns whether any condition
-    /// status changed.
-    fn evaluate(&self, routes: &RouteTable) -> bool {
-        let book = &self.book;
-        let metrics = &self.metrics;
-        let mut changed = false;
-        let mut live: HashSet<String> = HashSet::new();
-        for (index, entry) in routes.registry.entries().iter().enumerate() {
-            live.insert(entry.name.clone());
-            let upstream = routes.upstreams.get(index).and_then(|u| u.as_deref());
-            let v = verdict(entry, upstream, routes.broken.get(&index));
-            let (service, endpoints) = match (&entry.backend, upstream) {
-                (Backend::Local, _) => ("Local".to_string(), Vec::new()),
-                (Backend::Remote(r), up) => (
-                    format!("{}/{}:{}", r.namespace, r.service, r.port),
-                    up.map(|u| {
-                        u.endpoints
-                            .iter()
-                            .map(|e| EndpointStatus {
-                                url: e.url.clone(),
-                                healthy: e.health.is_healthy(),
-                                error: e.health.last_error().map(|s| (*s).clone()),
-                            })
-                            .collect()
-                    })
-                    .unwrap_or_default(),
-                ),
-            };
-            let previous = book.get(&entry.name);
-            if let Some(p) = &previous {
-                let c = &p.condition;
-                let same = c.status == v.status
-                    && c.reason == v.reason
-                    && c.message == v.message
-                    && p.service == service
-                    && p.endpoints == endpoints;
-                if same {
-                    // Nothing to write: the status and its series are current.
-                    continue;
-                }
-            }
-            let last_transition_time = match &previous {
-                Some(p) if p.condition.status == v.status => {
-                    p.condition.last_transition_time.clone()
-                }
-                _ => now_rfc3339(),
-            };
-            if previous.as_ref().map(|p| p.condition.status) != Some(v.status) {
-                changed = true;
-                if v.reason == "Local" {
-                    tracing::debug!(apiservice = %entry.name, "{}", v.message);
-                } else {
-                    tracing::info!(apiservice = %entry.name, status = v.status, reason = v.reason, "{}", v.message);
-                }
-                if previous
-                    .as_ref()
-                    .is_some_and(|p| p.condition.status == "True")
-                    && v.status != "True"
-                {
-                    metrics
-                        .unavailable_total
-                        .with_label_values(&[&entry.name, v.reason])
-                        .inc();
-                }
-            }
-            metrics
-                .unavailable
-                .with_label_values(&[&entry.name])
-                .set(i64::from(v.status != "True"));
-            for e in &endpoints {
-                metrics
-                    .endpoint_healthy
-                    .with_label_values(&[&entry.name, &e.url])
-                    .set(i64::from(e.healthy));
-            }
-            let status = ApiServiceStatus {
-                condition: Condition {
-                    type_: "Available",
-                    status: v.status,
-                    last_transition_time,
-                    reason: v.reason,
-                    message: v.message,
-                },
-                service,
-                endpoints,
-            };
-            if let Some(before) = &previous {
-                for gone in before
-                    .endpoints
-                    .iter()
-                    .filter(|b| !status.endpoints.iter().any(|a| a.url == b.url))
-                {
-                    metrics.forget_endpoint(&entry.name, &gone.url);
-                }
-            }
-            book.insert(entry.name.clone(), status);
-        }
-        // Deleted APIServices leave no status and no series behind.
-        for (name, status) in book.retain(|name| live.contains(name)) {
-            metrics.forget_apiservice(&name, status.endpoints.iter().map(|e| e.url.as_str()));
-            changed = true;
-        }
-        changed
-    }
 }
 
 #[async_trait]
@@ -279,89 +204,108 @@ impl BackgroundService for AvailabilityController {
     }
 }
 
+/// The route table's APIServices with their endpoints' health as it is now.
+fn observe(routes: &RouteTable) -> Vec<Observed<'_>> {
+    let health = |upstream: &Upstream| {
+        upstream
+            .endpoints
+            .iter()
+            .map(|e| EndpointStatus {
+                url: e.url.clone(),
+                healthy: e.health.is_healthy(),
+                error: e.health.last_error().map(|s| (*s).clone()),
+            })
+            .collect()
+    };
+    let entries = routes.registry.entries().iter().enumerate();
+    entries
+        .map(|(index, entry)| Observed {
+            entry,
+            endpoints: routes
+                .upstreams
+                .get(index)
+                .and_then(|u| u.as_deref())
+                .map(health),
+            broken: routes.broken.get(&index).map(String::as_str),
+        })
+        .collect()
+}
+
 impl AvailabilityController {
-    /// Re-evaluates every condition and tells discovery when something changed.
+    /// Re-evaluates every condition, applies what changed and tells discovery when some
+    /// availability changed; then brings the stored APIServices' conditions up to date.
     fn publish(&self, routes: &RouteTable) {
-        if self.evaluate(routes) {
+        let now = now_rfc3339();
+        let previous: HashMap<_, _> = self.book.all().into_iter().collect();
+        let evaluation = evaluate(&observe(routes), &previous, &now);
+        if self.apply(evaluation) {
             self.book.announce();
         }
-        self.write_status(routes);
+        let (stored, _) = self.store.list();
+        let condition_of = |name: &str| self.book.get(name).map(|s| s.condition);
+        let writes = status_writes(&stored, &routes.displaced, condition_of, &now);
+        self.write_status(writes);
     }
 
-    /// Writes the `Available` condition of APIServices registered through the API into the
-    /// store when it differs from the stored one (so `kubectl get` and watches see it); one an
-    /// owner displaces is `False` with the owner's reason. The writes run on their own; one that
-    /// loses to a concurrent write is redone next round.
-    fn write_status(&self, routes: &RouteTable) {
-        let (stored, _) = self.store.list();
-        let now = now_rfc3339();
-        let mut writes = Vec::new();
-        for object in stored {
-            let name = object["metadata"]["name"]
-                .as_str()
-                .unwrap_or("")
-                .to_string();
-            let current = &object["status"]["conditions"][0];
-            let condition = match routes.displaced.iter().find(|d| d.name == name) {
-                Some(d) => Condition {
-                    type_: "Available",
-                    status: "False",
-                    last_transition_time: match current["status"].as_str() {
-                        Some("False") => current["lastTransitionTime"]
-                            .as_str()
-                            .unwrap_or(&now)
-                            .to_string(),
-                        _ => now.clone(),
-                    },
-                    reason: d.reason,
-                    message: d.message.clone(),
-                },
-                None => match self.book.get(&name) {
-                    Some(status) => status.condition,
-                    None => continue,
-                },
-            };
-            let c = &condition;
-            if current["status"] == c.status
-                && current["reason"] == c.reason
-                && current["message"] == c.message.as_str()
-            {
-                continue;
+    /// Stores the statuses of `evaluation`, logs the flips and keeps the metrics; returns
+    /// whether some availability changed.
+    fn apply(&self, evaluation: Evaluation) -> bool {
+        let changed = evaluation.changed();
+        let metrics = &self.metrics;
+        for update in evaluation.updates {
+            let (name, c) = (&update.name, &update.status.condition);
+            if update.flipped && c.reason == "Local" {
+                tracing::debug!(apiservice = %name, "{}", c.message);
+            } else if update.flipped {
+                tracing::info!(apiservice = %name, status = c.status, reason = c.reason, "{}", c.message);
             }
-            let body = serde_json::json!({"status": {"conditions": [c]}});
-            if let Ok(mut next) = strategy::prepare_status_update(&object, &body) {
-                // Recorded as kube-apiserver's own status writes are.
-                let writer = managed_fields::Writer {
-                    manager: STATUS_MANAGER,
-                    subresource: managed_fields::Subresource::Status,
-                    now: &now,
-                };
-                managed_fields::update(Some(&object), &mut next, None, &writer);
-                writes.push((name, next, store::revision_of(&object)));
+            if update.lost {
+                metrics
+                    .unavailable_total
+                    .with_label_values(&[name, c.reason])
+                    .inc();
             }
+            metrics
+                .unavailable
+                .with_label_values(&[name])
+                .set(i64::from(c.status != "True"));
+            for e in &update.status.endpoints {
+                metrics
+                    .endpoint_healthy
+                    .with_label_values(&[name, &e.url])
+                    .set(i64::from(e.healthy));
+            }
+            for url in &update.gone_endpoints {
+                metrics.forget_endpoint(name, url);
+            }
+            self.book.insert(update.name, update.status);
         }
+        let gone: HashSet<&str> = evaluation.removed.iter().map(|(n, _)| n.as_str()).collect();
+        self.book.retain(|name| !gone.contains(name));
+        for (name, status) in &evaluation.removed {
+            metrics.forget_apiservice(name, status.endpoints.iter().map(|e| e.url.as_str()));
+        }
+        changed
+    }
+
+    /// Makes the status writes on their own (so `kubectl get` and watches see the conditions);
+    /// one that loses to a concurrent write is redone next round.
+    fn write_status(&self, writes: Vec<StatusWrite>) {
         if writes.is_empty() {
             return;
         }
         let store = self.store.clone();
         tokio::spawn(async move {
-            for (name, next, expected) in writes {
-                if let Err(e) = store.update(&name, next, Some(expected)).await {
+            for write in writes {
+                let StatusWrite {
+                    name,
+                    object,
+                    expected,
+                } = write;
+                if let Err(e) = store.update(&name, object, Some(expected)).await {
                     tracing::debug!(apiservice = %name, "status not written: {e}");
                 }
             }
         });
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn timestamps_are_rfc3339_seconds() {
-        let t = now_rfc3339();
-        assert_eq!(t.len(), 20, "{t}");
-        assert!(t.ends_with('Z') && t.as_bytes()[10] == b'T', "{t}");
     }
 }

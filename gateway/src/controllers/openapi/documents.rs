@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
-use apiagg_openapi_merge::hash::sha512_upper_hex;
+use apiagg_apis::sha512_upper_hex;
 use apiagg_openapi_merge::SourceDoc;
 use bytes::Bytes;
 use tokio::sync::{oneshot, Semaphore, SemaphorePermit};

@@ -204,6 +204,23 @@ fn check_v3_document(body: &[u8]) -> Result<(), &'static str> {
 }
 
 impl V3State {
+    /// A state holding `docs` (tests of what is merged from it).
+    #[cfg(test)]
+    pub fn holding(docs: impl IntoIterator<Item = Arc<V3Served>>) -> V3State {
+        let docs = docs.into_iter().map(|served| {
+            let url = format!("/openapi/v3/{}", served.doc.key);
+            let cached = CachedV3 {
+                url,
+                etag: None,
+                served,
+            };
+            (cached.served.doc.key.clone(), cached)
+        });
+        V3State {
+            docs: docs.collect(),
+        }
+    }
+
     /// The current documents, by key.
     pub fn documents(&self) -> impl Iterator<Item = (&str, &Arc<V3Served>)> {
         self.docs.iter().map(|(k, c)| (k.as_str(), &c.served))
@@ -281,13 +298,16 @@ impl V3State {
     }
 }
 
+/// A v3 document answered 200: its `ETag` (when sent) and the document.
+type FreshV3 = (Option<String>, V3Served);
+
 /// One v3 document: `Some((etag, document))` on 200, `None` on 304.
 async fn fetch_v3_document(
     source: &Download<'_>,
     key: &str,
     url: &str,
     if_none_match: Option<&str>,
-) -> Result<Option<(Option<String>, V3Served)>, Error> {
+) -> Result<Option<FreshV3>, Error> {
     if !url.starts_with('/') {
         return Err(Error::unusable(
             format!("/openapi/v3 entry {key}"),

@@ -10,22 +10,24 @@
 //! Unlike kube-aggregator, per-group-version v3 documents of remote APIServices are downloaded
 //! and served by apiagg itself (not proxied), with apiagg's SHA-512 hash of the bytes it serves,
 //! so the hash redirect and immutable caching work the same for local and remote documents.
+//!
+//! The loop only schedules rounds. A round asks the pure [`plan::plan`] which sources to
+//! download, downloads them, and merges what the pure [`inputs::merge_inputs`] collects from
+//! their documents; the result is published when it changed.
 
 mod documents;
 mod download;
+mod inputs;
 mod own;
+mod plan;
 mod sources;
+#[cfg(test)]
+mod tests;
 
-use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant as StdInstant};
 
-use apiagg_config::Backend;
-use apiagg_openapi_merge::{
-    merge_order, render_v2, render_v3, v3_key, without_remote_keys, LocalSpec, OpenApiDocs,
-    OrderKey, RemoteSpec, V2Inputs, V3Input,
-};
-use arc_swap::ArcSwapOption;
+use apiagg_openapi_merge::{render_v2, render_v3, OpenApiDocs};
 use async_trait::async_trait;
 use pingora_core::server::ShutdownWatch;
 use pingora_core::services::background::BackgroundService;
@@ -33,35 +35,36 @@ use tokio::time::Instant;
 
 use self::documents::Documents;
 use self::download::{Download, Error};
-use self::sources::{delegate_identity, refresh_local, refresh_service, LocalSource, Sources};
+use self::inputs::{merge_inputs, Inputs};
+use self::plan::{plan, Scope};
+use self::sources::{refresh_local, refresh_service, LocalSource, Sources};
 use super::backoff::Backoff;
-use super::targets::targets;
 use crate::backends::{Client, Clients, FetchError, RouteTable, Upstream};
 use crate::observe::{Lifecycle, Metrics, Milestone, Repeats};
+use crate::state::{Options, Publisher, Routes};
 
 /// How often a download failure that goes on is logged again (with the count of repeats).
 const REPEAT_INTERVAL: Duration = Duration::from_secs(600);
-use crate::state::{Gateway, Routes};
 
-/// Name of the delegate's v2 document in the merge (kube-aggregator's naming).
-const DELEGATE_SPEC: &str = "k8s_internal_local_delegation_chain_0000000001";
-
-/// Which sources a round downloads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Scope {
-    /// The delegate only (the first round, so readiness waits for nothing else).
-    Delegate,
-    /// Every source.
-    All,
-    /// Only the failing sources whose retry is due.
-    Due,
+/// What the OpenAPI controller works with.
+pub struct Handles {
+    /// The routes whose backends it reads.
+    pub routes: Routes,
+    /// The downloads' clients.
+    pub clients: Arc<Clients>,
+    /// The OpenAPI documents' only writer.
+    pub published: Publisher<Option<Arc<OpenApiDocs>>>,
+    /// Start-up milestones.
+    pub lifecycle: Arc<Lifecycle>,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
 }
 
 /// Keeps `/openapi/v2` and `/openapi/v3` current.
 pub struct OpenApiController {
-    routes: Arc<Routes>,
+    routes: Routes,
     clients: Arc<Clients>,
-    published: Arc<ArcSwapOption<OpenApiDocs>>,
+    published: Publisher<Option<Arc<OpenApiDocs>>>,
     lifecycle: Arc<Lifecycle>,
     metrics: Arc<Metrics>,
     refresh: Duration,
@@ -75,14 +78,20 @@ pub struct OpenApiController {
 
 impl OpenApiController {
     /// A controller publishing `gateway`'s OpenAPI documents.
-    pub fn new(gateway: &Gateway) -> OpenApiController {
-        let options = &gateway.options;
+    pub fn new(handles: Handles, options: &Options) -> OpenApiController {
+        let Handles {
+            routes,
+            clients,
+            published,
+            lifecycle,
+            metrics,
+        } = handles;
         OpenApiController {
-            routes: gateway.routes.clone(),
-            clients: gateway.clients.clone(),
-            published: gateway.openapi.clone(),
-            lifecycle: gateway.lifecycle.clone(),
-            metrics: gateway.metrics.clone(),
+            routes,
+            clients,
+            published,
+            lifecycle,
+            metrics,
             refresh: options.openapi_refresh,
             timeout: options.openapi_timeout,
             startup_timeout: options.openapi_startup_timeout,
@@ -131,20 +140,14 @@ impl OpenApiController {
     /// Downloads what `scope` asks for, then publishes.
     async fn round(&self, sources: &mut Sources, scope: Scope) {
         let routes = self.routes.load();
-        let now = Instant::now();
-        let due = |backoff: &Backoff| scope == Scope::All || backoff.due(now);
-        let targets = if scope == Scope::Delegate {
-            Vec::new()
-        } else {
-            targets(&routes)
-        };
+        let plan = plan(&routes, sources, scope, Instant::now());
 
         let mut work = Vec::new();
-        for target in &targets {
+        for read in &plan.services {
+            let target = &read.target;
             let mut source = sources.services.remove(&target.key).unwrap_or_default();
-            let run = due(&source.backoff);
             work.push(async move {
-                if run {
+                if read.run {
                     let label = target.label();
                     let result = match self.client(&label, target.upstream.as_ref()) {
                         Ok(client) => {
@@ -158,23 +161,17 @@ impl OpenApiController {
                 (target.key.clone(), source)
             });
         }
-        let mut fresh = false;
-        let mut local = match &routes.delegate {
-            Some(delegate) => {
-                let identity = delegate_identity(delegate);
-                let kept = sources.local.take().filter(|l| l.identity == identity);
-                fresh = kept.is_none();
-                Some(kept.unwrap_or_else(|| LocalSource {
-                    identity,
-                    ..LocalSource::default()
-                }))
-            }
-            None => None,
-        };
+        let mut local = plan.delegate.as_ref().map(|delegate| {
+            let kept = sources.local.take().filter(|_| !delegate.fresh);
+            kept.unwrap_or_else(|| LocalSource {
+                identity: delegate.identity.clone(),
+                ..LocalSource::default()
+            })
+        });
         let local_work = async {
-            if let (Some(delegate), Some(source)) = (&routes.delegate, local.as_mut()) {
-                if fresh || scope == Scope::Delegate || due(&source.backoff) {
-                    let result = match self.client("delegate", Some(delegate)) {
+            if let (Some(delegate), Some(source)) = (&plan.delegate, local.as_mut()) {
+                if delegate.run {
+                    let result = match self.client("delegate", Some(&delegate.upstream)) {
                         Ok(client) => refresh_local(&self.download(&client), source).await,
                         Err(e) => Err(e),
                     };
@@ -185,9 +182,9 @@ impl OpenApiController {
         let (results, ()) =
             futures_util::future::join(futures_util::future::join_all(work), local_work).await;
         sources.services.extend(results);
-        sources
-            .services
-            .retain(|key, _| scope == Scope::Delegate || targets.iter().any(|t| &t.key == key));
+        sources.services.retain(|key, _| {
+            !plan.drop_others || plan.services.iter().any(|s| &s.target.key == key)
+        });
         sources.local = local;
         self.publish(&routes, sources).await;
         // Readiness waits for the delegate's documents (kube-apiserver merges its own spec
@@ -204,69 +201,15 @@ impl OpenApiController {
 
     /// Builds the snapshot from the current inputs and stores it when something changed.
     async fn publish(&self, routes: &RouteTable, sources: &mut Sources) {
-        let mut inputs = V2Inputs::default();
-        match sources.local.as_ref().and_then(|l| l.spec.clone()) {
-            Some(spec) => inputs.locals.push(LocalSpec {
-                name: DELEGATE_SPEC.into(),
-                spec,
-            }),
-            // Without a delegate describing it, apiagg describes its own APIService API.
-            None => inputs.locals.extend(own::v2()),
-        }
-        let mut remote_docs = vec![own::v3()];
-        // apiagg serves apiregistration.k8s.io/v1 itself: the delegate's document is hidden.
-        let mut remote_keys = HashSet::from([crate::apiservices::V3_KEY.to_string()]);
-        let remotes: Vec<_> = routes
-            .registry
-            .entries()
-            .iter()
-            .filter_map(|e| match &e.backend {
-                Backend::Remote(r) => Some((e, (r.namespace.clone(), r.service.clone(), r.port))),
-                Backend::Local => None,
-            })
-            .collect();
-        // v3 sources in the v2 merge order.
-        let keys: Vec<OrderKey<'_>> = remotes
-            .iter()
-            .map(|(e, _)| OrderKey {
-                apiservice: &e.name,
-                group: &e.group,
-                version: &e.version,
-                group_priority_minimum: e.group_priority_minimum,
-                version_priority: e.version_priority,
-            })
-            .collect();
-        let ordered = merge_order(&keys).into_iter().map(|i| &remotes[i]);
-        for (entry, key) in ordered {
-            let v3 = v3_key(&entry.group, &entry.version);
-            let source = sources.services.get(key);
-            if let Some(spec) = source.and_then(|s| s.specs.get(&entry.name)) {
-                inputs.remotes.push(RemoteSpec {
-                    apiservice: entry.name.clone(),
-                    group: entry.group.clone(),
-                    version: entry.version.clone(),
-                    group_priority_minimum: entry.group_priority_minimum,
-                    version_priority: entry.version_priority,
-                    spec: Arc::clone(spec),
-                });
-            }
-            if let Some(doc) = source.and_then(|s| s.v3.get(&v3)) {
-                remote_docs.push(V3Input {
-                    name: entry.name.clone(),
-                    docs: vec![Arc::clone(doc)],
-                });
-            }
-            remote_keys.insert(v3);
-        }
-
+        let Inputs { v2, v3 } = merge_inputs(&routes.registry, sources);
         let unchanged = sources
             .v2_inputs
             .as_ref()
-            .is_some_and(|previous| previous.same_as(&inputs));
+            .is_some_and(|previous| previous.same_as(&v2));
         if !unchanged {
             let started = StdInstant::now();
-            let merge_inputs = inputs.clone();
-            match tokio::task::spawn_blocking(move || render_v2(&merge_inputs)).await {
+            let to_merge = v2.clone();
+            match tokio::task::spawn_blocking(move || render_v2(&to_merge)).await {
                 Ok(rendered) => {
                     let metrics = &self.metrics;
                     metrics.openapi_v2_regenerations.inc();
@@ -274,7 +217,7 @@ impl OpenApiController {
                         .openapi_v2_regeneration_duration
                         .observe(started.elapsed().as_secs_f64());
                     sources.v2 = rendered.map(Arc::new);
-                    sources.v2_inputs = Some(inputs);
+                    sources.v2_inputs = Some(v2);
                     tracing::info!(
                         bytes = sources.v2.as_ref().map_or(0, |d| d.json.len()),
                         "OpenAPI v2 merged"
@@ -284,19 +227,9 @@ impl OpenApiController {
             }
         }
 
-        let mut v3_inputs = Vec::with_capacity(remote_docs.len() + 1);
-        if let Some(local) = &sources.local {
-            let mut docs: Vec<_> = local.v3.documents().map(|(_, d)| Arc::clone(d)).collect();
-            docs.sort_by(|a, b| a.doc.key.cmp(&b.doc.key));
-            v3_inputs.push(V3Input {
-                name: "delegate".into(),
-                docs: without_remote_keys(docs, &remote_keys),
-            });
-        }
-        v3_inputs.extend(remote_docs);
-        let v3 = render_v3(&v3_inputs);
+        let v3 = render_v3(&v3);
 
-        let current = self.published.load();
+        let current = self.published.current();
         let same = current.as_ref().is_some_and(|c| {
             c.v3_index_etag == v3.etag
                 && match (&c.v2, &sources.v2) {
@@ -311,7 +244,7 @@ impl OpenApiController {
         if current.as_ref().is_none_or(|c| c.v3_index_etag != v3.etag) {
             self.metrics.openapi_v3_index_regenerations.inc();
         }
-        self.published.store(Some(Arc::new(OpenApiDocs {
+        self.published.publish(Some(Arc::new(OpenApiDocs {
             v2: sources.v2.clone(),
             v3_index: v3.index,
             v3_index_etag: v3.etag,

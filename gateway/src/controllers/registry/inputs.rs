@@ -1,25 +1,53 @@
-//! What the registry is built from besides the config file: the delegate and the client
-//! certificates (loaded from their files), the APIServices registered through the API, and the
-//! read-only view of declared APIServices the API lists.
+//! Input: the config file as last accepted, with what it names loaded from disk: the delegate's
+//! upstream and the client certificates (apiagg's to the delegate, the proxy client
+//! certificate remote backends see).
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use apiagg_config::cluster::ServiceResolution;
-use apiagg_config::file::SourcedApiService;
-use apiagg_config::ownership::{self, Displaced};
-use apiagg_config::{GatewayConfig, LocalGroupVersion, Registry};
-use tokio::sync::broadcast;
+use apiagg_config::{GatewayConfig, Sources};
 
-use super::{Error, RegistryController};
+use super::Error;
 use crate::backends::{
-    build_delegate, delegate_credentials, BuildError, ClientIdentity, HealthBook, RouteTable,
-    Upstream,
+    build_delegate, delegate_credentials, names_of, BuildError, ClientIdentity, HealthBook,
+    HostPort, Names, RouteTable, Upstream,
 };
 use crate::observe::CertificateKind;
-use crate::store::{Event, Store};
+
+/// An accepted config and what it loaded; replaced whole when the files or the credentials
+/// change.
+pub struct Loaded {
+    /// The bytes it was parsed from.
+    pub sources: Sources,
+    /// The parsed config.
+    pub config: Arc<GatewayConfig>,
+    /// The delegate and the client certificates it names.
+    pub backends: Backends,
+}
+
+/// The host names of the delegate's endpoints.
+pub fn delegate_names(config: &GatewayConfig) -> BTreeSet<HostPort> {
+    let Some(delegate) = &config.delegate else {
+        return BTreeSet::new();
+    };
+    let urls = if delegate.endpoints.is_empty() {
+        std::slice::from_ref(&delegate.url)
+    } else {
+        &delegate.endpoints[..]
+    };
+    let hosts: Vec<(String, u16)> = urls
+        .iter()
+        .filter_map(|u| {
+            let origin = u.origin().ascii_serialization();
+            let ep = apiagg_config::parse_endpoint(&origin).ok()?;
+            Some((ep.host, ep.port))
+        })
+        .collect();
+    names_of(hosts.iter().map(|(h, p)| (h.as_str(), *p)))
+}
 
 /// The delegate and the certificate presented to remote backends, as loaded from their files.
-pub(super) struct Backends {
+pub struct Backends {
     pub(super) delegate: Option<Arc<Upstream>>,
     pub(super) proxy_identity: Option<Arc<ClientIdentity>>,
     /// Fingerprints of the client certificates (delegate, proxy), to notice rotations.
@@ -29,9 +57,14 @@ pub(super) struct Backends {
 }
 
 impl Backends {
-    pub(super) fn load(config: &GatewayConfig, health: &HealthBook) -> Result<Backends, Error> {
+    /// Loads them; the delegate's host names resolve through `names`.
+    pub(super) fn load(
+        config: &GatewayConfig,
+        health: &HealthBook,
+        names: &Names,
+    ) -> Result<Backends, Error> {
         let proxy_identity = proxy_identity(config)?;
-        let (delegate, delegate_client_not_after) = delegate_of(config, health)?;
+        let (delegate, delegate_client_not_after) = delegate_of(config, health, names)?;
         Ok(Backends {
             delegate,
             fingerprints: fingerprints(config, proxy_identity.as_deref())?,
@@ -83,39 +116,6 @@ pub(super) fn fingerprints(
     Ok((delegate, proxy.map(|p| p.fingerprint)))
 }
 
-/// The APIServices the API lists read-only: the config file's, annotated with where they are
-/// declared, and the local ones registered for the delegate's group-versions.
-pub(super) fn declared(
-    config: &GatewayConfig,
-    delegate: &[LocalGroupVersion],
-) -> Vec<serde_json::Value> {
-    let mut out: Vec<serde_json::Value> = config
-        .api_services
-        .iter()
-        .filter_map(|s| {
-            let mut value = serde_json::to_value(&s.object).ok()?;
-            value["apiVersion"] = "apiregistration.k8s.io/v1".into();
-            value["kind"] = "APIService".into();
-            value["metadata"]["annotations"][crate::apiservices::DECLARED_BY] =
-                s.origin.clone().into();
-            Some(value)
-        })
-        .collect();
-    for gv in delegate {
-        let name = format!("{}.{}", gv.version, gv.group);
-        if out.iter().any(|o| o["metadata"]["name"] == name.as_str()) {
-            continue;
-        }
-        let (gpm, vp) = apiagg_config::priorities::builtin_priority(&gv.group, &gv.version);
-        out.push(serde_json::json!({
-            "apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
-            "metadata": {"name": name, "annotations": {crate::apiservices::DECLARED_BY: "the delegate"}},
-            "spec": {"group": gv.group, "version": gv.version, "groupPriorityMinimum": gpm, "versionPriority": vp},
-        }));
-    }
-    out
-}
-
 pub(super) fn proxy_identity(config: &GatewayConfig) -> Result<Option<Arc<ClientIdentity>>, Error> {
     let Some(proxy) = &config.proxy_client else {
         return Ok(None);
@@ -130,97 +130,16 @@ pub(super) fn proxy_identity(config: &GatewayConfig) -> Result<Option<Arc<Client
 
 /// The delegate's upstream, and the earliest `notAfter` of the client certificate apiagg
 /// presents to it.
-pub(super) fn delegate_of(
+fn delegate_of(
     config: &GatewayConfig,
     health: &HealthBook,
+    names: &Names,
 ) -> Result<(Option<Arc<Upstream>>, Option<i64>), Error> {
     let Some(delegate) = config.delegate.as_ref() else {
         return Ok((None, None));
     };
     let credentials = delegate_credentials(delegate)?;
-    let upstream = build_delegate(delegate, &credentials, health)?;
+    let upstream = build_delegate(delegate, &credentials, health, names)?;
     let not_after = credentials.identity.as_ref().and_then(|i| i.not_after);
     Ok((Some(Arc::new(upstream)), not_after))
-}
-
-/// A registry and the stored APIServices an owner keeps out of it.
-pub(super) struct Built {
-    pub(super) registry: Registry,
-    pub(super) displaced: Vec<Displaced>,
-}
-
-impl RegistryController {
-    /// The registry of `config`, the stored APIServices and the delegate's group-versions
-    /// (`None`: not known yet), with Services resolved as the config says; and the stored
-    /// APIServices an owner displaces.
-    pub(super) fn registry(
-        &self,
-        config: &GatewayConfig,
-        delegate_groups: Option<&[LocalGroupVersion]>,
-    ) -> Built {
-        let groups = delegate_groups.unwrap_or(&[]);
-        let (combined, displaced) = with_stored(config, self.store.as_ref(), groups);
-        let registry = if config.service_resolution == ServiceResolution::Config {
-            Registry::build(&combined, groups)
-        } else {
-            let cluster = self.cluster.lock();
-            Registry::build_with(&combined, groups, Some(&cluster))
-        };
-        Built {
-            registry,
-            displaced,
-        }
-    }
-}
-
-/// `config` plus the APIServices registered through the API (a name in the config file wins;
-/// a stored object that does not decode is left out), and the stored ones an owner displaces:
-/// built-in groups of Kubernetes always, the delegate's group-versions (`delegate`) as far as
-/// known. Checked at every build, so the delegate's group-version wins whenever it is known.
-pub(super) fn with_stored(
-    config: &GatewayConfig,
-    store: &dyn Store,
-    delegate: &[LocalGroupVersion],
-) -> (GatewayConfig, Vec<Displaced>) {
-    let (stored, _) = store.list();
-    let mut registered = Vec::new();
-    for value in stored {
-        let Ok(object) =
-            serde_json::from_value::<apiagg_config::apiservice::APIService>((*value).clone())
-        else {
-            continue;
-        };
-        let name = object.metadata.name.clone().unwrap_or_default();
-        if config
-            .api_services
-            .iter()
-            .any(|s| s.object.metadata.name.as_deref() == Some(&name))
-        {
-            continue;
-        }
-        registered.push(SourcedApiService {
-            object,
-            origin: "the APIService API".into(),
-        });
-    }
-    let (routable, displaced) = ownership::split_stored(registered, delegate);
-    let mut combined = config.clone();
-    combined.api_services.extend(routable);
-    (combined, displaced)
-}
-
-/// Waits for the next change through the API, then takes every change already queued (a burst
-/// of writes is one rebuild). Never returns without a receiver.
-pub(super) async fn next_registration(registered: &mut Option<broadcast::Receiver<Event>>) {
-    let Some(receiver) = registered.as_mut() else {
-        return std::future::pending().await;
-    };
-    match receiver.recv().await {
-        Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
-        Err(broadcast::error::RecvError::Closed) => {
-            *registered = None;
-            return;
-        }
-    }
-    while receiver.try_recv().is_ok() {}
 }

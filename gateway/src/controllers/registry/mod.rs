@@ -1,7 +1,13 @@
-//! The registry controller: turns the config file and the delegate's group-versions into the
-//! route table, installs the first one before the listener opens, and hot-reloads on file change
-//! and SIGHUP. A rejected config never replaces the serving one.
+//! The registry controller: the route table from its inputs. Each input is kept current by a
+//! task of its own — the config file ([`config_file`]), the store ([`stored`]), the delegate's
+//! group-versions ([`delegate`]), the cluster's Services (the reflectors of `services`) — and one
+//! pure step, [`compose`], builds the registry from them. The loop here only schedules: it
+//! waits for an input to change, composes, resolves the host names the registry needs (off the
+//! runtime workers), builds the table and publishes it when it differs from the one serving.
+//! The first table is installed before the listener opens; a rejected config never replaces
+//! the serving one.
 
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
@@ -9,17 +15,26 @@ use apiagg_config::{ConfigError, GatewayConfig, LocalGroupVersion, Sources};
 use async_trait::async_trait;
 use pingora_core::server::ShutdownWatch;
 use pingora_core::services::background::BackgroundService;
-use tokio::signal::unix::{signal, SignalKind};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
 
+mod compose;
+mod config_file;
+mod delegate;
 mod inputs;
-mod refresh;
+mod stored;
 
-use self::inputs::{declared, fingerprints, next_registration, proxy_identity, Backends, Built};
-use super::autoregister::DelegateGroups;
+use self::compose::{compose, names_wanted, Composed, RegistryInputs};
+use self::config_file::{count, ConfigFile, RESOLVE_TIMEOUT};
+use self::inputs::{delegate_names, Backends, Loaded};
 use super::services::{ClusterWatch, SharedCluster};
-use crate::backends::{build_table, BuildError, Clients, CredentialError, HealthBook, TableError};
+use crate::backends::{
+    build_table, BuildError, Clients, CredentialError, HealthBook, HostPort, Names, RouteTable,
+    TableError,
+};
 use crate::observe::{Lifecycle, Metrics, Milestone};
-use crate::state::{Gateway, Options, Routes};
+use crate::state::{Options, Publisher};
 use crate::store::Store;
 
 /// How often endpoint names are resolved again.
@@ -44,21 +59,27 @@ pub enum Error {
     ProxyClient(CredentialError),
 }
 
-/// What the controller keeps between rounds.
-struct Serving {
-    sources: Sources,
-    config: GatewayConfig,
-    backends: Backends,
-    delegate_groups: DelegateGroups,
-    /// The last credential problem logged (each is logged once, when it changes).
-    credential_problem: Option<String>,
-    /// The reflectors of the cluster's Services, when the config resolves through them.
-    cluster_watch: Option<ClusterWatch>,
+/// What the registry controller works with: the route table's writer and the books it feeds.
+pub struct Handles {
+    /// The route table's only writer.
+    pub routes: Publisher<Arc<RouteTable>>,
+    /// Endpoint health (upstreams register their endpoints in it).
+    pub health: Arc<HealthBook>,
+    /// The controllers' clients (pools of removed endpoints are dropped).
+    pub clients: Arc<Clients>,
+    /// Start-up milestones.
+    pub lifecycle: Arc<Lifecycle>,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+    /// APIServices registered through the API.
+    pub store: Arc<dyn Store>,
+    /// Reload and refresh intervals.
+    pub options: Options,
 }
 
-/// Watches the config and keeps the route table current.
+/// Keeps the route table current.
 pub struct RegistryController {
-    routes: Arc<Routes>,
+    routes: Publisher<Arc<RouteTable>>,
     health: Arc<HealthBook>,
     clients: Arc<Clients>,
     lifecycle: Arc<Lifecycle>,
@@ -68,92 +89,122 @@ pub struct RegistryController {
     cluster: Arc<SharedCluster>,
     options: Options,
     path: PathBuf,
-    initial: Mutex<Option<Serving>>,
+    /// The config installed by [`RegistryController::new`], taken by the loop.
+    initial: Mutex<Option<(Arc<Loaded>, Names)>>,
+}
+
+/// The inputs' receivers and the tasks behind them (stopped when dropped).
+struct Inputs {
+    loaded: watch::Receiver<Arc<Loaded>>,
+    stored: watch::Receiver<Arc<[apiagg_apis::APIService]>>,
+    groups: watch::Receiver<delegate::Groups>,
+    cluster: watch::Receiver<u64>,
+    /// The reflectors of the cluster's Services, when the config resolves through them.
+    cluster_watch: Option<ClusterWatch>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Drop for Inputs {
+    fn drop(&mut self) {
+        self.tasks.iter().for_each(JoinHandle::abort);
+    }
 }
 
 impl RegistryController {
     /// Installs the routes of an already parsed config right away (so they serve from the first
-    /// request) and returns the controller that keeps them current.
+    /// request) and returns the controller that keeps them current. Host names resolve on this
+    /// thread: it runs once, before anything is served.
     pub fn new(
-        gateway: &Gateway,
+        handles: Handles,
         path: PathBuf,
         sources: Sources,
         config: GatewayConfig,
     ) -> Result<RegistryController, Error> {
+        let Handles {
+            routes,
+            health,
+            clients,
+            lifecycle,
+            metrics,
+            store,
+            options,
+        } = handles;
         let controller = RegistryController {
-            routes: gateway.routes.clone(),
-            health: gateway.health.clone(),
-            clients: gateway.clients.clone(),
-            lifecycle: gateway.lifecycle.clone(),
-            metrics: gateway.metrics.clone(),
-            store: gateway.store.clone(),
+            routes,
+            health,
+            clients,
+            lifecycle,
+            metrics,
+            store,
             cluster: Arc::default(),
-            options: gateway.options.clone(),
+            options,
             path,
             initial: Mutex::new(None),
         };
-        let first = Backends::load(&config, &controller.health).and_then(|backends| {
-            controller.install(&config, &backends, None)?;
-            Ok(backends)
-        });
+        let first = controller.install_first(sources, config);
         // A first config that fails is the caller's error to report (there is no previous
         // config to keep serving): counted here, not logged a second time.
-        controller.count(&first);
-        let serving = Serving {
-            sources,
-            config,
-            backends: first?,
-            delegate_groups: DelegateGroups::default(),
-            credential_problem: None,
-            cluster_watch: None,
-        };
+        count(&controller.metrics, &first);
+        *controller.initial.lock().unwrap_or_else(|e| e.into_inner()) = Some(first?);
         controller.lifecycle.reach(Milestone::ConfigLoaded);
-        controller.publish_lifecycle(&serving);
-        *controller.initial.lock().unwrap_or_else(|e| e.into_inner()) = Some(serving);
         Ok(controller)
     }
 
-    /// Builds and publishes the routes for `config`; nothing changes on error.
-    fn install(
+    fn install_first(
         &self,
-        config: &GatewayConfig,
-        backends: &Backends,
-        delegate_groups: Option<&[LocalGroupVersion]>,
-    ) -> Result<(), Error> {
-        let built = self.registry(config, delegate_groups);
-        self.publish(built, config, backends, delegate_groups, false)
+        sources: Sources,
+        config: GatewayConfig,
+    ) -> Result<(Arc<Loaded>, Names), Error> {
+        let backends = Backends::load(
+            &config,
+            &self.health,
+            &Names::resolve_now(&delegate_names(&config)),
+        )?;
+        let loaded = Arc::new(Loaded {
+            sources,
+            config: Arc::new(config),
+            backends,
+        });
+        let stored = stored::routable(self.store.as_ref());
+        let composed = compose(&RegistryInputs {
+            config: &loaded.config,
+            stored: &stored,
+            delegate_groups: None,
+            cluster: None,
+        });
+        let names = Names::resolve_now(&names_wanted(&composed.registry));
+        self.publish(&loaded, composed, None, &names, true)?;
+        Ok((loaded, names))
     }
 
-    /// Publishes the routes of a built registry.
+    /// Builds the table of `composed` and publishes it when `forced` (the config or the
+    /// credentials changed) or when it differs from the table serving. Nothing changes on error.
     fn publish(
         &self,
-        built: Built,
-        config: &GatewayConfig,
-        backends: &Backends,
-        delegate_groups: Option<&[LocalGroupVersion]>,
-        only_if_changed: bool,
+        loaded: &Loaded,
+        composed: Composed,
+        groups: Option<&[LocalGroupVersion]>,
+        names: &Names,
+        forced: bool,
     ) -> Result<(), Error> {
-        let Built {
-            registry,
-            displaced,
-        } = built;
-        let count = registry.entries().len();
+        let backends = &loaded.backends;
+        let count = composed.registry.entries().len();
         let mut table = build_table(
-            Arc::new(registry),
+            Arc::new(composed.registry),
             backends.delegate.clone(),
             backends.proxy_identity.as_deref(),
             &self.health,
             &self.metrics,
+            names,
         )?;
-        if only_if_changed {
-            let current = self.routes.load();
-            let same = table.registry.entries() == current.registry.entries()
-                && *current.displaced == displaced
-                && table.endpoint_keys() == current.endpoint_keys()
-                && table.broken == current.broken;
-            if same {
-                return Ok(());
-            }
+        table.declared = Arc::new(composed.declared);
+        table.delegate_groups = match &backends.delegate {
+            None => Some(Arc::from(Vec::new())),
+            Some(_) => groups.map(Arc::from),
+        };
+        table.displaced = Arc::new(composed.displaced);
+        if !forced && same_routes(&table, &self.routes.current()) {
+            return Ok(());
         }
         let live = table
             .registry
@@ -163,179 +214,83 @@ impl RegistryController {
             .collect();
         self.metrics.retain_group_versions(&live);
         self.clients.retain(&table.endpoint_keys());
-        table.declared = Arc::new(declared(config, delegate_groups.unwrap_or(&[])));
-        table.delegate_groups = match &backends.delegate {
-            None => Some(Arc::from(Vec::new())),
-            Some(_) => delegate_groups.map(Arc::from),
-        };
-        table.displaced = Arc::new(displaced);
         for (kind, not_after) in backends.expiry(&table) {
             self.metrics.certificate_expiry(kind, not_after);
         }
-        self.routes.publish(table);
+        self.routes.publish(Arc::new(table));
         self.metrics.registered.set(count as i64);
         Ok(())
     }
 
-    /// Logs a rejected reload and counts the outcome.
-    fn record<T>(&self, result: &Result<T, Error>) {
-        if let Err(e) = result {
-            tracing::error!(config = %self.path.display(), "config rejected, the previous config keeps serving: {e}");
-        }
-        self.count(result);
-    }
-
-    /// Counts the outcome of a load in the reload metrics.
-    fn count<T>(&self, result: &Result<T, Error>) {
-        let metrics = &self.metrics;
-        let (label, ok) = if result.is_ok() {
-            ("success", 1)
-        } else {
-            ("failure", 0)
+    /// Starts every input; the loaded config starts as `loaded`.
+    fn start_inputs(&self, loaded: Arc<Loaded>) -> Inputs {
+        let (loaded_tx, loaded_rx) = watch::channel(loaded);
+        let config_file = ConfigFile {
+            path: self.path.clone(),
+            health: self.health.clone(),
+            metrics: self.metrics.clone(),
+            interval: self.options.reload_interval,
         };
-        metrics.reloads.with_label_values(&[label]).inc();
-        metrics.last_reload_ok.set(ok);
+        let (stored, store_task) = stored::follow(self.store.clone());
+        let (groups, groups_task) = delegate::follow(
+            loaded_rx.clone(),
+            self.clients.clone(),
+            self.options.delegate_refresh,
+        );
+        Inputs {
+            loaded: loaded_rx,
+            stored,
+            groups,
+            cluster: self.cluster.subscribe(),
+            cluster_watch: None,
+            tasks: vec![
+                tokio::spawn(config_file.run(loaded_tx, ConfigFile::hangups())),
+                store_task,
+                groups_task,
+            ],
+        }
     }
 
-    /// Applies changed sources; on error nothing changes.
-    fn reload(&self, serving: &mut Serving, sources: Sources) -> Result<(), Error> {
-        let config = sources.parse()?;
-        if config.listen != serving.config.listen || config.tls != serving.config.tls {
-            tracing::warn!("listen and tls changes take effect only after a restart");
-        }
-        if config.authentication != serving.config.authentication {
-            tracing::warn!("authentication changes take effect only after a restart");
-        }
-        let backends = Backends::load(&config, &self.health)?;
-        if config.delegate == serving.config.delegate {
-            let groups = serving.delegate_groups.groups.as_deref();
-            self.install(&config, &backends, groups)?;
-            serving.sources = sources;
-            serving.config = config;
-            serving.backends = backends;
-            return Ok(());
-        }
-        self.install(&config, &backends, None)?;
-        *serving = Serving {
-            sources,
-            config,
-            backends,
-            delegate_groups: DelegateGroups::default(),
-            credential_problem: None,
-            cluster_watch: serving.cluster_watch.take(),
-        };
-        Ok(())
-    }
-
-    /// Re-reads the credential files: a rotated token is used from the next request, a rotated
-    /// certificate reinstalls the routes. A broken file keeps the last good credentials.
-    fn poll_credentials(&self, serving: &mut Serving) {
-        let token = serving
+    /// Starts, restarts (new delegate or mode) or stops the reflectors of the cluster's
+    /// Services as the loaded config asks.
+    fn follow_cluster(&self, loaded: &Loaded, watch: &mut Option<ClusterWatch>) {
+        let mode = loaded.config.service_resolution;
+        let wanted = loaded
             .backends
             .delegate
-            .as_ref()
-            .and_then(|d| d.token.clone());
-        let mut problem = token
-            .and_then(|t| t.refresh().err())
-            .map(|e| format!("delegate token: {e}"));
-        let now = proxy_identity(&serving.config)
-            .and_then(|proxy| fingerprints(&serving.config, proxy.as_deref()));
-        let rotated = match now {
-            Ok(now) if now != serving.backends.fingerprints => {
-                Backends::load(&serving.config, &self.health).map(Some)
-            }
-            Ok(_) => Ok(None),
-            Err(e) => Err(e),
+            .clone()
+            .filter(|_| mode != apiagg_config::ServiceResolution::Config);
+        let same = match (watch.as_ref(), &wanted) {
+            (Some(w), Some(d)) => w.mode == mode && Arc::ptr_eq(&w.delegate, d),
+            (None, None) => true,
+            _ => false,
         };
-        match rotated {
-            Ok(Some(backends)) => {
-                let groups = serving.delegate_groups.groups.as_deref();
-                match self.install(&serving.config, &backends, groups) {
-                    Ok(()) => {
-                        tracing::info!("client certificates changed: routes rebuilt");
-                        serving.backends = backends;
-                    }
-                    Err(e) => problem = Some(e.to_string()),
-                }
-            }
-            Ok(None) => {}
-            Err(e) => problem = Some(e.to_string()),
-        }
-        if problem != serving.credential_problem {
-            match &problem {
-                Some(p) => tracing::warn!("credentials not reloaded, the previous ones serve: {p}"),
-                None if serving.credential_problem.is_some() => {
-                    tracing::info!("credentials readable again")
-                }
-                None => {}
-            }
-            serving.credential_problem = problem;
+        if !same {
+            *watch = wanted.and_then(|delegate| {
+                ClusterWatch::spawn(mode, delegate, self.clients.clone(), self.cluster.clone())
+            });
         }
     }
 
-    /// Reads the delegate's group-versions and reinstalls the routes when they changed.
-    async fn register_delegate(&self, serving: &mut Serving) {
-        let Some(delegate) = serving.backends.delegate.clone() else {
-            return;
-        };
-        let refresh = self.options.delegate_refresh;
-        let groups = &mut serving.delegate_groups;
-        if let Some(groups) = groups.refresh(&delegate, &self.clients, refresh).await {
-            match self.install(&serving.config, &serving.backends, Some(&groups)) {
-                Ok(()) => tracing::info!(
-                    count = groups.len(),
-                    "registered the delegate's group-versions"
-                ),
-                Err(e) => tracing::error!("cannot register the delegate's group-versions: {e}"),
-            }
-        }
-    }
-
-    /// Reinstalls the routes after a change through the API.
-    fn apply_registered(&self, serving: &Serving) {
-        let groups = serving.delegate_groups.groups.as_deref();
-        if let Err(e) = self.install(&serving.config, &serving.backends, groups) {
-            tracing::error!("cannot install the registered APIServices: {e}");
-        }
-    }
-
-    fn publish_lifecycle(&self, serving: &Serving) {
-        let delegate_done =
-            serving.backends.delegate.is_none() || serving.delegate_groups.groups.is_some();
-        let cluster_done = serving.cluster_watch.is_none() || self.cluster.lock().settled();
+    /// Marks the delegate registered once its group-versions (and the cluster's Services, when
+    /// resolution needs them) are known.
+    fn publish_lifecycle(&self, loaded: &Loaded, groups: bool, cluster: bool) {
+        let delegate_done = loaded.backends.delegate.is_none() || groups;
+        let cluster_done = !cluster || self.cluster.lock().settled();
         if delegate_done && cluster_done {
             self.lifecycle.reach(Milestone::DelegateRegistered);
         }
     }
+}
 
-    /// Reads the config files; applies them when they changed or when `forced` (SIGHUP).
-    fn poll_config(&self, serving: &mut Serving, forced: bool) {
-        let sources = match Sources::read(&self.path) {
-            Ok(s) => s,
-            Err(e) => {
-                if forced {
-                    self.record::<()>(&Err(e.into()));
-                }
-                return;
-            }
-        };
-        if !forced && sources == serving.sources {
-            return;
-        }
-        if forced {
-            tracing::info!("SIGHUP: reloading the config");
-        }
-        let result = self.reload(serving, sources.clone());
-        self.record(&result);
-        match result {
-            Ok(()) => tracing::info!(
-                apiservices = serving.config.api_services.len(),
-                "config reloaded"
-            ),
-            // Remember the rejected bytes so the same error is not logged every tick.
-            Err(_) => serving.sources = sources,
-        }
-    }
+/// Whether two tables route alike: same APIServices, owners, endpoints and failures.
+fn same_routes(table: &RouteTable, current: &RouteTable) -> bool {
+    table.registry.entries() == current.registry.entries()
+        && table.displaced == current.displaced
+        && table.declared == current.declared
+        && table.delegate_groups == current.delegate_groups
+        && table.endpoint_keys() == current.endpoint_keys()
+        && table.broken == current.broken
 }
 
 #[async_trait]
@@ -346,61 +301,49 @@ impl BackgroundService for RegistryController {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .take();
-        let Some(mut serving) = taken else {
+        let Some((mut published, mut names)) = taken else {
             return;
         };
-        let mut hangup = match signal(SignalKind::hangup()) {
-            Ok(s) => Some(s),
-            Err(e) => {
-                tracing::warn!("cannot watch SIGHUP: {e}");
-                None
-            }
-        };
-        let mut poll = tokio::time::interval(self.options.reload_interval);
-        let mut cluster_changes = self.cluster.subscribe();
-        let mut names = tokio::time::interval(NAME_REFRESH);
-        names.tick().await;
-        let mut registered = match self.store.watch(None) {
-            Ok(watch) => Some(watch.live),
-            Err(e) => {
-                tracing::error!("cannot follow the APIService store: {e}");
-                None
-            }
-        };
+        let mut inputs = self.start_inputs(published.clone());
+        let mut names_due = Instant::now() + NAME_REFRESH;
+        let mut refresh_names = tokio::time::interval_at(names_due, NAME_REFRESH);
         loop {
-            self.follow_cluster(&mut serving);
-            let has_delegate = serving.backends.delegate.is_some();
-            if has_delegate && tokio::time::Instant::now() >= serving.delegate_groups.next() {
-                self.register_delegate(&mut serving).await;
-            }
-            self.publish_lifecycle(&serving);
-            let next_delegate = serving.delegate_groups.next();
-            let forced = tokio::select! {
-                _ = poll.tick() => false,
-                _ = async {
-                    match hangup.as_mut() {
-                        Some(h) => { h.recv().await; }
-                        None => std::future::pending::<()>().await,
-                    }
-                } => true,
-                _ = tokio::time::sleep_until(next_delegate), if has_delegate => continue,
-                () = next_registration(&mut registered) => {
-                    self.apply_registered(&serving);
-                    continue;
-                }
-                _ = names.tick() => {
-                    self.refresh_names(&serving);
-                    continue;
-                }
-                Ok(()) = cluster_changes.changed() => {
-                    cluster_changes.borrow_and_update();
-                    self.apply_cluster(&serving);
-                    continue;
-                }
-                _ = shutdown.changed() => return,
+            let loaded = inputs.loaded.borrow_and_update().clone();
+            let stored = inputs.stored.borrow_and_update().clone();
+            let groups = inputs.groups.borrow_and_update().clone();
+            inputs.cluster.borrow_and_update();
+            self.follow_cluster(&loaded, &mut inputs.cluster_watch);
+            let composed = {
+                let cluster = self.cluster.lock();
+                compose(&RegistryInputs {
+                    config: &loaded.config,
+                    stored: &stored,
+                    delegate_groups: groups.as_deref(),
+                    cluster: inputs.cluster_watch.as_ref().map(|_| &*cluster),
+                })
             };
-            self.poll_config(&mut serving, forced);
-            self.poll_credentials(&mut serving);
+            let wanted: BTreeSet<HostPort> = names_wanted(&composed.registry);
+            if !names.covers(&wanted) || Instant::now() >= names_due {
+                names = Names::resolve(&wanted, RESOLVE_TIMEOUT).await;
+                names_due = Instant::now() + NAME_REFRESH;
+            }
+            let forced = !Arc::ptr_eq(&loaded, &published);
+            match self.publish(&loaded, composed, groups.as_deref(), &names, forced) {
+                Ok(()) => published = loaded.clone(),
+                Err(e) => {
+                    tracing::error!("cannot install the routes, the previous ones serve: {e}")
+                }
+            }
+            let cluster = inputs.cluster_watch.is_some();
+            self.publish_lifecycle(&loaded, groups.is_some(), cluster);
+            tokio::select! {
+                Ok(()) = inputs.loaded.changed() => {}
+                Ok(()) = inputs.stored.changed() => {}
+                Ok(()) = inputs.groups.changed() => {}
+                Ok(()) = inputs.cluster.changed() => {}
+                _ = refresh_names.tick() => names_due = Instant::now(),
+                _ = shutdown.changed() => return,
+            }
         }
     }
 }

@@ -8,6 +8,7 @@ use rcgen::{
 
 use super::*;
 use crate::backends::HealthBook;
+use crate::state::Gateway;
 use crate::store::Embedded;
 
 /// Unix seconds of January 1st, 00:00:00 UTC, of 2030 … 2034.
@@ -85,11 +86,20 @@ fn the_expiry_of_the_client_certificates_and_ca_bundles_in_use_is_published() {
     write("apiagg.yaml", &config);
     let path = dir.path().join("apiagg.yaml");
     let store = Embedded::open(&dir.path().join("store")).expect("store");
-    let gateway = Gateway::new(Options::default(), Arc::new(store)).expect("gateway");
+    let (gateway, writers) = Gateway::new(Options::default(), Arc::new(store)).expect("gateway");
     let sources = Sources::read(&path).expect("sources");
     let parsed = sources.parse().expect("config");
-    let controller = RegistryController::new(&gateway, path.clone(), sources, parsed.clone())
-        .expect("installed");
+    let handles = Handles {
+        routes: writers.routes,
+        health: gateway.health.clone(),
+        clients: gateway.clients.clone(),
+        lifecycle: gateway.lifecycle.clone(),
+        metrics: gateway.metrics.clone(),
+        store: gateway.store.clone(),
+        options: gateway.options.clone(),
+    };
+    let controller =
+        RegistryController::new(handles, path.clone(), sources, parsed.clone()).expect("installed");
     let metrics = &gateway.metrics;
     assert_eq!(scraped(metrics, "proxy-client"), Some(jan_1(2031)));
     assert_eq!(scraped(metrics, "delegate-client"), Some(jan_1(2032)));
@@ -102,9 +112,20 @@ fn the_expiry_of_the_client_certificates_and_ca_bundles_in_use_is_published() {
     bare.delegate = None;
     bare.api_services.clear();
     let health = HealthBook::default();
-    let backends = Backends::load(&bare, &health).expect("backends");
+    let backends = Backends::load(&bare, &health, &Names::default()).expect("backends");
+    let composed = compose(&RegistryInputs {
+        config: &bare,
+        stored: &[],
+        delegate_groups: None,
+        cluster: None,
+    });
+    let loaded = Loaded {
+        sources: Sources::read(&path).expect("sources"),
+        config: Arc::new(bare.clone()),
+        backends,
+    };
     controller
-        .install(&bare, &backends, None)
+        .publish(&loaded, composed, None, &Names::default(), true)
         .expect("installed");
     for kind in [
         "proxy-client",

@@ -246,3 +246,186 @@ fn metrics_carry_upstream_names_and_the_dump_lists_levels() {
     assert!(dump.contains("\nworkload-low,"), "{dump}");
     assert_eq!(dump.lines().count(), 9);
 }
+
+#[test]
+fn every_field_error_keeps_its_wording() {
+    let object = |kind: &str, metadata: &str, spec: &str| {
+        format!("apiVersion: flowcontrol.apiserver.k8s.io/v1\nkind: {kind}\nmetadata: {metadata}\n{spec}\n")
+    };
+    let level = |spec: &str| {
+        object(
+            "PriorityLevelConfiguration",
+            "{name: bad}",
+            &format!("spec: {spec}"),
+        )
+    };
+    let schema = |spec: &str| object("FlowSchema", "{name: bad}", &format!("spec: {spec}"));
+    let rule = |rule: &str| {
+        schema(&format!(
+            "{{priorityLevelConfiguration: {{name: x}}, rules: [{rule}]}}"
+        ))
+    };
+    let group = "subjects: [{kind: Group, group: {name: g}}]";
+    let cases: Vec<(String, &str)> = vec![
+        (
+            object("PriorityLevelConfiguration", "{uid: x}", "spec: {type: Exempt}"),
+            r#"PriorityLevelConfiguration "": metadata.name: Required value"#,
+        ),
+        (
+            object("PriorityLevelConfiguration", "{name: bad}", ""),
+            r#"PriorityLevelConfiguration "bad": spec: Required value"#,
+        ),
+        (
+            object("PriorityLevelConfiguration", "{name: bad, uid: 'a b'}", "spec: {type: Exempt}"),
+            r#"PriorityLevelConfiguration "bad": metadata.uid: Invalid value: "a b": must be printable ASCII"#,
+        ),
+        (
+            level("{type: Exempt, limited: {}}"),
+            r#"PriorityLevelConfiguration "bad": spec.limited: Forbidden: must be nil if the type is not Limited"#,
+        ),
+        (
+            level("{type: Exempt, exempt: {lendablePercent: 101}}"),
+            r#"PriorityLevelConfiguration "bad": spec.exempt.lendablePercent: Invalid value: 101: must be between 0 and 100, inclusive"#,
+        ),
+        (
+            level("{type: Limited, exempt: {}}"),
+            r#"PriorityLevelConfiguration "bad": spec.exempt: Forbidden: must be nil if the type is Limited"#,
+        ),
+        (
+            level("{type: Limited}"),
+            r#"PriorityLevelConfiguration "bad": spec.limited: Required value"#,
+        ),
+        (
+            level("{type: Limited, limited: {lendablePercent: 101, limitResponse: {type: Reject}}}"),
+            r#"PriorityLevelConfiguration "bad": spec.limited.lendablePercent: Invalid value: 101: must be between 0 and 100, inclusive"#,
+        ),
+        (
+            level("{type: Limited, limited: {borrowingLimitPercent: -1, limitResponse: {type: Reject}}}"),
+            r#"PriorityLevelConfiguration "bad": spec.limited.borrowingLimitPercent: Invalid value: -1: must be between 0 and 100, inclusive"#,
+        ),
+        (
+            level("{type: Limited, limited: {}}"),
+            r#"PriorityLevelConfiguration "bad": spec.limited.limitResponse: Required value"#,
+        ),
+        (
+            level("{type: Limited, limited: {limitResponse: {type: Reject, queuing: {}}}}"),
+            r#"PriorityLevelConfiguration "bad": spec.limited.limitResponse.queuing: Forbidden: must be nil if limited.limitResponse.type is not Limited"#,
+        ),
+        (
+            level("{type: Limited, limited: {limitResponse: {type: Queue}}}"),
+            r#"PriorityLevelConfiguration "bad": spec.limited.limitResponse.queuing: Required value: must not be empty if limited.limitResponse.type is Limited"#,
+        ),
+        (
+            level("{type: Limited, limited: {limitResponse: {type: Queue, queuing: {queues: -1}}}}"),
+            r#"PriorityLevelConfiguration "bad": spec.limited.limitResponse.queuing.queues: Invalid value: -1: must be positive"#,
+        ),
+        (
+            level("{type: Limited, limited: {limitResponse: {type: Queue, queuing: {queues: 4, handSize: 5}}}}"),
+            r#"PriorityLevelConfiguration "bad": spec.limited.limitResponse.queuing.handSize: Invalid value: 5: should not be greater than queues (4)"#,
+        ),
+        (
+            level("{type: Limited, limited: {limitResponse: {type: Queue, queuing: {queues: 128, handSize: 10}}}}"),
+            r#"PriorityLevelConfiguration "bad": spec.limited.limitResponse.queuing.handSize: Invalid value: 10: required entropy bits of deckSize 128 and handSize 10 should not be greater than 60"#,
+        ),
+        (
+            level("{type: Limited, limited: {limitResponse: {type: Drop}}}"),
+            r#"PriorityLevelConfiguration "bad": spec.limited.limitResponse.type: Unsupported value: "Drop": supported values: "Queue", "Reject""#,
+        ),
+        (
+            level("{type: Sometimes}"),
+            r#"PriorityLevelConfiguration "bad": spec.type: Unsupported value: "Sometimes": supported values: "Exempt", "Limited""#,
+        ),
+        (
+            level("{type: Limited, limited: {nominalConcurrencyShares: -1, limitResponse: {type: Reject}}}"),
+            r#"PriorityLevelConfiguration "bad": spec.limited.nominalConcurrencyShares: Invalid value: -1: must be a non-negative integer"#,
+        ),
+        (
+            object("FlowSchema", "{name: bad}", ""),
+            r#"FlowSchema "bad": spec: Required value"#,
+        ),
+        (
+            schema("{priorityLevelConfiguration: {name: x}, matchingPrecedence: 10001}"),
+            r#"FlowSchema "bad": spec.matchingPrecedence: Invalid value: 10001: must be between 1 and 10000, inclusive"#,
+        ),
+        (
+            schema("{priorityLevelConfiguration: {name: ''}}"),
+            r#"FlowSchema "bad": spec.priorityLevelConfiguration.name: Required value"#,
+        ),
+        (
+            schema("{priorityLevelConfiguration: {name: x}, distinguisherMethod: {type: ByColour}}"),
+            r#"FlowSchema "bad": spec.distinguisherMethod.type: Unsupported value: "ByColour": supported values: "ByNamespace", "ByUser""#,
+        ),
+        (
+            rule("{subjects: []}"),
+            r#"FlowSchema "bad": spec.rules[0].rules.subjects: Required value"#,
+        ),
+        (
+            rule("{subjects: [{kind: Robot}], nonResourceRules: [{verbs: [get], nonResourceURLs: [/x]}]}"),
+            r#"FlowSchema "bad": spec.rules[0].subjects.kind: Unsupported value: "Robot": supported values: "Group", "ServiceAccount", "User""#,
+        ),
+        (
+            rule("{subjects: [{kind: User}], nonResourceRules: [{verbs: [get], nonResourceURLs: [/x]}]}"),
+            r#"FlowSchema "bad": spec.rules[0].subjects.user.name: Required value"#,
+        ),
+        (
+            rule("{subjects: [{kind: Group, group: {name: ''}}], nonResourceRules: [{verbs: [get], nonResourceURLs: [/x]}]}"),
+            r#"FlowSchema "bad": spec.rules[0].subjects.group.name: Required value"#,
+        ),
+        (
+            rule("{subjects: [{kind: ServiceAccount}], nonResourceRules: [{verbs: [get], nonResourceURLs: [/x]}]}"),
+            r#"FlowSchema "bad": spec.rules[0].subjects.serviceAccount: Required value"#,
+        ),
+        (
+            rule("{subjects: [{kind: ServiceAccount, serviceAccount: {namespace: '', name: a}}], nonResourceRules: [{verbs: [get], nonResourceURLs: [/x]}]}"),
+            r#"FlowSchema "bad": spec.rules[0].subjects.serviceAccount.namespace: Required value"#,
+        ),
+        (
+            rule("{subjects: [{kind: ServiceAccount, serviceAccount: {namespace: n, name: ''}}], nonResourceRules: [{verbs: [get], nonResourceURLs: [/x]}]}"),
+            r#"FlowSchema "bad": spec.rules[0].subjects.serviceAccount.name: Required value"#,
+        ),
+        (
+            rule(&format!("{{{group}}}")),
+            r#"FlowSchema "bad": spec.rules[0].rules: Required value: at least one of resourceRules and nonResourceRules has to be non-empty"#,
+        ),
+        (
+            rule(&format!("{{{group}, resourceRules: [{{verbs: [], apiGroups: [''], resources: [pods], clusterScope: true}}]}}")),
+            r#"FlowSchema "bad": spec.rules[0].resourceRules.verbs: Required value"#,
+        ),
+        (
+            rule(&format!("{{{group}, resourceRules: [{{verbs: ['*', get], apiGroups: [''], resources: [pods], clusterScope: true}}]}}")),
+            r#"FlowSchema "bad": spec.rules[0].resourceRules.verbs: if '*' is present, must not specify other values"#,
+        ),
+        (
+            rule(&format!("{{{group}, resourceRules: [{{verbs: [get], apiGroups: [''], resources: [pods]}}]}}")),
+            r#"FlowSchema "bad": spec.rules[0].resourceRules.namespaces: Required value: resource rules that are not cluster scoped must supply at least one namespace"#,
+        ),
+        (
+            rule(&format!("{{{group}, resourceRules: [{{verbs: [get], apiGroups: [''], resources: [pods], namespaces: []}}]}}")),
+            r#"FlowSchema "bad": spec.rules[0].resourceRules.namespaces: Required value: resource rules that are not cluster scoped must supply at least one namespace"#,
+        ),
+        (
+            rule(&format!("{{{group}, nonResourceRules: [{{verbs: [get], nonResourceURLs: [healthz]}}]}}")),
+            r#"FlowSchema "bad": spec.rules[0].nonResourceRules.nonResourceURLs: Invalid value: "healthz": must start with slash"#,
+        ),
+        (
+            rule(&format!("{{{group}, nonResourceRules: [{{verbs: [get], nonResourceURLs: ['/a b']}}]}}")),
+            r#"FlowSchema "bad": spec.rules[0].nonResourceRules.nonResourceURLs: Invalid value: "/a b": must not contain white-space"#,
+        ),
+        (
+            rule(&format!("{{{group}, nonResourceRules: [{{verbs: [get], nonResourceURLs: ['/a//b']}}]}}")),
+            r#"FlowSchema "bad": spec.rules[0].nonResourceRules.nonResourceURLs: Invalid value: "/a//b": must not contain double slash"#,
+        ),
+        (
+            rule(&format!("{{{group}, nonResourceRules: [{{verbs: [get], nonResourceURLs: ['/a*']}}]}}")),
+            r#"FlowSchema "bad": spec.rules[0].nonResourceRules.nonResourceURLs: Invalid value: "/a*": wildcard can only do suffix glob matching"#,
+        ),
+    ];
+    let mut wrong = Vec::new();
+    for (yaml, wanted) in &cases {
+        let message = error_of(yaml);
+        if message != *wanted {
+            wrong.push(format!("{message}\n  wanted {wanted}"));
+        }
+    }
+    assert!(wrong.is_empty(), "\n{}", wrong.join("\n"));
+}

@@ -3,8 +3,8 @@
 
 use super::inputs::{fixtures, kube_openapi_dir, kube_openapi_inputs, realistic_inputs, reprepare};
 use super::*;
-use crate::hash::sha512_upper_hex;
 use crate::v2::*;
+use apiagg_apis::sha512_upper_hex;
 
 const META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.";
 

@@ -1,7 +1,7 @@
 //! Priorities kube-apiserver gives the APIServices it registers for its built-in groups.
 
 /// kube-apiserver's `groupPriorityMinimum` of its built-in groups (core `""` is 18000), the
-/// table [`builtin_priority`] and [`crate::ownership`] read.
+/// table [`builtin_priority`] reads (and `apiagg-config` for the groups it keeps for Kubernetes).
 pub const GROUP_PRIORITIES: &[(&str, i32)] = &[
     ("apps", 17800),
     ("events.k8s.io", 17750),

@@ -6,11 +6,12 @@ use std::fmt;
 
 use serde_json::{json, Value};
 
-use super::{
-    prepare_create, prepare_status_update, prepare_update, unknown_fields, PatchKind, WriteError,
-};
-use crate::apiservice::FieldError;
+use apiagg_apis::FieldError;
+
+use crate::error::{Result, WriteError};
 use crate::managed_fields::{self, Subresource, Writer, API_VERSION, MANAGER_MAX_LENGTH};
+use crate::patch::PatchKind;
+use crate::prepare::{prepare_create, prepare_status_update, prepare_update, unknown_fields};
 
 /// What a write does with fields an APIService does not have (`fieldValidation`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -47,7 +48,7 @@ pub struct WriteOptions {
 }
 
 /// Options kube-apiserver refuses: `Invalid` (422) on `<Kind>Options.meta.k8s.io`. Not
-/// retryable as is.
+/// retryable: the query must change.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub struct OptionsError {
     /// `CreateOptions`, `UpdateOptions` or `PatchOptions`.
@@ -167,21 +168,24 @@ impl WriteOptions {
     }
 }
 
-/// An object ready for the store, and the warnings for the client (`unknown field "spec.foo"`).
+/// Texts for the client's `Warning` headers, one per header (`unknown field "spec.foo"`).
+type Warnings = Vec<String>;
+
+/// An object ready for the store, and the warnings for the client.
 #[derive(Debug, Clone)]
 pub struct Prepared {
     /// The object to store.
     pub object: Value,
     /// One text per `Warning` header.
-    pub warnings: Vec<String>,
+    pub warnings: Warnings,
 }
 
 /// The unknown fields of `value` as warnings; with `Strict`, the refusal.
-fn unknown(value: &Value, validation: FieldValidation) -> Result<Vec<String>, WriteError> {
+fn unknown(value: &Value, validation: FieldValidation) -> Result<Warnings> {
     if validation == FieldValidation::Ignore {
         return Ok(Vec::new());
     }
-    let texts: Vec<String> = unknown_fields(value)
+    let texts: Warnings = unknown_fields(value)
         .iter()
         .map(|f| format!("unknown field {f:?}"))
         .collect();
@@ -199,12 +203,7 @@ fn requested(body: &Value) -> Option<&Value> {
 }
 
 /// A create (POST): the strategy's object, every field it sets owned by the writer.
-pub fn create(
-    body: &Value,
-    uid: &str,
-    now: &str,
-    options: &WriteOptions,
-) -> Result<Prepared, WriteError> {
+pub fn create(body: &Value, uid: &str, now: &str, options: &WriteOptions) -> Result<Prepared> {
     let warnings = unknown(body, options.validation)?;
     let mut object = prepare_create(body, uid, now)?;
     let writer = Writer {
@@ -224,7 +223,7 @@ pub fn update(
     subresource: Subresource,
     now: &str,
     options: &WriteOptions,
-) -> Result<Prepared, WriteError> {
+) -> Result<Prepared> {
     let warnings = unknown(body, options.validation)?;
     let mut object = match subresource {
         Subresource::Main => prepare_update(old, body)?,
@@ -249,7 +248,7 @@ pub fn apply(
     subresource: Subresource,
     now: &str,
     options: &WriteOptions,
-) -> Result<Prepared, WriteError> {
+) -> Result<Prepared> {
     let config = parse_applied(body, name)?;
     let writer = Writer {
         manager: &options.manager,
@@ -270,10 +269,10 @@ pub fn apply(
 }
 
 /// The applied configuration: an `apiregistration.k8s.io/v1` APIService named as the URL.
-fn parse_applied(body: &[u8], name: &str) -> Result<Value, WriteError> {
+fn parse_applied(body: &[u8], name: &str) -> Result<Value> {
     let bad = |e: &dyn fmt::Display| WriteError::BadRequest(format!("error decoding YAML: {e}"));
     let text = std::str::from_utf8(body).map_err(|e| bad(&e))?;
-    let config = super::bounded::yaml_value(text, "error decoding YAML: ")?;
+    let config = crate::bounded::yaml_value(text, "error decoding YAML: ")?;
     if !config.is_object() {
         return Err(bad(&"the applied configuration is not an object"));
     }

@@ -58,8 +58,9 @@ fn forbidden(field: &str, detail: &str) -> FieldError {
     }
 }
 
-/// All field errors of one APIService, shown the way kubectl prints them.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// All field errors of one APIService, shown the way kubectl prints them (`Invalid`, 422). Not
+/// retryable: the object must change.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub struct ValidationErrors {
     /// The object's name (may be empty).
     pub name: String,
@@ -79,7 +80,8 @@ impl fmt::Display for ValidationErrors {
     }
 }
 
-impl std::error::Error for ValidationErrors {}
+/// The result of a validation.
+type Result<T, E = ValidationErrors> = std::result::Result<T, E>;
 
 /// Fills the defaults the API server applies (`spec.service.port = 443`).
 pub fn apply_defaults(api_service: &mut APIService) {
@@ -115,7 +117,7 @@ fn is_valid_path_segment(value: &str) -> bool {
 }
 
 /// Validates an APIService (after [`apply_defaults`]) with the rules and messages of spec §1.3.
-pub fn validate(api_service: &APIService) -> Result<(), ValidationErrors> {
+pub fn validate(api_service: &APIService) -> Result<()> {
     let name = api_service.metadata.name.clone().unwrap_or_default();
     let mut errors = Vec::new();
     let default_spec = APIServiceSpec::default();

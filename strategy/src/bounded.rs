@@ -10,7 +10,7 @@ use std::fmt;
 use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Number, Value};
 
-use super::WriteError;
+use crate::error::{Result, WriteError};
 
 /// Largest object a write may produce, and the copy budget of one JSON Patch (the API's request
 /// body limit, 3 MiB).
@@ -20,7 +20,7 @@ pub const MAX_JSON_PATCH_OPERATIONS: usize = 10_000;
 
 /// The JSON-text size of `value` when it is at most `budget` bytes, else `None` (the walk stops
 /// as soon as the budget is spent).
-pub fn size_within(value: &Value, budget: usize) -> Option<usize> {
+pub(crate) fn size_within(value: &Value, budget: usize) -> Option<usize> {
     let mut left = budget;
     let mut stack: Vec<&Value> = vec![value];
     while let Some(v) = stack.pop() {
@@ -43,7 +43,7 @@ pub fn size_within(value: &Value, budget: usize) -> Option<usize> {
 }
 
 /// Refuses a result larger than [`MAX_OBJECT_BYTES`] (`RequestEntityTooLarge`, 413).
-pub fn check_size(value: &Value) -> Result<(), WriteError> {
+pub(crate) fn check_size(value: &Value) -> Result<()> {
     match size_within(value, MAX_OBJECT_BYTES) {
         Some(_) => Ok(()),
         None => Err(WriteError::TooLarge(format!(
@@ -55,7 +55,7 @@ pub fn check_size(value: &Value) -> Result<(), WriteError> {
 /// Applies an RFC 6902 patch to `target` operation by operation, refusing more than
 /// [`MAX_JSON_PATCH_OPERATIONS`] operations and `copy` operations that together add more than
 /// [`MAX_OBJECT_BYTES`] (each measured before it runs).
-pub fn json_patch(target: &mut Value, body: &[u8]) -> Result<(), WriteError> {
+pub(crate) fn json_patch(target: &mut Value, body: &[u8]) -> Result<()> {
     let bad = |e: &dyn fmt::Display| WriteError::BadRequest(e.to_string());
     let patch: json_patch::Patch = serde_json::from_slice(body).map_err(|e| bad(&e))?;
     let count = patch.0.len();
@@ -90,7 +90,7 @@ pub fn json_patch(target: &mut Value, body: &[u8]) -> Result<(), WriteError> {
 /// Parses YAML (or JSON) into a value, refusing documents whose expansion (aliases replayed)
 /// would take more than [`MAX_OBJECT_BYTES`] of memory: the parse stops there. `what` prefixes
 /// other YAML errors.
-pub fn yaml_value(text: &str, what: &str) -> Result<Value, WriteError> {
+pub(crate) fn yaml_value(text: &str, what: &str) -> Result<Value> {
     let left = Cell::new(MAX_OBJECT_BYTES);
     let exceeded = Cell::new(false);
     let seed = Node {

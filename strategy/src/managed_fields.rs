@@ -130,16 +130,21 @@ impl Conflicts {
     }
 }
 
-/// Why an apply is refused. Neither is retryable as is.
+/// Why an apply is refused.
 #[derive(Debug, thiserror::Error)]
 pub enum ApplyError {
-    /// Fields owned by other managers would change (`Conflict`, 409); retry with `force`.
+    /// Fields owned by other managers would change (`Conflict`, 409). Not retryable as is:
+    /// retry with `force`, or without those fields.
     #[error("{0}")]
     Conflicts(Conflicts),
-    /// The configuration cannot be applied (`BadRequest`, 400).
+    /// The configuration cannot be applied (`BadRequest`, 400). Not retryable: the
+    /// configuration must change.
     #[error("{0}")]
     BadRequest(String),
 }
+
+/// The result of an apply.
+type Result<T, E = ApplyError> = std::result::Result<T, E>;
 
 /// The object an API type starts from when it is created: Go's zero APIService as
 /// kube-apiserver's converter sees it (the two priorities present, at 0).
@@ -223,12 +228,7 @@ pub fn update(live: Option<&Value>, new: &mut Value, requested: Option<&Value>, 
 /// Applies `config` (an applied configuration, already parsed) by `writer` to `live` (`None`
 /// when the object does not exist yet): returns the merged object, before the strategy, with
 /// its `metadata.managedFields` set. `force` moves conflicting fields instead of refusing.
-pub fn apply(
-    live: Option<&Value>,
-    config: &Value,
-    writer: &Writer,
-    force: bool,
-) -> Result<Value, ApplyError> {
+pub fn apply(live: Option<&Value>, config: &Value, writer: &Writer, force: bool) -> Result<Value> {
     if managed(config).is_some_and(|m| !m.is_null()) {
         return Err(ApplyError::BadRequest(
             "metadata.managedFields must be nil".into(),

@@ -1,10 +1,11 @@
 //! The four patch formats kubectl sends, applied to the stored object (server-side apply as a
 //! plain merge is kept for callers that want no field ownership; the API applies through
-//! [`super::apply`]).
+//! [`crate::apply`]).
 
 use serde_json::{json, Value};
 
-use super::{bounded, WriteError};
+use crate::bounded;
+use crate::error::{Result, WriteError};
 
 /// How a PATCH body is to be applied.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,7 +22,7 @@ pub enum PatchKind {
 
 impl PatchKind {
     /// The kind a `Content-Type` names.
-    pub fn from_content_type(content_type: &str) -> Result<PatchKind, WriteError> {
+    pub fn from_content_type(content_type: &str) -> Result<PatchKind> {
         let base = content_type.split(';').next().unwrap_or("").trim();
         match base {
             "application/json-patch+json" => Ok(PatchKind::Json),
@@ -34,8 +35,8 @@ impl PatchKind {
 }
 
 /// Applies a patch body to `current` (the stored object), returning the patched object; bounded
-/// as [`bounded`] says (`TooLarge` beyond).
-pub fn apply_patch(current: &Value, kind: PatchKind, body: &[u8]) -> Result<Value, WriteError> {
+/// as `bounded` says (`TooLarge` beyond).
+pub fn apply_patch(current: &Value, kind: PatchKind, body: &[u8]) -> Result<Value> {
     let bad = |e: &dyn std::fmt::Display| WriteError::BadRequest(e.to_string());
     let mut target = current.clone();
     match kind {

@@ -1,56 +1,12 @@
 //! What the API server does to an APIService on its way into storage (spec §1.4): create wipes
 //! status (a local APIService is born `Available=True/Local`), update keeps the stored status,
-//! a `/status` update keeps spec and metadata; plus the patch formats kubectl sends, and the
-//! API's writes as a whole ([`create`], [`update`], [`apply`]: options, field ownership in
-//! `metadata.managedFields`, unknown-field warnings). Pure: the caller supplies the time, the UID
-//! and the stored object.
-
-pub mod bounded;
-mod patch;
-mod writes;
+//! a `/status` update keeps spec and metadata.
 
 use serde_json::{json, Map, Value};
 
-use crate::apiservice::{self, APIService, ValidationErrors};
-use crate::managed_fields::{ApplyError, Conflicts};
+use apiagg_apis::{apply_defaults, validate, APIService, FieldError, ValidationErrors};
 
-pub use patch::{apply_patch, PatchKind};
-pub use writes::{
-    apply, create, update, FieldValidation, OptionsError, Prepared, Verb, WriteOptions,
-};
-
-/// Why a write is refused; each maps to a Kubernetes Status reason. None is retryable as is.
-#[derive(Debug, thiserror::Error)]
-pub enum WriteError {
-    /// The object breaks a validation rule (`Invalid`, 422).
-    #[error(transparent)]
-    Invalid(#[from] ValidationErrors),
-    /// The body is not an APIService, or the patch does not apply (`BadRequest`, 400).
-    #[error("{0}")]
-    BadRequest(String),
-    /// The patch content type is not one of the four kubectl uses (`UnsupportedMediaType`, 415).
-    #[error("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json")]
-    UnsupportedPatch,
-    /// An apply would change fields other managers own (`Conflict`, 409); retry with `force`.
-    #[error("{0}")]
-    Conflict(Conflicts),
-    /// The patch or its result exceeds a limit (`RequestEntityTooLarge`, 413): too many JSON
-    /// Patch operations, copies or alias expansion beyond the body limit.
-    #[error("{0}")]
-    TooLarge(String),
-    /// The request options are refused (`Invalid` on `*Options.meta.k8s.io`, 422).
-    #[error(transparent)]
-    Options(#[from] OptionsError),
-}
-
-impl From<ApplyError> for WriteError {
-    fn from(e: ApplyError) -> WriteError {
-        match e {
-            ApplyError::Conflicts(c) => WriteError::Conflict(c),
-            ApplyError::BadRequest(m) => WriteError::BadRequest(m),
-        }
-    }
-}
+use crate::error::{Result, WriteError};
 
 /// A condition as the API writes it.
 pub fn condition(status: &str, reason: &str, message: &str, now: &str) -> Value {
@@ -59,7 +15,7 @@ pub fn condition(status: &str, reason: &str, message: &str, now: &str) -> Value 
 }
 
 /// Parses a JSON body as an APIService, defaulted and validated.
-pub fn decode(value: &Value) -> Result<APIService, WriteError> {
+pub fn decode(value: &Value) -> Result<APIService> {
     let kind = value
         .get("kind")
         .and_then(Value::as_str)
@@ -75,8 +31,8 @@ pub fn decode(value: &Value) -> Result<APIService, WriteError> {
     }
     let mut object: APIService = serde_json::from_value(value.clone())
         .map_err(|e| WriteError::BadRequest(format!("not a valid APIService: {e}")))?;
-    apiservice::apply_defaults(&mut object);
-    apiservice::validate(&object)?;
+    apply_defaults(&mut object);
+    validate(&object)?;
     Ok(object)
 }
 
@@ -136,7 +92,7 @@ fn metadata(value: &mut Value) -> Option<&mut Map<String, Value>> {
 }
 
 /// The object to store for a create: validated, status reset, metadata set by the server.
-pub fn prepare_create(body: &Value, uid: &str, now: &str) -> Result<Value, WriteError> {
+pub fn prepare_create(body: &Value, uid: &str, now: &str) -> Result<Value> {
     let object = decode(body)?;
     let local = object.spec.as_ref().is_none_or(|s| s.service.is_none());
     let mut value = to_value(&object);
@@ -162,7 +118,7 @@ pub fn prepare_create(body: &Value, uid: &str, now: &str) -> Result<Value, Write
 
 /// The object to store for an update of the main resource: status and server-set metadata come
 /// from `old`; `generation` grows when the spec changed.
-pub fn prepare_update(old: &Value, body: &Value) -> Result<Value, WriteError> {
+pub fn prepare_update(old: &Value, body: &Value) -> Result<Value> {
     let object = decode(body)?;
     let mut value = to_value(&object);
     let spec_changed = value.get("spec") != old.get("spec");
@@ -172,7 +128,7 @@ pub fn prepare_update(old: &Value, body: &Value) -> Result<Value, WriteError> {
 }
 
 /// The object to store for an update of `/status`: only `status` comes from the body.
-pub fn prepare_status_update(old: &Value, body: &Value) -> Result<Value, WriteError> {
+pub fn prepare_status_update(old: &Value, body: &Value) -> Result<Value> {
     for condition in body["status"]["conditions"]
         .as_array()
         .into_iter()
@@ -182,7 +138,7 @@ pub fn prepare_status_update(old: &Value, body: &Value) -> Result<Value, WriteEr
         if !matches!(status, "True" | "False" | "Unknown") {
             return Err(WriteError::Invalid(ValidationErrors {
                 name: old["metadata"]["name"].as_str().unwrap_or("").to_string(),
-                errors: vec![apiservice::FieldError {
+                errors: vec![FieldError {
                     field: "status.conditions[].status".into(),
                     kind: format!("Unsupported value: {status:?}"),
                     detail: "supported values: \"False\", \"True\", \"Unknown\"".into(),
@@ -222,6 +178,3 @@ fn keep_server_metadata(old: &Value, value: &mut Value, spec_changed: bool) {
     };
     meta.insert("generation".into(), json!(generation));
 }
-
-#[cfg(test)]
-mod tests;

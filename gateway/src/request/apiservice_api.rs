@@ -17,7 +17,7 @@ use crate::state::Gateway;
 
 /// Largest request body the API reads (kube-apiserver's limit is 3 MiB; patches and applies are
 /// bounded by the same figure).
-const BODY_LIMIT: usize = apiagg_config::strategy::bounded::MAX_OBJECT_BYTES;
+const BODY_LIMIT: usize = apiagg_strategy::MAX_OBJECT_BYTES;
 
 /// The config file's APIServices, each with its current `Available` condition.
 fn declared_with_status(gateway: &Gateway) -> Vec<Value> {

@@ -2,15 +2,14 @@
 //! `/version` (without a delegate), and legacy and aggregated discovery (spec §5, §6.7).
 
 use apiagg_discovery as discovery;
-use apiagg_discovery::{AggregatedDocs, NegotiateOptions};
-use arc_swap::ArcSwapOption;
+use apiagg_discovery::NegotiateOptions;
 use bytes::Bytes;
 use pingora_http::RequestHeader;
 
 use super::reply::{self, Reply};
 use crate::backends::RouteTable;
 use crate::observe::{health_answer, HealthEndpoint, Lifecycle, Metrics};
-use crate::state::StatusBook;
+use crate::state::{Discovery, StatusBook};
 
 fn header<'a>(req: &'a RequestHeader, name: &str) -> Option<&'a str> {
     req.headers.get(name).and_then(|v| v.to_str().ok())
@@ -73,7 +72,7 @@ fn not_acceptable(e: &discovery::NotAcceptable) -> Reply {
 pub fn apis(
     req: &RequestHeader,
     routes: &RouteTable,
-    aggregated: &ArcSwapOption<AggregatedDocs>,
+    aggregated: &Discovery,
     options: &NegotiateOptions,
     slash: bool,
 ) -> Reply {
@@ -88,7 +87,7 @@ pub fn apis(
     };
     let reply = match negotiated {
         discovery::Negotiated::Legacy => document(req, &routes.legacy.apis, false),
-        discovery::Negotiated::Aggregated { version, .. } => match aggregated.load().as_deref() {
+        discovery::Negotiated::Aggregated { version, .. } => match aggregated.guard().as_deref() {
             Some(docs) => document(req, docs.get(version), true),
             None => reply::mux_incomplete_reply(),
         },

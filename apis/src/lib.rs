@@ -1,0 +1,22 @@
+//! What every apiagg crate needs to know about APIServices, and nothing else: the
+//! `apiregistration.k8s.io/v1` APIService object with kube-apiserver's defaulting and validation
+//! (spec §1.3), the kube-aware order of versions and APIServices (spec §2), the priorities
+//! kube-apiserver gives its built-in groups, and the content hash used for ETags and OpenAPI v3
+//! `hash` values.
+//!
+//! Pure and small on purpose: `apiagg-discovery` and `apiagg-openapi-merge` depend on this crate
+//! only, so they build without the config loader (YAML, kube-client) or the write strategy
+//! (JSON Patch). The modules are private; every item has one path, at the crate root.
+
+mod apiservice;
+mod content_hash;
+mod priorities;
+mod version;
+
+pub use apiservice::{
+    apply_defaults, validate, APIService, APIServiceSpec, FieldError, ServiceReference,
+    ValidationErrors, DEFAULT_SERVICE_PORT, GROUP_VERSION,
+};
+pub use content_hash::{sha512_upper_hex, strong_etag};
+pub use priorities::{builtin_priority, GROUP_PRIORITIES};
+pub use version::{compare_apiservices, compare_kube_aware, compare_versions};

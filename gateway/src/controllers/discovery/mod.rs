@@ -1,0 +1,190 @@
+//! The discovery controller: fetches every backend's discovery (one fetch per Service), keeps the
+//! last good document, merges it with the delegate's groups and publishes the aggregated `/apis`
+//! as precomputed bytes (spec §6.3–§6.6).
+//!
+//! The loop only schedules rounds. A round asks the pure [`plan::plan`] what to read, reads it
+//! ([`fetch`]), and publishes what the pure [`plan::entries`] merge into when it changed.
+
+mod fetch;
+mod plan;
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use apiagg_discovery::{render_merged, APIGroupDiscoveryList, AggregatedDocs};
+use async_trait::async_trait;
+use pingora_core::server::ShutdownWatch;
+use pingora_core::services::background::BackgroundService;
+
+use self::fetch::{fetch_local, fetch_service, ServiceState};
+use self::plan::{entries, plan, GvState};
+use super::targets::ServiceKey;
+use crate::backends::{Clients, RouteTable};
+use crate::observe::{Lifecycle, Metrics, Milestone, Repeats};
+use crate::state::{Publisher, Routes, StatusBook};
+
+/// How often a failure that goes on is logged again (with the count of repeats).
+const REPEAT_INTERVAL: Duration = Duration::from_secs(600);
+
+/// What the discovery controller works with.
+pub struct Handles {
+    /// The routes whose backends it reads.
+    pub routes: Routes,
+    /// The APIServices' conditions (an unavailable backend is `Stale`).
+    pub availability: Arc<StatusBook>,
+    /// The downloads' clients.
+    pub clients: Arc<Clients>,
+    /// The aggregated discovery's only writer.
+    pub published: Publisher<Option<Arc<AggregatedDocs>>>,
+    /// Start-up milestones.
+    pub lifecycle: Arc<Lifecycle>,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+    /// How often every backend is read again.
+    pub refresh: Duration,
+}
+
+/// Keeps the aggregated discovery document current.
+pub struct DiscoveryController {
+    routes: Routes,
+    availability: Arc<StatusBook>,
+    clients: Arc<Clients>,
+    published: Publisher<Option<Arc<AggregatedDocs>>>,
+    lifecycle: Arc<Lifecycle>,
+    metrics: Arc<Metrics>,
+    refresh: Duration,
+    /// Failing backends, logged when their failure starts or changes, then every ten minutes.
+    repeats: Repeats,
+}
+
+impl DiscoveryController {
+    /// A controller publishing `gateway`'s aggregated discovery.
+    pub fn new(handles: Handles) -> DiscoveryController {
+        let Handles {
+            routes,
+            availability,
+            clients,
+            published,
+            lifecycle,
+            metrics,
+            refresh,
+        } = handles;
+        DiscoveryController {
+            routes,
+            availability,
+            clients,
+            published,
+            lifecycle,
+            metrics,
+            refresh,
+            repeats: Repeats::new(REPEAT_INTERVAL),
+        }
+    }
+}
+
+/// State carried between rounds.
+#[derive(Default)]
+struct Rounds {
+    services: HashMap<ServiceKey, ServiceState>,
+    gvs: HashMap<String, GvState>,
+    local: Option<APIGroupDiscoveryList>,
+}
+
+impl DiscoveryController {
+    /// One full round: every Service and the delegate, concurrently; then merge and publish.
+    async fn round(&self, rounds: &mut Rounds) {
+        let routes = self.routes.load();
+        let plan = plan(&routes);
+        let clients = &*self.clients;
+        let repeats = &self.repeats;
+        let mut work = Vec::with_capacity(plan.services.len());
+        for target in &plan.services {
+            let mut state = rounds.services.remove(&target.key).unwrap_or_default();
+            let mut gvs: HashMap<String, GvState> = target
+                .apiservices
+                .iter()
+                .map(|api| {
+                    let state = rounds.gvs.get(&api.name).cloned().unwrap_or_default();
+                    (api.name.clone(), state)
+                })
+                .collect();
+            work.push(async move {
+                fetch_service(clients, target, &mut state, &mut gvs, repeats).await;
+                (target.key.clone(), state, gvs)
+            });
+        }
+        let local = async {
+            match &plan.delegate {
+                Some(delegate) => Some(fetch_local(clients, delegate).await),
+                None => None,
+            }
+        };
+        let (results, local) =
+            futures_util::future::join(futures_util::future::join_all(work), local).await;
+
+        rounds.gvs.clear();
+        for (key, state, gvs) in results {
+            rounds.services.insert(key, state);
+            rounds.gvs.extend(gvs);
+        }
+        rounds
+            .services
+            .retain(|key, _| plan.services.iter().any(|t| &t.key == key));
+        match local {
+            Some(Ok(list)) => rounds.local = Some(list),
+            Some(Err(e)) => tracing::warn!(
+                "discovery of the delegate failed, keeping the last good document: {e}"
+            ),
+            None => rounds.local = None,
+        }
+        self.publish(&routes, rounds);
+    }
+
+    /// Merges the current state and publishes it if it changed.
+    fn publish(&self, routes: &RouteTable, rounds: &Rounds) {
+        let entries = entries(&routes.registry, rounds.local.as_ref(), &rounds.gvs);
+        match render_merged(&entries) {
+            Ok(docs) => {
+                let current = self.published.current();
+                if current.as_ref().map(|d| &d.v2.etag) != Some(&docs.v2.etag) {
+                    self.published.publish(Some(Arc::new(docs)));
+                    self.metrics.discovery_aggregations.inc();
+                }
+            }
+            Err(e) => tracing::error!("cannot render aggregated discovery: {e}"),
+        }
+    }
+}
+
+#[async_trait]
+impl BackgroundService for DiscoveryController {
+    async fn start(&self, mut shutdown: ShutdownWatch) {
+        let mut rounds = Rounds::default();
+        let refresh = self.refresh;
+        let mut generation = self.routes.subscribe();
+        let mut availability = self.availability.subscribe();
+        let lifecycle = &self.lifecycle;
+        loop {
+            let delegate_ready = lifecycle.reached(Milestone::DelegateRegistered);
+            self.round(&mut rounds).await;
+            if delegate_ready && !lifecycle.reached(Milestone::DiscoverySynced) {
+                lifecycle.reach(Milestone::DiscoverySynced);
+                tracing::info!("first discovery round done");
+            }
+            tokio::select! {
+                _ = generation.changed() => {}
+                _ = availability.changed() => {
+                    // Publish the change at once; the round below refreshes the documents.
+                    self.publish(&self.routes.load(), &rounds);
+                }
+                _ = tokio::time::sleep(refresh) => {}
+                // The delegate's groups may be registered after the routes woke this loop.
+                () = lifecycle.until(Milestone::DelegateRegistered), if !delegate_ready => {}
+                _ = shutdown.changed() => return,
+            }
+        }
+    }
+}
