@@ -34,6 +34,7 @@ mod monitoring_rules;
 mod openapi;
 mod openapi_failures;
 mod overload;
+mod registry;
 mod sample_apiserver;
 mod sample_auth;
 mod secure_defaults;
