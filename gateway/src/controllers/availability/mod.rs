@@ -61,36 +61,14 @@ pub struct Handles {
 
 /// Keeps every APIService's availability current.
 pub struct AvailabilityController {
-    routes: Routes,
-    health: Arc<HealthBook>,
-    clients: Arc<Clients>,
-    book: Arc<StatusBook>,
-    metrics: Arc<Metrics>,
-    store: Arc<dyn Store>,
-    options: ProbeOptions,
+    /// What it works with.
+    handles: Handles,
 }
 
 impl AvailabilityController {
     /// A controller probing the endpoints of `gateway`'s routes as its options say.
     pub fn new(handles: Handles) -> Self {
-        let Handles {
-            routes,
-            health,
-            clients,
-            book,
-            metrics,
-            store,
-            options,
-        } = handles;
-        AvailabilityController {
-            routes,
-            health,
-            clients,
-            book,
-            metrics,
-            store,
-            options,
-        }
+        AvailabilityController { handles }
     }
 
     /// Probes every endpoint of every remote APIService once, on that APIService's own path,
@@ -109,7 +87,7 @@ impl AvailabilityController {
                 if !seen.insert(endpoint.health_key) {
                     continue;
                 }
-                match self.clients.endpoint(&upstream, i) {
+                match self.handles.clients.endpoint(&upstream, i) {
                     Ok(client) => probes.push((
                         client,
                         endpoint.health.clone(),
@@ -125,7 +103,7 @@ impl AvailabilityController {
         // The delegate's endpoints (an HA control plane) are probed on `/readyz`.
         if let Some(delegate) = &routes.delegate {
             for (i, endpoint) in delegate.endpoints.iter().enumerate() {
-                if let Ok(client) = self.clients.endpoint(delegate, i) {
+                if let Ok(client) = self.handles.clients.endpoint(delegate, i) {
                     probes.push((
                         client,
                         endpoint.health.clone(),
@@ -137,14 +115,14 @@ impl AvailabilityController {
         }
         // Spread the probes over half an interval so many backends do not burst at once.
         let spread = if spread {
-            self.options.interval / 2
+            self.handles.options.interval / 2
         } else {
             Duration::ZERO
         };
         let count = probes.len().max(1) as u32;
-        let timeout = self.options.timeout;
-        let threshold = self.options.failure_threshold;
-        let changed = &self.health.changed;
+        let timeout = self.handles.options.timeout;
+        let threshold = self.handles.options.failure_threshold;
+        let changed = &self.handles.health.changed;
         futures_util::future::join_all(probes.into_iter().enumerate().map(
             |(k, (client, health, path, url))| async move {
                 tokio::time::sleep(spread * k as u32 / count).await;
@@ -162,9 +140,10 @@ impl AvailabilityController {
             },
         ))
         .await;
-        self.health.retain(&routes.health_keys());
+        self.handles.health.retain(&routes.health_keys());
         let names = routes.registry.entries().iter().map(|e| e.name.as_str());
-        self.health
+        self.handles
+            .health
             .retain_apiservices(&names.chain(["delegate"]).collect());
     }
 }
@@ -172,8 +151,8 @@ impl AvailabilityController {
 #[async_trait]
 impl BackgroundService for AvailabilityController {
     async fn start(&self, mut shutdown: ShutdownWatch) {
-        let mut generation = self.routes.subscribe();
-        let mut tick = tokio::time::interval(self.options.interval);
+        let mut generation = self.handles.routes.subscribe();
+        let mut tick = tokio::time::interval(self.handles.options.interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut first = true;
         loop {
@@ -181,13 +160,13 @@ impl BackgroundService for AvailabilityController {
                 _ = tick.tick() => !std::mem::take(&mut first),
                 _ = generation.changed() => false,
                 // A failure seen by the proxy: publish it now, probe again on the next tick.
-                _ = self.health.changed.notified() => {
-                    self.publish(&self.routes.load());
+                _ = self.handles.health.changed.notified() => {
+                    self.publish(&self.handles.routes.load());
                     continue;
                 }
                 _ = shutdown.changed() => return,
             };
-            let routes = self.routes.load();
+            let routes = self.handles.routes.load();
             let round = self.probe_all(&routes, spread);
             tokio::pin!(round);
             // Health flips during the round (probes or proxied traffic) are published as they
@@ -195,7 +174,7 @@ impl BackgroundService for AvailabilityController {
             loop {
                 tokio::select! {
                     _ = &mut round => break,
-                    _ = self.health.changed.notified() => self.publish(&routes),
+                    _ = self.handles.health.changed.notified() => self.publish(&routes),
                     _ = shutdown.changed() => return,
                 }
             }
@@ -236,13 +215,13 @@ impl AvailabilityController {
     /// availability changed; then brings the stored APIServices' conditions up to date.
     fn publish(&self, routes: &RouteTable) {
         let now = now_rfc3339();
-        let previous: HashMap<_, _> = self.book.all().into_iter().collect();
+        let previous: HashMap<_, _> = self.handles.book.all().into_iter().collect();
         let evaluation = evaluate(&observe(routes), &previous, &now);
         if self.apply(evaluation) {
-            self.book.announce();
+            self.handles.book.announce();
         }
-        let (stored, _) = self.store.list();
-        let condition_of = |name: &str| self.book.get(name).map(|s| s.condition);
+        let (stored, _) = self.handles.store.list();
+        let condition_of = |name: &str| self.handles.book.get(name).map(|s| s.condition);
         let writes = status_writes(&stored, &routes.displaced, condition_of, &now);
         self.write_status(writes);
     }
@@ -251,7 +230,7 @@ impl AvailabilityController {
     /// whether some availability changed.
     fn apply(&self, evaluation: Evaluation) -> bool {
         let changed = evaluation.changed();
-        let metrics = &self.metrics;
+        let metrics = &self.handles.metrics;
         for update in evaluation.updates {
             let (name, c) = (&update.name, &update.status.condition);
             if update.flipped && c.reason == "Local" {
@@ -278,10 +257,10 @@ impl AvailabilityController {
             for url in &update.gone_endpoints {
                 metrics.forget_endpoint(name, url);
             }
-            self.book.insert(update.name, update.status);
+            self.handles.book.insert(update.name, update.status);
         }
         let gone: HashSet<&str> = evaluation.removed.iter().map(|(n, _)| n.as_str()).collect();
-        self.book.retain(|name| !gone.contains(name));
+        self.handles.book.retain(|name| !gone.contains(name));
         for (name, status) in &evaluation.removed {
             metrics.forget_apiservice(name, status.endpoints.iter().map(|e| e.url.as_str()));
         }
@@ -294,7 +273,7 @@ impl AvailabilityController {
         if writes.is_empty() {
             return;
         }
-        let store = self.store.clone();
+        let store = self.handles.store.clone();
         tokio::spawn(async move {
             for write in writes {
                 let StatusWrite {

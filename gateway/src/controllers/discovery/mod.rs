@@ -49,13 +49,8 @@ pub struct Handles {
 
 /// Keeps the aggregated discovery document current.
 pub struct DiscoveryController {
-    routes: Routes,
-    availability: Arc<StatusBook>,
-    clients: Arc<Clients>,
-    published: Publisher<Option<Arc<AggregatedDocs>>>,
-    lifecycle: Arc<Lifecycle>,
-    metrics: Arc<Metrics>,
-    refresh: Duration,
+    /// What it works with.
+    handles: Handles,
     /// Failing backends, logged when their failure starts or changes, then every ten minutes.
     repeats: Repeats,
 }
@@ -63,23 +58,8 @@ pub struct DiscoveryController {
 impl DiscoveryController {
     /// A controller publishing `gateway`'s aggregated discovery.
     pub fn new(handles: Handles) -> DiscoveryController {
-        let Handles {
-            routes,
-            availability,
-            clients,
-            published,
-            lifecycle,
-            metrics,
-            refresh,
-        } = handles;
         DiscoveryController {
-            routes,
-            availability,
-            clients,
-            published,
-            lifecycle,
-            metrics,
-            refresh,
+            handles,
             repeats: Repeats::new(REPEAT_INTERVAL),
         }
     }
@@ -96,9 +76,9 @@ struct Rounds {
 impl DiscoveryController {
     /// One full round: every Service and the delegate, concurrently; then merge and publish.
     async fn round(&self, rounds: &mut Rounds) {
-        let routes = self.routes.load();
+        let routes = self.handles.routes.load();
         let plan = plan(&routes);
-        let clients = &*self.clients;
+        let clients = &*self.handles.clients;
         let repeats = &self.repeats;
         let mut work = Vec::with_capacity(plan.services.len());
         for target in &plan.services {
@@ -148,10 +128,10 @@ impl DiscoveryController {
         let entries = entries(&routes.registry, rounds.local.as_ref(), &rounds.gvs);
         match render_merged(&entries) {
             Ok(docs) => {
-                let current = self.published.current();
+                let current = self.handles.published.current();
                 if current.as_ref().map(|d| &d.v2.etag) != Some(&docs.v2.etag) {
-                    self.published.publish(Some(Arc::new(docs)));
-                    self.metrics.discovery_aggregations.inc();
+                    self.handles.published.publish(Some(Arc::new(docs)));
+                    self.handles.metrics.discovery_aggregations.inc();
                 }
             }
             Err(e) => tracing::error!("cannot render aggregated discovery: {e}"),
@@ -163,10 +143,10 @@ impl DiscoveryController {
 impl BackgroundService for DiscoveryController {
     async fn start(&self, mut shutdown: ShutdownWatch) {
         let mut rounds = Rounds::default();
-        let refresh = self.refresh;
-        let mut generation = self.routes.subscribe();
-        let mut availability = self.availability.subscribe();
-        let lifecycle = &self.lifecycle;
+        let refresh = self.handles.refresh;
+        let mut generation = self.handles.routes.subscribe();
+        let mut availability = self.handles.availability.subscribe();
+        let lifecycle = &self.handles.lifecycle;
         loop {
             let delegate_ready = lifecycle.reached(Milestone::DelegateRegistered);
             self.round(&mut rounds).await;
@@ -178,7 +158,7 @@ impl BackgroundService for DiscoveryController {
                 _ = generation.changed() => {}
                 _ = availability.changed() => {
                     // Publish the change at once; the round below refreshes the documents.
-                    self.publish(&self.routes.load(), &rounds);
+                    self.publish(&self.handles.routes.load(), &rounds);
                 }
                 _ = tokio::time::sleep(refresh) => {}
                 // The delegate's groups may be registered after the routes woke this loop.

@@ -62,11 +62,8 @@ pub struct Handles {
 
 /// Keeps `/openapi/v2` and `/openapi/v3` current.
 pub struct OpenApiController {
-    routes: Routes,
-    clients: Arc<Clients>,
-    published: Publisher<Option<Arc<OpenApiDocs>>>,
-    lifecycle: Arc<Lifecycle>,
-    metrics: Arc<Metrics>,
+    /// What it works with.
+    handles: Handles,
     refresh: Duration,
     timeout: Duration,
     startup_timeout: Duration,
@@ -79,19 +76,8 @@ pub struct OpenApiController {
 impl OpenApiController {
     /// A controller publishing `gateway`'s OpenAPI documents.
     pub fn new(handles: Handles, options: &Options) -> OpenApiController {
-        let Handles {
-            routes,
-            clients,
-            published,
-            lifecycle,
-            metrics,
-        } = handles;
         OpenApiController {
-            routes,
-            clients,
-            published,
-            lifecycle,
-            metrics,
+            handles,
             refresh: options.openapi_refresh,
             timeout: options.openapi_timeout,
             startup_timeout: options.openapi_startup_timeout,
@@ -112,7 +98,7 @@ impl OpenApiController {
     /// The client of one source's next healthy endpoint.
     fn client(&self, label: &str, upstream: Option<&Arc<Upstream>>) -> Result<Client, Error> {
         let upstream = upstream.ok_or_else(|| FetchError::NoEndpoint(label.to_string()))?;
-        Ok(self.clients.pick(upstream)?)
+        Ok(self.handles.clients.pick(upstream)?)
     }
 
     /// Records how a source's download went: failures keep the last good documents and
@@ -128,7 +114,8 @@ impl OpenApiController {
                     label,
                     &format!("OpenAPI download failed, the last good documents stay: {why}"),
                 );
-                self.metrics
+                self.handles
+                    .metrics
                     .openapi_download_failures
                     .with_label_values(&[label])
                     .inc();
@@ -139,7 +126,7 @@ impl OpenApiController {
 
     /// Downloads what `scope` asks for, then publishes.
     async fn round(&self, sources: &mut Sources, scope: Scope) {
-        let routes = self.routes.load();
+        let routes = self.handles.routes.load();
         let plan = plan(&routes, sources, scope, Instant::now());
 
         let mut work = Vec::new();
@@ -193,8 +180,8 @@ impl OpenApiController {
             .local
             .as_ref()
             .is_none_or(|l| l.backoff.retry_at.is_none());
-        if delegate_done && !self.lifecycle.reached(Milestone::OpenApiSynced) {
-            self.lifecycle.reach(Milestone::OpenApiSynced);
+        if delegate_done && !self.handles.lifecycle.reached(Milestone::OpenApiSynced) {
+            self.handles.lifecycle.reach(Milestone::OpenApiSynced);
             tracing::info!("first OpenAPI merge published");
         }
     }
@@ -211,7 +198,7 @@ impl OpenApiController {
             let to_merge = v2.clone();
             match tokio::task::spawn_blocking(move || render_v2(&to_merge)).await {
                 Ok(rendered) => {
-                    let metrics = &self.metrics;
+                    let metrics = &self.handles.metrics;
                     metrics.openapi_v2_regenerations.inc();
                     metrics
                         .openapi_v2_regeneration_duration
@@ -229,7 +216,7 @@ impl OpenApiController {
 
         let v3 = render_v3(&v3);
 
-        let current = self.published.current();
+        let current = self.handles.published.current();
         let same = current.as_ref().is_some_and(|c| {
             c.v3_index_etag == v3.etag
                 && match (&c.v2, &sources.v2) {
@@ -242,9 +229,9 @@ impl OpenApiController {
             return;
         }
         if current.as_ref().is_none_or(|c| c.v3_index_etag != v3.etag) {
-            self.metrics.openapi_v3_index_regenerations.inc();
+            self.handles.metrics.openapi_v3_index_regenerations.inc();
         }
-        self.published.publish(Some(Arc::new(OpenApiDocs {
+        self.handles.published.publish(Some(Arc::new(OpenApiDocs {
             v2: sources.v2.clone(),
             v3_index: v3.index,
             v3_index_etag: v3.etag,
@@ -257,9 +244,9 @@ impl OpenApiController {
 impl BackgroundService for OpenApiController {
     async fn start(&self, mut shutdown: ShutdownWatch) {
         let mut sources = Sources::default();
-        let mut generation = self.routes.subscribe();
+        let mut generation = self.handles.routes.subscribe();
         // Readiness never waits longer than the start-up bound for a slow delegate.
-        let lifecycle = self.lifecycle.clone();
+        let lifecycle = self.handles.lifecycle.clone();
         let bound = self.startup_timeout;
         let startup = tokio::spawn(async move {
             tokio::time::sleep(bound).await;

@@ -79,15 +79,10 @@ pub struct Handles {
 
 /// Keeps the route table current.
 pub struct RegistryController {
-    routes: Publisher<Arc<RouteTable>>,
-    health: Arc<HealthBook>,
-    clients: Arc<Clients>,
-    lifecycle: Arc<Lifecycle>,
-    metrics: Arc<Metrics>,
-    store: Arc<dyn Store>,
+    /// What it works with.
+    handles: Handles,
     /// The cluster's Services, kept across delegate changes so resolution never starts over.
     cluster: Arc<SharedCluster>,
-    options: Options,
     path: PathBuf,
     /// The config installed by [`RegistryController::new`], taken by the loop.
     initial: Mutex<Option<(Arc<Loaded>, Names)>>,
@@ -120,33 +115,18 @@ impl RegistryController {
         sources: Sources,
         config: GatewayConfig,
     ) -> Result<RegistryController, Error> {
-        let Handles {
-            routes,
-            health,
-            clients,
-            lifecycle,
-            metrics,
-            store,
-            options,
-        } = handles;
         let controller = RegistryController {
-            routes,
-            health,
-            clients,
-            lifecycle,
-            metrics,
-            store,
+            handles,
             cluster: Arc::default(),
-            options,
             path,
             initial: Mutex::new(None),
         };
         let first = controller.install_first(sources, config);
         // A first config that fails is the caller's error to report (there is no previous
         // config to keep serving): counted here, not logged a second time.
-        count(&controller.metrics, &first);
+        count(&controller.handles.metrics, &first);
         *controller.initial.lock().unwrap_or_else(|e| e.into_inner()) = Some(first?);
-        controller.lifecycle.reach(Milestone::ConfigLoaded);
+        controller.handles.lifecycle.reach(Milestone::ConfigLoaded);
         Ok(controller)
     }
 
@@ -157,7 +137,7 @@ impl RegistryController {
     ) -> Result<(Arc<Loaded>, Names), Error> {
         let backends = Backends::load(
             &config,
-            &self.health,
+            &self.handles.health,
             &Names::resolve_now(&delegate_names(&config)),
         )?;
         let loaded = Arc::new(Loaded {
@@ -165,7 +145,7 @@ impl RegistryController {
             config: Arc::new(config),
             backends,
         });
-        let stored = stored::routable(self.store.as_ref());
+        let stored = stored::routable(self.handles.store.as_ref());
         let composed = compose(&RegistryInputs {
             config: &loaded.config,
             stored: &stored,
@@ -193,8 +173,8 @@ impl RegistryController {
             Arc::new(composed.registry),
             backends.delegate.clone(),
             backends.proxy_identity.as_deref(),
-            &self.health,
-            &self.metrics,
+            &self.handles.health,
+            &self.handles.metrics,
             names,
         )?;
         table.declared = Arc::new(composed.declared);
@@ -203,7 +183,7 @@ impl RegistryController {
             Some(_) => groups.map(Arc::from),
         };
         table.displaced = Arc::new(composed.displaced);
-        if !forced && same_routes(&table, &self.routes.current()) {
+        if !forced && same_routes(&table, &self.handles.routes.current()) {
             return Ok(());
         }
         let live = table
@@ -212,13 +192,13 @@ impl RegistryController {
             .iter()
             .map(|e| format!("{}/{}", e.group, e.version))
             .collect();
-        self.metrics.retain_group_versions(&live);
-        self.clients.retain(&table.endpoint_keys());
+        self.handles.metrics.retain_group_versions(&live);
+        self.handles.clients.retain(&table.endpoint_keys());
         for (kind, not_after) in backends.expiry(&table) {
-            self.metrics.certificate_expiry(kind, not_after);
+            self.handles.metrics.certificate_expiry(kind, not_after);
         }
-        self.routes.publish(Arc::new(table));
-        self.metrics.registered.set(count as i64);
+        self.handles.routes.publish(Arc::new(table));
+        self.handles.metrics.registered.set(count as i64);
         Ok(())
     }
 
@@ -227,15 +207,15 @@ impl RegistryController {
         let (loaded_tx, loaded_rx) = watch::channel(loaded);
         let config_file = ConfigFile {
             path: self.path.clone(),
-            health: self.health.clone(),
-            metrics: self.metrics.clone(),
-            interval: self.options.reload_interval,
+            health: self.handles.health.clone(),
+            metrics: self.handles.metrics.clone(),
+            interval: self.handles.options.reload_interval,
         };
-        let (stored, store_task) = stored::follow(self.store.clone());
+        let (stored, store_task) = stored::follow(self.handles.store.clone());
         let (groups, groups_task) = delegate::follow(
             loaded_rx.clone(),
-            self.clients.clone(),
-            self.options.delegate_refresh,
+            self.handles.clients.clone(),
+            self.handles.options.delegate_refresh,
         );
         Inputs {
             loaded: loaded_rx,
@@ -267,7 +247,12 @@ impl RegistryController {
         };
         if !same {
             *watch = wanted.and_then(|delegate| {
-                ClusterWatch::spawn(mode, delegate, self.clients.clone(), self.cluster.clone())
+                ClusterWatch::spawn(
+                    mode,
+                    delegate,
+                    self.handles.clients.clone(),
+                    self.cluster.clone(),
+                )
             });
         }
     }
@@ -278,7 +263,7 @@ impl RegistryController {
         let delegate_done = loaded.backends.delegate.is_none() || groups;
         let cluster_done = !cluster || self.cluster.lock().settled();
         if delegate_done && cluster_done {
-            self.lifecycle.reach(Milestone::DelegateRegistered);
+            self.handles.lifecycle.reach(Milestone::DelegateRegistered);
         }
     }
 }
