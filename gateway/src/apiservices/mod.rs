@@ -6,6 +6,7 @@
 
 mod answers;
 mod discovery;
+mod media;
 mod openapi;
 mod query;
 mod schemas;
@@ -92,6 +93,9 @@ impl Api<'_> {
             Ok(query) => query,
             Err(e) => return status(400, "BadRequest", &e.to_string(), None),
         };
+        if let Err(refused) = media::negotiate(req.accept) {
+            return refused;
+        }
         let info = req.info;
         if !info.namespace.is_empty() {
             // APIServices are cluster-scoped.

@@ -12,6 +12,7 @@ use apiagg_strategy::{self as strategy, PatchKind, Prepared, Verb, WriteError, W
 use serde_json::{json, Value};
 
 use super::answers::{done, new_uid, now, status, store_error, unavailable, warned, write_error};
+use super::media;
 use super::query::Query;
 use super::work::{self, WorkError};
 use super::{Answer, Api, ApiRequest, LocalGroupVersion};
@@ -58,11 +59,11 @@ async fn off_thread(
     })
 }
 
-/// The options and the JSON body of a create or an update.
+/// The options and the body (JSON or YAML) of a create or an update.
 fn read(verb: Verb, query: &Query, req: &ApiRequest<'_>) -> Result<(WriteOptions, Value), Answer> {
+    let format = media::body_format(req.content_type)?;
     let options = options(verb, query, req)?;
-    let value = serde_json::from_slice(req.body)
-        .map_err(|e| status(400, "BadRequest", &format!("invalid JSON: {e}"), None))?;
+    let value = media::parse(format, req.body).map_err(|e| status(400, "BadRequest", &e, None))?;
     Ok((options, value))
 }
 

@@ -1,0 +1,150 @@
+//! Media types of the APIService API, negotiated as kube-apiserver negotiates them, for a
+//! server that writes JSON and reads JSON or YAML: a body in any other format (CBOR, protobuf)
+//! is refused with 415, on which clients send it again as JSON (client-go's CBOR fallback); an
+//! `Accept` that allows no JSON is refused with 406. Both refusals are `Status` objects in JSON,
+//! which every client reads.
+
+use serde_json::Value;
+
+use super::answers::status;
+use super::Answer;
+
+/// The request body formats the API reads, in kube-apiserver's order.
+const READABLE: &str = "application/json, application/yaml";
+
+/// The answer formats the API writes.
+const WRITABLE: &str = "application/json";
+
+/// How a request body is written (`Content-Type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyFormat {
+    /// JSON (also when no `Content-Type` is sent, as upstream).
+    Json,
+    /// YAML (`kubectl create --raw` with a YAML file, curl users).
+    Yaml,
+}
+
+/// The format of a create or replace body; 415 for one the API cannot read.
+pub fn body_format(content_type: &str) -> Result<BodyFormat, Answer> {
+    match base(content_type).as_str() {
+        "" | "application/json" => Ok(BodyFormat::Json),
+        "application/yaml" => Ok(BodyFormat::Yaml),
+        _ => Err(status(
+            415,
+            "UnsupportedMediaType",
+            &format!(
+                "the body of the request was in an unknown format - accepted media types include: {READABLE}"
+            ),
+            None,
+        )),
+    }
+}
+
+/// Reads a create or replace body in `format`.
+pub fn parse(format: BodyFormat, body: &[u8]) -> Result<Value, String> {
+    match format {
+        BodyFormat::Json => serde_json::from_slice(body).map_err(|e| format!("invalid JSON: {e}")),
+        BodyFormat::Yaml => {
+            serde_yaml_ng::from_slice(body).map_err(|e| format!("invalid YAML: {e}"))
+        }
+    }
+}
+
+/// `Ok` when `accept` allows a JSON answer (no `Accept` allows anything); otherwise the 406.
+pub fn negotiate(accept: &str) -> Result<(), Answer> {
+    if accept.trim().is_empty() || accept.split(',').any(allows_json) {
+        return Ok(());
+    }
+    Err(status(
+        406,
+        "NotAcceptable",
+        &format!("only the following media types are accepted: {WRITABLE}"),
+        None,
+    ))
+}
+
+/// Whether one media range of `Accept` covers JSON (and is not refused with `q=0`).
+fn allows_json(range: &str) -> bool {
+    let refused = range.split(';').skip(1).any(|p| {
+        p.trim()
+            .strip_prefix("q=")
+            .and_then(|q| q.trim().parse::<f32>().ok())
+            .is_some_and(|q| q <= 0.0)
+    });
+    !refused
+        && matches!(
+            base(range).as_str(),
+            "application/json" | "application/*" | "*/*"
+        )
+}
+
+/// The type and subtype of a media type, lowercased, without parameters.
+fn base(media_type: &str) -> String {
+    media_type
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn code(answer: Answer) -> u16 {
+        match answer {
+            Answer::Done { code, .. } => code,
+            _ => 0,
+        }
+    }
+
+    #[test]
+    fn answers_are_json_when_the_client_takes_json() {
+        for ok in [
+            "",
+            "application/json",
+            "application/cbor, application/json",
+            "application/cbor;q=1, application/json;q=0.5",
+            "application/json;as=Table;v=v1;g=meta.k8s.io, application/json",
+            "application/vnd.kubernetes.protobuf, */*",
+            "Application/JSON",
+            "application/*",
+        ] {
+            assert!(negotiate(ok).is_ok(), "{ok:?}");
+        }
+        for refused in [
+            "application/cbor",
+            "application/vnd.kubernetes.protobuf",
+            "application/yaml",
+            "application/json;q=0, application/cbor",
+        ] {
+            let answer = negotiate(refused).expect_err(refused);
+            assert_eq!(code(answer), 406, "{refused:?}");
+        }
+    }
+
+    #[test]
+    fn bodies_are_read_in_json_or_yaml_and_refused_with_415_otherwise() {
+        assert_eq!(body_format("").ok(), Some(BodyFormat::Json));
+        assert_eq!(
+            body_format("application/json; charset=utf-8").ok(),
+            Some(BodyFormat::Json)
+        );
+        assert_eq!(body_format("application/yaml").ok(), Some(BodyFormat::Yaml));
+        for refused in [
+            "application/cbor",
+            "application/vnd.kubernetes.protobuf",
+            "text/plain",
+        ] {
+            let answer = body_format(refused).expect_err(refused);
+            assert_eq!(code(answer), 415, "{refused:?}");
+        }
+        let yaml =
+            parse(BodyFormat::Yaml, b"kind: APIService\nspec: {version: v1}\n").expect("yaml");
+        assert_eq!(yaml["spec"]["version"], "v1");
+        let json = parse(BodyFormat::Json, br#"{"kind":"APIService"}"#).expect("json");
+        assert_eq!(json["kind"], "APIService");
+        assert!(parse(BodyFormat::Json, b"\xd9\xd9\xf7").is_err());
+    }
+}
