@@ -16,6 +16,7 @@ mod authz;
 mod availability;
 mod backend_bounds;
 mod body_framing;
+mod cbor;
 mod cert_errors;
 mod cluster_services;
 mod delegate_ha;

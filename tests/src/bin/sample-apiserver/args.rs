@@ -48,6 +48,13 @@ pub struct Args {
     #[arg(long)]
     pub openapi_v3_dir: Option<PathBuf>,
 
+    /// Speak no CBOR, as a server without KEP-4222: a request body in `application/cbor` gets
+    /// `415 Unsupported Media Type`, `Accept: application/cbor` alone `406 Not Acceptable`.
+    /// By default the generated resource reads and writes CBOR as kube-apiserver 1.32+ does
+    /// with the feature on (see `cbor.rs`).
+    #[arg(long)]
+    pub no_cbor: bool,
+
     /// Serve HTTPS.
     #[arg(long, requires = "cert_dir")]
     pub tls: bool,

@@ -45,6 +45,7 @@ impl ClusterResources {
                     version: version.into(),
                     resource: resource.into(),
                     kind: kind.into(),
+                    cbor: false,
                 },
                 store: Arc::new(Store::new(api_version, kind.into())),
             }

@@ -4,6 +4,7 @@
 
 mod args;
 mod auth;
+mod cbor;
 mod client_cert;
 mod cluster;
 mod debug;
@@ -128,6 +129,7 @@ fn build_state(args: &Args) -> Result<State> {
             version: args.version.clone(),
             resource: args.resource.clone(),
             kind: args.kind.clone(),
+            cbor: !args.no_cbor,
         },
         fixtures,
         discovery,

@@ -5,11 +5,13 @@ use std::time::Duration;
 
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
+use hyper::header::{HeaderValue, ACCEPT, CONTENT_TYPE};
 use hyper::{Method, Request, Response, StatusCode};
 use serde_json::{json, Value};
 
+use crate::cbor::{self, Format};
 use crate::debug::query_param;
-use crate::response::{bad_request, json, method_not_allowed, status, Body};
+use crate::response::{bad_request, full, json, method_not_allowed, status, Body, JSON};
 use crate::selector::Selector;
 use crate::store::{Store, StoreError};
 use crate::watch::{self, WatchParams};
@@ -23,6 +25,8 @@ pub struct ResourceInfo {
     pub version: String,
     pub resource: String,
     pub kind: String,
+    /// Reads and writes `application/cbor` too (off: `--no-cbor`, a server without CBOR).
+    pub cbor: bool,
 }
 
 impl ResourceInfo {
@@ -43,6 +47,20 @@ pub async fn collection(
     namespace: Option<&str>,
     req: Request<Incoming>,
 ) -> Response<Body> {
+    let Some(format) = accepted(info, &req) else {
+        return not_acceptable();
+    };
+    let resp = collection_as(info, store, namespace, format, req).await;
+    encode_as(format, resp).await
+}
+
+async fn collection_as(
+    info: &ResourceInfo,
+    store: &Arc<Store>,
+    namespace: Option<&str>,
+    format: Format,
+    req: Request<Incoming>,
+) -> Response<Body> {
     match *req.method() {
         Method::GET | Method::HEAD => {
             let query = req.uri().query();
@@ -53,6 +71,7 @@ pub async fn collection(
             match watch_params(query) {
                 Ok(Some(mut params)) => {
                     params.selector = selector;
+                    params.format = format;
                     watch::respond(store, namespace.map(str::to_string), params)
                 }
                 Ok(None) => list(info, store, namespace, &selector),
@@ -75,6 +94,20 @@ pub async fn item(
     name: &str,
     req: Request<Incoming>,
 ) -> Response<Body> {
+    let Some(format) = accepted(info, &req) else {
+        return not_acceptable();
+    };
+    let resp = item_as_json(info, store, namespace, name, req).await;
+    encode_as(format, resp).await
+}
+
+async fn item_as_json(
+    info: &ResourceInfo,
+    store: &Store,
+    namespace: &str,
+    name: &str,
+    req: Request<Incoming>,
+) -> Response<Body> {
     let method = &req.method().clone();
     match *method {
         Method::GET | Method::HEAD => match store.get(namespace, name) {
@@ -85,7 +118,7 @@ pub async fn item(
             Ok(object) => json(StatusCode::OK, &object),
             Err(e) => store_error(info, e),
         },
-        Method::PUT => match read_object(req).await {
+        Method::PUT => match read_object(info, store, req).await {
             Ok(object) => match store.replace(namespace, name, object) {
                 Ok(object) => json(StatusCode::OK, &object),
                 Err(e) => store_error(info, e),
@@ -121,7 +154,7 @@ async fn create(
     namespace: &str,
     req: Request<Incoming>,
 ) -> Response<Body> {
-    match read_object(req).await {
+    match read_object(info, store, req).await {
         Ok(object) => match store.create(namespace, object) {
             Ok(created) => json(StatusCode::CREATED, &created),
             Err(e) => store_error(info, e),
@@ -130,8 +163,19 @@ async fn create(
     }
 }
 
-/// The request body as a JSON object, or the answer refusing it.
-async fn read_object(req: Request<Incoming>) -> Result<Value, Response<Body>> {
+/// The request body as a JSON object, or the answer refusing it: JSON, or CBOR when the server
+/// speaks it (a `415` when it does not, as kube-apiserver without CBOR answers). The body is
+/// recorded for `GET /debug/last-body`.
+async fn read_object(
+    info: &ResourceInfo,
+    store: &Store,
+    req: Request<Incoming>,
+) -> Result<Value, Response<Body>> {
+    let content_type = req
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
     let body = match Limited::new(req.into_body(), MAX_BODY).collect().await {
         Ok(collected) => collected.to_bytes(),
         Err(e) if e.is::<http_body_util::LengthLimitError>() => {
@@ -144,6 +188,25 @@ async fn read_object(req: Request<Incoming>) -> Result<Value, Response<Body>> {
         }
         Err(e) => return Err(bad_request(&format!("reading the request body: {e}"))),
     };
+    store.record_body(content_type.clone(), body.clone());
+    if cbor::is_cbor(content_type.as_deref()) {
+        if !info.cbor {
+            return Err(status(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "UnsupportedMediaType",
+                "the body of the request was in an unknown format - accepted media types include: \
+                 application/json, application/yaml, application/vnd.kubernetes.protobuf",
+                json!({}),
+            ));
+        }
+        return match cbor::decode(&body) {
+            Ok(v @ Value::Object(_)) => Ok(v),
+            Ok(_) => Err(bad_request("the request body must be a CBOR map")),
+            Err(e) => Err(bad_request(&format!(
+                "invalid CBOR in the request body: {e}"
+            ))),
+        };
+    }
     match serde_json::from_slice(&body) {
         Ok(v @ Value::Object(_)) => Ok(v),
         Ok(_) => Err(bad_request("the request body must be a JSON object")),
@@ -151,6 +214,42 @@ async fn read_object(req: Request<Incoming>) -> Result<Value, Response<Body>> {
             "invalid JSON in the request body: {e}"
         ))),
     }
+}
+
+/// The answer format `Accept` asks for (`None`: none this server writes).
+fn accepted(info: &ResourceInfo, req: &Request<Incoming>) -> Option<Format> {
+    let accept = req.headers().get(ACCEPT).and_then(|v| v.to_str().ok());
+    cbor::negotiate(accept, info.cbor)
+}
+
+/// kube-apiserver's `406` for an `Accept` it cannot satisfy.
+fn not_acceptable() -> Response<Body> {
+    status(
+        StatusCode::NOT_ACCEPTABLE,
+        "NotAcceptable",
+        "only the following media types are accepted: application/json, application/yaml, \
+         application/vnd.kubernetes.protobuf",
+        json!({}),
+    )
+}
+
+/// A complete JSON answer (object, list or `Status`) re-encoded as CBOR when that was asked
+/// for; streams (watches) are already in their format.
+async fn encode_as(format: Format, resp: Response<Body>) -> Response<Body> {
+    let is_json = resp
+        .headers()
+        .get(CONTENT_TYPE)
+        .is_some_and(|ct| ct.as_bytes() == JSON.as_bytes());
+    if format != Format::Cbor || !is_json {
+        return resp;
+    }
+    let (mut parts, body) = resp.into_parts();
+    let Ok(collected) = body.collect().await;
+    let value: Value = serde_json::from_slice(&collected.to_bytes()).unwrap_or_default();
+    parts
+        .headers
+        .insert(CONTENT_TYPE, HeaderValue::from_static(cbor::CBOR));
+    Response::from_parts(parts, full(cbor::encode(&value)))
 }
 
 /// The `labelSelector` query parameter, percent-decoded and parsed.
@@ -216,5 +315,6 @@ fn watch_params(query: Option<&str>) -> Result<Option<WatchParams>, String> {
         resource_version,
         timeout,
         selector: Selector::default(),
+        format: Format::Json,
     }))
 }

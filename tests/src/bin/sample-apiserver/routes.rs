@@ -45,7 +45,8 @@ pub struct State {
     /// SubjectAccessReview policy (`--authorization-policy`).
     pub policy: Option<sar::Policy>,
     /// Requests served so far, by path (`GET /debug/requests` shows them): tests prove with it
-    /// that a refresh they wait for reached the backend.
+    /// that a refresh they wait for reached the backend. (`GET /debug/last-body` shows the
+    /// content type, length and SHA-256 of the last create or update body the resource read.)
     pub requests: std::sync::Mutex<std::collections::BTreeMap<String, u64>>,
 }
 
@@ -89,6 +90,9 @@ async fn route(state: &Arc<State>, req: Request<Incoming>) -> Response<Body> {
     if path == "/debug/requests" {
         let log = state.requests.lock().unwrap_or_else(|e| e.into_inner());
         return json(StatusCode::OK, &json!(*log));
+    }
+    if path == "/debug/last-body" {
+        return state.store.last_body();
     }
     if path == "/debug/whoami" {
         return match *req.method() {

@@ -6,8 +6,13 @@ use std::hash::BuildHasher;
 use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use bytes::Bytes;
+use hyper::{Response, StatusCode};
 use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
 use tokio::sync::broadcast;
+
+use crate::response::{json as json_response, not_found, Body};
 
 /// A change, as sent to watchers.
 #[derive(Debug, Clone)]
@@ -37,6 +42,8 @@ pub struct Store {
     kind: String,
     inner: Mutex<Inner>,
     events: broadcast::Sender<Event>,
+    /// The content type and bytes of the last create or update body (`/debug/last-body`).
+    last_body: Mutex<Option<(Option<String>, Bytes)>>,
 }
 
 impl Store {
@@ -47,7 +54,30 @@ impl Store {
             kind,
             inner: Mutex::default(),
             events,
+            last_body: Mutex::default(),
         }
+    }
+
+    /// Keeps a request body for [`Store::last_body`].
+    pub fn record_body(&self, content_type: Option<String>, body: Bytes) {
+        *self.last_body.lock().unwrap_or_else(|e| e.into_inner()) = Some((content_type, body));
+    }
+
+    /// `GET /debug/last-body`: `{contentType, length, sha256}` of the last body a create or
+    /// update sent, exactly as it arrived (404 before the first).
+    pub fn last_body(&self) -> Response<Body> {
+        let last = self.last_body.lock().unwrap_or_else(|e| e.into_inner());
+        let Some((content_type, body)) = last.as_ref() else {
+            return not_found();
+        };
+        let sha256: String = Sha256::digest(body)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        json_response(
+            StatusCode::OK,
+            &json!({"contentType": content_type, "length": body.len(), "sha256": sha256}),
+        )
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {

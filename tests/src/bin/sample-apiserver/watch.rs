@@ -1,4 +1,5 @@
-//! Watch streams: newline-delimited JSON events over a chunked response.
+//! Watch streams: newline-delimited JSON events over a chunked response, or with `Accept:
+//! application/cbor` a CBOR sequence (`application/cbor-seq`) of the same events.
 //!
 //! The stream starts with an `ADDED` event for every existing object whose
 //! resourceVersion is greater than the `resourceVersion` query parameter (all of
@@ -18,6 +19,7 @@ use hyper::Response;
 use serde_json::{json, Value};
 use tokio::sync::{broadcast, mpsc};
 
+use crate::cbor::{self, Format};
 use crate::response::{Body, JSON};
 use crate::selector::Selector;
 use crate::store::Store;
@@ -29,6 +31,8 @@ pub struct WatchParams {
     pub timeout: Option<Duration>,
     /// Only objects whose labels match are sent.
     pub selector: Selector,
+    /// JSON lines, or a CBOR sequence (`application/cbor-seq`).
+    pub format: Format,
 }
 
 /// Starts a watch of `namespace` (all namespaces when `None`).
@@ -38,14 +42,18 @@ pub fn respond(
     params: WatchParams,
 ) -> Response<Body> {
     let (mut initial, mut events) = store.watch(namespace.as_deref(), params.resource_version);
-    let selector = params.selector;
+    let (selector, format) = (params.selector, params.format);
     initial.retain(|o| selector.matches(o));
     let (tx, mut rx) = mpsc::channel::<Bytes>(16);
     tokio::spawn(async move {
         let deadline = params.timeout.map(|t| tokio::time::Instant::now() + t);
         let feed = async {
             for object in initial {
-                if tx.send(line("ADDED", object)).await.is_err() {
+                if tx
+                    .send(encode_event(format, "ADDED", object))
+                    .await
+                    .is_err()
+                {
                     return;
                 }
             }
@@ -55,7 +63,11 @@ pub fn respond(
                         if namespace.as_ref().is_none_or(|ns| *ns == event.namespace)
                             && selector.matches(&event.object) =>
                     {
-                        if tx.send(line(event.kind, event.object)).await.is_err() {
+                        if tx
+                            .send(encode_event(format, event.kind, event.object))
+                            .await
+                            .is_err()
+                        {
                             return;
                         }
                     }
@@ -88,15 +100,24 @@ pub fn respond(
     });
     let mut resp = Response::new(StreamBody::new(frames).boxed_unsync());
     let headers = resp.headers_mut();
-    headers.insert(CONTENT_TYPE, HeaderValue::from_static(JSON));
+    let content_type = match format {
+        Format::Json => JSON,
+        Format::Cbor => cbor::CBOR_SEQ,
+    };
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
     headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache, private"));
     resp
 }
 
-/// One event as a line of JSON.
-fn line(kind: &str, object: Value) -> Bytes {
-    let mut bytes =
-        serde_json::to_vec(&json!({"type": kind, "object": object})).unwrap_or_default();
-    bytes.push(b'\n');
-    Bytes::from(bytes)
+/// One event: a line of JSON, or one CBOR document of the sequence.
+fn encode_event(format: Format, kind: &str, object: Value) -> Bytes {
+    let event = json!({"type": kind, "object": object});
+    match format {
+        Format::Json => {
+            let mut bytes = serde_json::to_vec(&event).unwrap_or_default();
+            bytes.push(b'\n');
+            Bytes::from(bytes)
+        }
+        Format::Cbor => Bytes::from(cbor::encode(&event)),
+    }
 }

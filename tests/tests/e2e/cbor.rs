@@ -1,0 +1,388 @@
+//! CBOR (KEP-4222) through apiagg: `application/cbor` request and response bodies and
+//! `application/cbor-seq` watch streams pass through untouched in both directions, and a
+//! backend without CBOR has its `415` (and `406`) relayed unchanged, on which clients send JSON.
+//!
+//! The sample backend speaks CBOR as kube-apiserver 1.32+ does with the feature on (tag 55799
+//! first, strings as byte strings, sorted keys), or none with `--no-cbor`.
+
+use std::io::Cursor;
+use std::time::Duration;
+
+use apiagg_tests::*;
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+
+const CBOR: &str = "application/cbor";
+const CBOR_SEQ: &str = "application/cbor-seq";
+/// The self-described CBOR tag 55799 that Kubernetes writes first.
+const SELF_DESCRIBED: [u8; 3] = [0xd9, 0xd9, 0xf7];
+/// Bounds each wait; far above what a loaded machine needs.
+const LIMIT: Duration = Duration::from_secs(30);
+
+/// A client's CBOR body: the self-described tag, then `value` (text strings, serde order, unlike
+/// the backend's own encoding, so that a re-encoding anywhere would show).
+fn encode(value: &Value) -> Vec<u8> {
+    let mut out = SELF_DESCRIBED.to_vec();
+    ciborium::into_writer(value, &mut out).expect("encode CBOR");
+    out
+}
+
+/// One CBOR data item as JSON (tags dropped, byte strings read as UTF-8).
+fn to_json(item: ciborium::Value) -> Value {
+    use ciborium::Value as C;
+    match item {
+        C::Null => Value::Null,
+        C::Bool(b) => Value::Bool(b),
+        C::Integer(i) => {
+            let i = i128::from(i);
+            match u64::try_from(i) {
+                Ok(u) => json!(u),
+                Err(_) => json!(i64::try_from(i).expect("integer in range")),
+            }
+        }
+        C::Float(f) => json!(f),
+        C::Text(s) => Value::String(s),
+        C::Bytes(b) => Value::String(String::from_utf8(b).expect("UTF-8 byte string")),
+        C::Tag(_, inner) => to_json(*inner),
+        C::Array(items) => Value::Array(items.into_iter().map(to_json).collect()),
+        C::Map(entries) => Value::Object(
+            entries
+                .into_iter()
+                .map(|(k, v)| match to_json(k) {
+                    Value::String(k) => (k, to_json(v)),
+                    other => panic!("map key {other} is not a string"),
+                })
+                .collect(),
+        ),
+        other => panic!("unexpected CBOR item {other:?}"),
+    }
+}
+
+/// A whole CBOR document: the self-described tag, one data item, nothing after it.
+fn decode(bytes: &[u8]) -> Value {
+    assert_eq!(bytes.get(..3), Some(&SELF_DESCRIBED[..]), "{bytes:02x?}");
+    let items = decode_seq(bytes);
+    assert_eq!(items.len(), 1, "one data item: {bytes:02x?}");
+    items.into_iter().next().expect("one item")
+}
+
+/// The complete data items at the start of a CBOR sequence (a partial last item is left out);
+/// each must start with the self-described tag.
+fn decode_seq(bytes: &[u8]) -> Vec<Value> {
+    let mut reader = Cursor::new(bytes);
+    let mut items = Vec::new();
+    while (reader.position() as usize) < bytes.len() {
+        let start = reader.position() as usize;
+        match ciborium::from_reader::<ciborium::Value, _>(&mut reader) {
+            Ok(item) => {
+                assert_eq!(
+                    bytes.get(start..start + 3),
+                    Some(&SELF_DESCRIBED[..]),
+                    "item at {start} of {bytes:02x?}"
+                );
+                items.push(to_json(item));
+            }
+            Err(ciborium::de::Error::Io(_)) => break,
+            Err(e) => panic!("invalid CBOR at {start} ({e}): {bytes:02x?}"),
+        }
+    }
+    items
+}
+
+fn content_type(resp: &reqwest::Response) -> String {
+    resp.headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// The backend that wrote an answer (`X-Sample-Server`).
+fn server(resp: &reqwest::Response) -> String {
+    resp.headers()
+        .get("x-sample-server")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn sha256(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Reads `watch` until its bytes hold `count` complete events; all bytes read and the events.
+async fn read_events(watch: &mut reqwest::Response, count: usize) -> (Vec<u8>, Vec<Value>) {
+    let mut seen = Vec::new();
+    loop {
+        let events = decode_seq(&seen);
+        if events.len() >= count {
+            return (seen, events);
+        }
+        let chunk = tokio::time::timeout(LIMIT, watch.chunk())
+            .await
+            .unwrap_or_else(|_| panic!("no watch event within {LIMIT:?}; so far {events:?}"))
+            .expect("read watch chunk")
+            .unwrap_or_else(|| panic!("watch ended after {events:?}"));
+        seen.extend_from_slice(&chunk);
+    }
+}
+
+/// A flunder with a bit of everything CBOR distinguishes: nested maps, non-ASCII text,
+/// negative and large integers, a float, booleans, null and an array.
+fn flunder(name: &str) -> Value {
+    json!({
+        "apiVersion": format!("{G}/{V}"),
+        "kind": "Flunder",
+        "metadata": {"name": name, "labels": {"format": "cbor"}, "annotations": {"note": "grüße ✓"}},
+        "spec": {"reference": "ref", "count": -7, "big": 18_446_744_073_709_551_615u64,
+            "ratio": 0.25, "on": true, "none": null, "list": [1, "two", 3.5]},
+    })
+}
+
+async fn watch(c: &reqwest::Client, base: &str) -> reqwest::Response {
+    let watch = c
+        .get(format!("{base}?watch=true&timeoutSeconds=120"))
+        .header("Accept", CBOR)
+        .send()
+        .await
+        .expect("watch");
+    assert_eq!(watch.status(), 200);
+    assert_eq!(content_type(&watch), CBOR_SEQ);
+    watch
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cbor_create_get_and_watch_pass_through_untouched() {
+    let backend = sample(G, "cbor", false);
+    let gw = Apiagg::start(&one_backend("cbor", &backend), &[]);
+    gw.wait_ready().await;
+    let c = client();
+    let path = format!("/apis/{G}/{V}/flunders");
+    let (base, direct) = (gw.url(&path), format!("{}{path}", backend.url));
+
+    // Watches through apiagg and straight at the backend, open before the changes.
+    let mut through = watch(&c, &base).await;
+    let mut straight = watch(&c, &direct).await;
+
+    // Create with a CBOR body, asking for CBOR back.
+    let sent = encode(&flunder("cbor-one"));
+    let created = c
+        .post(&base)
+        .header("Content-Type", CBOR)
+        .header("Accept", CBOR)
+        .body(sent.clone())
+        .send()
+        .await
+        .expect("create");
+    assert_eq!(created.status(), 201);
+    assert_eq!(content_type(&created), CBOR);
+    let created = decode(&created.bytes().await.expect("body"));
+    assert_eq!(created["metadata"]["name"], "cbor-one");
+    assert_eq!(created["spec"], flunder("cbor-one")["spec"]);
+    assert_eq!(
+        created["metadata"]["annotations"],
+        flunder("cbor-one")["metadata"]["annotations"]
+    );
+
+    // The backend read exactly the bytes the client sent, with their content type.
+    let last = json_of(
+        c.get(format!("{}/debug/last-body", backend.url))
+            .send()
+            .await
+            .expect("last body"),
+    )
+    .await;
+    assert_eq!(
+        last,
+        json!({"contentType": CBOR, "length": sent.len(), "sha256": sha256(&sent)})
+    );
+
+    // A get as CBOR: the bytes apiagg returns are those the backend writes.
+    let get = |url: String, accept: &'static str| {
+        let c = c.clone();
+        async move {
+            let resp = c
+                .get(url)
+                .header("Accept", accept)
+                .send()
+                .await
+                .expect("get");
+            assert_eq!(resp.status(), 200);
+            let ct = content_type(&resp);
+            (ct, resp.bytes().await.expect("body").to_vec())
+        }
+    };
+    let (ct, got) = get(format!("{base}/cbor-one"), CBOR).await;
+    assert_eq!(ct, CBOR);
+    let (direct_ct, direct_got) = get(format!("{direct}/cbor-one"), CBOR).await;
+    assert_eq!(direct_ct, CBOR);
+    assert_eq!(got, direct_got, "apiagg changed the CBOR answer");
+    // The same object as the JSON answer, and as created.
+    let (_, as_json) = get(format!("{base}/cbor-one"), "application/json").await;
+    let as_json: Value = serde_json::from_slice(&as_json).expect("JSON object");
+    assert_eq!(decode(&got), as_json);
+    assert_eq!(decode(&got), created);
+
+    // A list as CBOR, likewise.
+    let (ct, list) = get(base.clone(), CBOR).await;
+    assert_eq!(ct, CBOR);
+    assert_eq!(list, get(direct.clone(), CBOR).await.1);
+    let list = decode(&list);
+    assert_eq!(list["kind"], "FlunderList");
+    assert_eq!(list["items"], json!([created]));
+
+    // A delete as CBOR, then both watches hold the two events, byte for byte the same.
+    let deleted = c
+        .delete(format!("{base}/cbor-one"))
+        .header("Accept", CBOR)
+        .send()
+        .await
+        .expect("delete");
+    assert_eq!(deleted.status(), 200);
+    assert_eq!(content_type(&deleted), CBOR);
+    let (through_bytes, events) = read_events(&mut through, 2).await;
+    let (straight_bytes, _) = read_events(&mut straight, 2).await;
+    assert_eq!(
+        through_bytes, straight_bytes,
+        "apiagg changed the CBOR watch stream"
+    );
+    let kinds: Vec<&Value> = events.iter().map(|e| &e["type"]).collect();
+    assert_eq!(kinds, [&json!("ADDED"), &json!("DELETED")], "{events:?}");
+    assert_eq!(events[0]["object"], created);
+    assert_eq!(events[1]["object"]["metadata"]["name"], "cbor-one");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backend_without_cbor_has_its_415_relayed_and_json_succeeds() {
+    let backend = Sample::start(
+        &[
+            "--group",
+            G,
+            "--version",
+            V,
+            "--name",
+            "nocbor",
+            "--no-cbor",
+        ],
+        false,
+    );
+    let gw = Apiagg::start(&one_backend("nocbor", &backend), &[]);
+    gw.wait_ready().await;
+    let c = client();
+    let path = format!("/apis/{G}/{V}/flunders");
+    let (base, direct) = (gw.url(&path), format!("{}{path}", backend.url));
+
+    // client-go's first try: a CBOR body, CBOR preferred in Accept.
+    let post_cbor = |url: String| {
+        let c = c.clone();
+        async move {
+            let resp = c
+                .post(url)
+                .header("Content-Type", CBOR)
+                .header("Accept", "application/cbor, application/json")
+                .body(encode(&flunder("fallback")))
+                .send()
+                .await
+                .expect("create");
+            let code = resp.status().as_u16();
+            let (ct, server) = (content_type(&resp), server(&resp));
+            (code, ct, server, resp.bytes().await.expect("body").to_vec())
+        }
+    };
+    let (code, ct, from, body) = post_cbor(base.clone()).await;
+    let status: Value = serde_json::from_slice(&body).expect("a JSON Status");
+    assert_eq!(code, 415, "{status}");
+    assert_eq!(ct, "application/json");
+    assert_eq!(from, "nocbor", "the 415 is the backend's");
+    assert_eq!(status["kind"], "Status");
+    assert_eq!(status["reason"], "UnsupportedMediaType");
+    assert_eq!(status["code"], 415);
+    assert!(
+        status["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("the body of the request was in an unknown format")),
+        "{status}"
+    );
+    // Exactly what the backend answers to the same request.
+    assert_eq!(
+        (code, ct, from, body),
+        post_cbor(direct.clone()).await,
+        "apiagg changed the backend's 415"
+    );
+    // The backend read the CBOR body as sent, refused it and stored nothing.
+    let last = json_of(
+        c.get(format!("{}/debug/last-body", backend.url))
+            .send()
+            .await
+            .expect("last body"),
+    )
+    .await;
+    let sent = encode(&flunder("fallback"));
+    assert_eq!(
+        last,
+        json!({"contentType": CBOR, "length": sent.len(), "sha256": sha256(&sent)})
+    );
+    let list = json_of(c.get(&base).send().await.expect("list")).await;
+    assert_eq!(list["items"], json!([]), "{list}");
+
+    // The JSON retry succeeds through apiagg, as it does after client-go's fallback.
+    let created = c
+        .post(&base)
+        .header("Accept", "application/json")
+        .json(&flunder("fallback"))
+        .send()
+        .await
+        .expect("create as JSON");
+    assert_eq!(created.status(), 201);
+    let created = json_of(created).await;
+    assert_eq!(created["spec"], flunder("fallback")["spec"]);
+    let got = json_of(c.get(format!("{base}/fallback")).send().await.expect("get")).await;
+    assert_eq!(got, created);
+
+    // Asking for CBOR only gets the backend's 406, unchanged; with JSON after it, JSON.
+    let get = |url: String, accept: &'static str| {
+        let c = c.clone();
+        async move {
+            let resp = c
+                .get(url)
+                .header("Accept", accept)
+                .send()
+                .await
+                .expect("get");
+            let code = resp.status().as_u16();
+            let (ct, server) = (content_type(&resp), server(&resp));
+            (code, ct, server, resp.bytes().await.expect("body").to_vec())
+        }
+    };
+    let refused = get(format!("{base}/fallback"), CBOR).await;
+    let status: Value = serde_json::from_slice(&refused.3).expect("a JSON Status");
+    assert_eq!(
+        (refused.0, refused.1.as_str(), refused.2.as_str()),
+        (406, "application/json", "nocbor")
+    );
+    assert_eq!(status["reason"], "NotAcceptable", "{status}");
+    assert_eq!(refused, get(format!("{direct}/fallback"), CBOR).await);
+    let (code, ct, _, body) = get(
+        format!("{base}/fallback"),
+        "application/cbor, application/json",
+    )
+    .await;
+    assert_eq!((code, ct.as_str()), (200, "application/json"));
+    assert_eq!(
+        serde_json::from_slice::<Value>(&body).expect("JSON"),
+        created
+    );
+}
+
+/// The watch reader waits for more bytes on an item cut anywhere, instead of failing.
+#[test]
+fn a_cut_item_is_left_for_later() {
+    let one = encode(&json!({"type": "ADDED", "object": flunder("cut")}));
+    for cut in 0..one.len() {
+        let bytes = [&one[..], &one[..cut]].concat();
+        assert_eq!(decode_seq(&bytes).len(), 1, "cut at {cut}");
+    }
+}
