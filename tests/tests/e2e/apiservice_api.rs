@@ -299,3 +299,70 @@ async fn without_a_delegate_kubectl_validates_and_explains_against_apiaggs_own_o
             .is_object()
     );
 }
+
+/// `GET url` with `Accept`: the status, the content type and the body as JSON.
+async fn get_accepting(url: &str, accept: &str) -> (u16, String, serde_json::Value) {
+    let resp = client()
+        .get(url)
+        .header("Accept", accept)
+        .send()
+        .await
+        .expect("GET");
+    let code = resp.status().as_u16();
+    let content_type = resp
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    (code, content_type, json_of(resp).await)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cbor_clients_fall_back_to_json_as_kube_apiserver_lets_them() {
+    let gw = Apiagg::start("", &[]);
+    gw.wait_ready().await;
+    let api = gw.url(API);
+    // A CBOR body: 415 with the formats the API reads, so the client sends JSON instead.
+    let cbor = b"\xd9\xd9\xf7\xa1\x64kind\x6aAPIService".to_vec();
+    let (code, _, refused, _) =
+        apiagg_tests::api::send_bytes(reqwest::Method::POST, &api, "application/cbor", cbor).await;
+    assert_eq!(code, 415, "{refused}");
+    assert_eq!(refused["kind"], "Status");
+    assert_eq!(refused["reason"], "UnsupportedMediaType");
+    let message = refused["message"].as_str().unwrap_or("");
+    assert!(message.contains("application/json"), "{message}");
+    let yaml = "apiVersion: apiregistration.k8s.io/v1\nkind: APIService\nmetadata: {name: v1.yaml.example.com}\n\
+        spec: {group: yaml.example.com, version: v1, groupPriorityMinimum: 100, versionPriority: 10, service: {namespace: test, name: y}}\n";
+    let (code, _, created, _) = apiagg_tests::api::send_bytes(
+        reqwest::Method::POST,
+        &api,
+        "application/yaml",
+        yaml.as_bytes().to_vec(),
+    )
+    .await;
+    assert_eq!(code, 201, "{created}");
+    assert_eq!(created["spec"]["group"], "yaml.example.com");
+
+    // Answers: JSON whenever the client takes it; 406 (a JSON Status) when it takes only CBOR.
+    let one = format!("{api}/v1.yaml.example.com");
+    for url in [&api, &one, &gw.url("/apis")] {
+        let (code, content_type, body) =
+            get_accepting(url, "application/cbor, application/json").await;
+        assert_eq!(code, 200, "{url}: {body}");
+        assert!(
+            content_type.starts_with("application/json"),
+            "{url}: {content_type}"
+        );
+        let (code, content_type, body) = get_accepting(url, "application/cbor").await;
+        assert_eq!(code, 406, "{url}: {body}");
+        assert!(
+            content_type.starts_with("application/json"),
+            "{url}: {content_type}"
+        );
+        assert_eq!(body["reason"], "NotAcceptable", "{url}: {body}");
+    }
+    let watch = format!("{api}?watch=true&timeoutSeconds=1");
+    let (code, _, body) = get_accepting(&watch, "application/cbor").await;
+    assert_eq!(code, 406, "{body}");
+}
