@@ -64,6 +64,27 @@ impl Sample {
         log[path].as_u64().unwrap_or(0)
     }
 
+    /// What this backend was asked for at `path` and answered (its `/debug/negotiation` log):
+    /// `Accept` (empty when absent) → `"<status> <Content-Type>"` → count.
+    pub async fn negotiation(
+        &self,
+        path: &str,
+    ) -> std::collections::BTreeMap<String, std::collections::BTreeMap<String, u64>> {
+        let client = reqwest::Client::builder()
+            .danger_accept_invalid_certs(true)
+            .build()
+            .expect("client");
+        let mut log: std::collections::BTreeMap<String, _> = client
+            .get(format!("{}/debug/negotiation", self.url))
+            .send()
+            .await
+            .expect("GET /debug/negotiation")
+            .json()
+            .await
+            .expect("negotiation log JSON");
+        log.remove(path).unwrap_or_default()
+    }
+
     /// Waits until this backend has served `path` at least `count` times (at most `limit`).
     pub async fn wait_requests(&self, path: &str, count: u64, limit: Duration) {
         let reached = eventually(limit, || async { self.requests(path).await >= count }).await;

@@ -449,3 +449,242 @@ async fn garbage_backends_are_stale_never_a_crash() {
         assert_eq!(get(&w.gw.url("/healthz"), None).await.status(), 200);
     }
 }
+
+/// The backends of the v2beta1-retirement test (issue 22): `--discovery` mode (`None`: the
+/// sample's default, v2 preferred), group (version `v1`), resource, kind.
+const GENERATIONS: [(Option<&str>, &str, &str, &str); 3] = [
+    (None, "current.example.com", "widgets", "Widget"),
+    (Some("v2beta1"), "beta.example.com", "gadgets", "Gadget"),
+    (Some("legacy"), "legacy.example.com", "gizmos", "Gizmo"),
+];
+
+/// What one `Accept` clause asks `/apis` for.
+#[derive(Debug, PartialEq)]
+enum Clause {
+    V2,
+    V2beta1,
+    Legacy,
+    Other(String),
+}
+
+/// The clauses of an `Accept`, in order.
+fn clauses(accept: &str) -> Vec<Clause> {
+    accept
+        .split(',')
+        .map(|clause| {
+            let parts: Vec<&str> = clause.split(';').map(str::trim).collect();
+            let has = |p: &str| parts.contains(&p);
+            match parts[0] {
+                "application/json" if parts.len() == 1 => Clause::Legacy,
+                "application/json"
+                    if has("g=apidiscovery.k8s.io") && has("as=APIGroupDiscoveryList") =>
+                {
+                    if has("v=v2") {
+                        Clause::V2
+                    } else if has("v=v2beta1") {
+                        Clause::V2beta1
+                    } else {
+                        Clause::Other(clause.to_string())
+                    }
+                }
+                _ => Clause::Other(clause.to_string()),
+            }
+        })
+        .collect()
+}
+
+/// Whether an aggregated document lists the three generations' groups, each with its resource
+/// (kind, verbs, scope) in `v1` and none `Stale`; `Err` says what is missing.
+fn lists_generations(doc: &Value) -> Result<(), String> {
+    for (_, group, resource, kind) in GENERATIONS {
+        let item = doc["items"]
+            .as_array()
+            .and_then(|items| items.iter().find(|g| g["metadata"]["name"] == group))
+            .ok_or(format!("group {group} not listed"))?;
+        let version = item["versions"]
+            .as_array()
+            .and_then(|vs| vs.iter().find(|v| v["version"] == "v1"))
+            .ok_or(format!("{group}/v1 not listed: {item}"))?;
+        if version["freshness"] == "Stale" {
+            return Err(format!("{group}/v1 is Stale: {version}"));
+        }
+        let found = version["resources"]
+            .as_array()
+            .and_then(|rs| rs.iter().find(|r| r["resource"] == resource))
+            .ok_or(format!("{group}/v1 has no {resource}: {version}"))?;
+        let verbs: Vec<&str> = found["verbs"]
+            .as_array()
+            .map(|vs| vs.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        // A legacy document's resources converted the way kube-aggregator does
+        // (`ConvertGroupVersionIntoToDiscovery`) keep the `APIResource`'s own `group` and
+        // `version`, empty when it names none (they mean "the list's"): both are fine.
+        let response_kind = &found["responseKind"];
+        let same_or_empty = |field: &str, expected: &str| {
+            response_kind[field] == expected || response_kind[field] == ""
+        };
+        if response_kind["kind"] != kind
+            || !same_or_empty("group", group)
+            || !same_or_empty("version", "v1")
+            || verbs != ["create", "delete", "get", "list", "watch"]
+            || found["scope"] != "Cluster"
+        {
+            return Err(format!("{group}/v1 {resource} is wrong: {found}"));
+        }
+    }
+    Ok(())
+}
+
+/// `GET /apis` with `accept`: Content-Type and JSON body.
+async fn apis(gw: &Apiagg, accept: &str) -> (String, Value) {
+    let r = get(&gw.url("/apis"), Some(accept)).await;
+    assert_eq!(r.status(), 200, "GET /apis with {accept}");
+    let content_type = r.headers()["content-type"]
+        .to_str()
+        .expect("content-type")
+        .to_string();
+    let body = serde_json::from_str(&r.text().await.expect("body")).expect("JSON");
+    (content_type, body)
+}
+
+/// Issue 22 (v2beta1 retirement): a backend serving aggregated v2, one serving only v2beta1 and
+/// one serving only legacy discovery all appear in every discovery apiagg serves (v2, v2beta1,
+/// legacy), and kubectl 1.27 and the current kubectl find and reach their resources.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn v2_v2beta1_and_legacy_only_backends_are_all_discovered() {
+    let delegate = kube_delegate(false, &[]);
+    let backends: Vec<Sample> = GENERATIONS
+        .iter()
+        .map(|(mode, group, resource, kind)| {
+            let name = mode.unwrap_or("v2");
+            let mut args = vec![
+                "--group",
+                group,
+                "--version",
+                "v1",
+                "--resource",
+                resource,
+                "--kind",
+                kind,
+                "--name",
+                name,
+            ];
+            if let Some(mode) = mode {
+                args.extend(["--discovery", mode]);
+            }
+            Sample::start(&args, false)
+        })
+        .collect();
+    let mut config = format!("delegate: {{url: \"{}\"}}\nservices:\n", delegate.url);
+    for ((mode, ..), backend) in GENERATIONS.iter().zip(&backends) {
+        config.push_str(&service(mode.unwrap_or("v2"), &backend.url));
+    }
+    config.push_str("apiServices:\n");
+    for (mode, group, ..) in GENERATIONS {
+        config.push_str(&apiservice_v1(group, mode.unwrap_or("v2")));
+    }
+    let gw = Apiagg::start_logged(&config, &[]);
+    gw.wait_ready().await;
+    let gw = &gw;
+
+    // (a) Aggregated v2, as client-go and kubectl 1.30+ ask.
+    let listed = eventually(Duration::from_secs(30), || async {
+        lists_generations(&apis(gw, CLIENT_GO).await.1).is_ok()
+    })
+    .await;
+    let (content_type, v2) = apis(gw, CLIENT_GO).await;
+    assert!(
+        listed,
+        "v2: {:?}\napiagg log:\n{}",
+        lists_generations(&v2),
+        gw.log()
+    );
+    assert_eq!(content_type, V2);
+    assert_eq!(v2["apiVersion"], "apidiscovery.k8s.io/v2");
+
+    // (b) Aggregated v2beta1, as kubectl 1.27–1.29 ask.
+    let (content_type, beta) = apis(gw, KUBECTL_127).await;
+    assert_eq!(content_type, V2BETA1);
+    assert_eq!(beta["apiVersion"], "apidiscovery.k8s.io/v2beta1");
+    assert_eq!(lists_generations(&beta), Ok(()), "v2beta1");
+
+    // (c) Legacy `/apis` (plain JSON).
+    let (content_type, legacy) = apis(gw, "application/json").await;
+    assert_eq!(content_type, "application/json");
+    assert_eq!(legacy["kind"], "APIGroupList");
+    for (_, group, ..) in GENERATIONS {
+        let listed = legacy["groups"].as_array().is_some_and(|groups| {
+            groups.iter().any(|g| {
+                g["name"] == group && g["preferredVersion"]["groupVersion"] == format!("{group}/v1")
+            })
+        });
+        assert!(listed, "{group} not in legacy /apis: {legacy}");
+    }
+
+    // (d) What each backend was asked at `/apis` and answered: apiagg prefers v2, then
+    // v2beta1, then legacy JSON; each backend answered in the newest format it speaks.
+    let answers = [
+        "200 application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList",
+        "200 application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList",
+        "200 application/json",
+    ];
+    for ((mode, group, ..), (backend, answer)) in
+        GENERATIONS.iter().zip(backends.iter().zip(answers))
+    {
+        let log = backend.negotiation("/apis").await;
+        println!("{group} ({mode:?}) /apis: {log:?}");
+        assert!(!log.is_empty(), "{group}: apiagg never asked /apis");
+        for (accept, answered) in &log {
+            assert_eq!(
+                clauses(accept),
+                [Clause::V2, Clause::V2beta1, Clause::Legacy],
+                "{group}: Accept {accept:?}"
+            );
+            assert_eq!(
+                answered.keys().collect::<Vec<_>>(),
+                [answer],
+                "{group}: answers to {accept:?}"
+            );
+        }
+    }
+    // The legacy backend's resources can only come from its `/apis/<group>/<version>` (its
+    // `/apis` is an APIGroupList without resources): apiagg's legacy fallback read it. (The
+    // availability probes GET that path too, with the same Accept, so the count alone would
+    // not prove it.)
+    let gv = "/apis/legacy.example.com/v1";
+    let log = backends[2].negotiation(gv).await;
+    println!("legacy.example.com {gv}: {log:?}");
+    assert!(
+        log.get("application/json")
+            .and_then(|answers| answers.get("200 application/json"))
+            .is_some_and(|n| *n >= 1),
+        "{gv}: {log:?}"
+    );
+
+    // kubectl 1.27 (v2beta1) and the current kubectl (v2) list the three resources and reach
+    // them through apiagg.
+    for binary in [KUBECTL_127_BIN, "kubectl"] {
+        let (ok, out, err) = kubectl(binary, gw.port, &["api-resources"]);
+        assert!(ok, "{binary} api-resources failed: {err}");
+        assert!(err.is_empty(), "{binary}: {err}");
+        for (_, group, resource, kind) in GENERATIONS {
+            let listed = out.lines().any(|line| {
+                let columns: Vec<&str> = line.split_whitespace().collect();
+                columns.first() == Some(&resource)
+                    && columns.contains(&format!("{group}/v1").as_str())
+                    && columns.last() == Some(&kind)
+            });
+            assert!(listed, "{binary}: {resource} of {group} not listed:\n{out}");
+        }
+        for (i, (_, group, resource, _)) in GENERATIONS.iter().enumerate() {
+            let path = format!("/apis/{group}/v1/{resource}");
+            let before = backends[i].requests(&path).await;
+            let (ok, _, err) = kubectl(binary, gw.port, &["get", &format!("{resource}.{group}")]);
+            assert!(ok, "{binary} get {resource}.{group}: {err}");
+            assert!(
+                backends[i].requests(&path).await > before,
+                "{binary} get {resource}.{group} never reached the backend"
+            );
+        }
+    }
+}

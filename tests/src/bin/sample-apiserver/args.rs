@@ -3,7 +3,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use clap::Parser;
+use clap::{Parser, ValueEnum};
 
 /// A small extension API server for end-to-end tests of apiagg.
 #[derive(Debug, Clone, Parser)]
@@ -110,6 +110,24 @@ pub struct Args {
     /// delete), as a cluster's API server does.
     #[arg(long)]
     pub cluster: bool,
+
+    /// Which discovery `/apis` (and the fixtures' `/api`) speaks: `v2` answers an aggregated
+    /// `Accept` in v2 or v2beta1 (v2 preferred, as kube-apiserver 1.30–1.32 does); `v2beta1`
+    /// only in `apidiscovery.k8s.io/v2beta1` (as kube-apiserver 1.26–1.29); `legacy` ignores
+    /// aggregated clauses and answers the legacy `APIGroupList` (as a pre-1.26 server).
+    #[arg(long, value_enum, default_value_t = DiscoveryMode::V2)]
+    pub discovery: DiscoveryMode,
+}
+
+/// See [`Args::discovery`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DiscoveryMode {
+    /// Aggregated v2 and v2beta1, v2 preferred.
+    V2,
+    /// Aggregated v2beta1 only.
+    V2beta1,
+    /// Legacy documents only.
+    Legacy,
 }
 
 impl Args {

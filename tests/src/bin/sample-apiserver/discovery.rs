@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use bytes::Bytes;
 use serde_json::{json, Value};
 
-use crate::args::Args;
+use crate::args::{Args, DiscoveryMode};
 use crate::fixtures::Fixtures;
 
 pub const VERBS: [&str; 5] = ["create", "delete", "get", "list", "watch"];
@@ -36,8 +36,21 @@ impl Aggregated {
 pub struct Negotiated {
     /// Preferred aggregated format, if any is acceptable (v2 wins over v2beta1).
     pub aggregated: Option<Aggregated>,
+    /// Whether aggregated v2beta1 is acceptable (even when v2 is preferred).
+    pub v2beta1: bool,
     /// Whether plain legacy JSON is acceptable.
     pub legacy: bool,
+}
+
+impl Negotiated {
+    /// The aggregated format a server speaking `mode` answers with, if any.
+    pub fn aggregated_for(self, mode: DiscoveryMode) -> Option<Aggregated> {
+        match mode {
+            DiscoveryMode::V2 => self.aggregated,
+            DiscoveryMode::V2beta1 => self.v2beta1.then_some(Aggregated::V2beta1),
+            DiscoveryMode::Legacy => None,
+        }
+    }
 }
 
 /// Reads an Accept header (absent means "anything").
@@ -45,6 +58,7 @@ pub fn negotiate(accept: Option<&str>) -> Negotiated {
     let Some(accept) = accept.filter(|a| !a.trim().is_empty()) else {
         return Negotiated {
             aggregated: None,
+            v2beta1: false,
             legacy: true,
         };
     };
@@ -83,7 +97,11 @@ pub fn negotiate(accept: Option<&str>) -> Negotiated {
     } else {
         None
     };
-    Negotiated { aggregated, legacy }
+    Negotiated {
+        aggregated,
+        v2beta1,
+        legacy,
+    }
 }
 
 /// An aggregated document pre-rendered in both versions.
@@ -119,6 +137,8 @@ pub struct Discovery {
     pub apis: AggregatedDoc,
     /// Aggregated `/api`: converted from the fixture's `api__v1.json`, if present.
     pub api: Option<AggregatedDoc>,
+    /// Which aggregated formats `/api` and `/apis` answer (`--discovery`).
+    pub mode: DiscoveryMode,
 }
 
 impl Discovery {
@@ -163,6 +183,7 @@ impl Discovery {
             generated,
             apis,
             api,
+            mode: args.discovery,
         }
     }
 }
@@ -249,6 +270,21 @@ mod tests {
             "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json",
         ));
         assert_eq!(n.aggregated, Some(Aggregated::V2));
+        assert!(n.legacy);
+        assert_eq!(
+            n.aggregated_for(DiscoveryMode::V2beta1),
+            Some(Aggregated::V2beta1)
+        );
+        assert_eq!(n.aggregated_for(DiscoveryMode::Legacy), None);
+    }
+
+    #[test]
+    fn v2beta1_server_never_answers_v2() {
+        let n = negotiate(Some(
+            "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json",
+        ));
+        assert_eq!(n.aggregated_for(DiscoveryMode::V2), Some(Aggregated::V2));
+        assert_eq!(n.aggregated_for(DiscoveryMode::V2beta1), None);
         assert!(n.legacy);
     }
 

@@ -124,6 +124,7 @@ fn build_state(args: &Args) -> Result<State> {
         cluster: args.cluster.then(cluster::ClusterResources::new),
         policy: args.authorization_policy.clone().map(sar::Policy::new),
         requests: Default::default(),
+        negotiation: Default::default(),
         info: ResourceInfo {
             group: args.group.clone(),
             version: args.version.clone(),

@@ -1,11 +1,12 @@
 //! Request dispatch.
 
+use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::sync::Arc;
 
 use bytes::Bytes;
 use hyper::body::Incoming;
-use hyper::header::{HeaderName, HeaderValue, ACCEPT, VARY};
+use hyper::header::{HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE, VARY};
 use hyper::{Method, Request, Response, StatusCode};
 use serde_json::json;
 
@@ -48,7 +49,14 @@ pub struct State {
     /// that a refresh they wait for reached the backend. (`GET /debug/last-body` shows the
     /// content type, length and SHA-256 of the last create or update body the resource read.)
     pub requests: std::sync::Mutex<std::collections::BTreeMap<String, u64>>,
+    /// What each path was asked for and answered (`GET /debug/negotiation` shows it): path →
+    /// `Accept` (empty when absent) → `"<status> <Content-Type>"` → count. Tests read with it
+    /// which discovery format a client asked for and got.
+    pub negotiation: std::sync::Mutex<NegotiationLog>,
 }
+
+/// See [`State::negotiation`].
+pub type NegotiationLog = BTreeMap<String, BTreeMap<String, BTreeMap<String, u64>>>;
 
 /// Entry point of every request: counts it, authenticates the caller (open paths skip that),
 /// routes it and labels the answer with `X-Sample-Server`.
@@ -58,6 +66,10 @@ pub async fn handle(
     mut req: Request<Incoming>,
 ) -> Result<Response<Body>, Infallible> {
     let (method, path) = (req.method().clone(), req.uri().path().to_string());
+    let accept = req
+        .headers()
+        .get(ACCEPT)
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
     if path != "/debug/requests" {
         let mut log = state.requests.lock().unwrap_or_else(|e| e.into_inner());
         *log.entry(path.clone()).or_default() += 1;
@@ -75,6 +87,23 @@ pub async fn handle(
         }
     };
     tracing::debug!(%method, %path, status = resp.status().as_u16(), "request");
+    if !path.starts_with("/debug/") {
+        let answer = format!(
+            "{} {}",
+            resp.status().as_u16(),
+            resp.headers()
+                .get(CONTENT_TYPE)
+                .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+                .unwrap_or_default()
+        );
+        let mut log = state.negotiation.lock().unwrap_or_else(|e| e.into_inner());
+        *log.entry(path)
+            .or_default()
+            .entry(accept.unwrap_or_default())
+            .or_default()
+            .entry(answer)
+            .or_default() += 1;
+    }
     resp.headers_mut()
         .insert(SERVER_HEADER, state.server_header.clone());
     Ok(resp)
@@ -89,6 +118,10 @@ async fn route(state: &Arc<State>, req: Request<Incoming>) -> Response<Body> {
     };
     if path == "/debug/requests" {
         let log = state.requests.lock().unwrap_or_else(|e| e.into_inner());
+        return json(StatusCode::OK, &json!(*log));
+    }
+    if path == "/debug/negotiation" {
+        let log = state.negotiation.lock().unwrap_or_else(|e| e.into_inner());
         return json(StatusCode::OK, &json!(*log));
     }
     if path == "/debug/last-body" {
@@ -172,7 +205,8 @@ fn document(state: &State, path: &str, req: &Request<Incoming>) -> Option<Respon
         } else {
             state.discovery.api.as_ref()
         };
-        let mut resp = match (negotiated.aggregated, aggregated) {
+        let format = negotiated.aggregated_for(state.discovery.mode);
+        let mut resp = match (format, aggregated) {
             (Some(format), Some(doc)) => {
                 bytes(StatusCode::OK, format.content_type(), doc.get(format))
             }
