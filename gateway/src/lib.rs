@@ -8,8 +8,8 @@
 //! |---|---|---|
 //! | L4 | `app` (composition, listener, shutdown) | everything below |
 //! | L3 | `request` (the pingora request path), `controllers` (background loops) | L2, L1, L0 |
-//! | L2 | `state` (published snapshots, options), `auth` (who the caller is), `apiservices` (the `apiregistration.k8s.io/v1` REST API), `flowcontrol` (API Priority and Fairness, backend caps), `audit` (policy, events, log and webhook backends) | L1, L0 |
-//! | L1 | `backends` (route table, upstreams, health, TLS, the controllers' HTTP clients), `store` (APIServices registered through the API) | L0 |
+//! | L2 | `state` (published snapshots, options), `auth` (who the caller is), `apiservices` (the `apiregistration.k8s.io/v1` REST API), `flowcontrol` (API Priority and Fairness), `audit` (policy, events, log and webhook backends) | L1, L0 |
+//! | L1 | `backends` (route table, upstreams, health and in-flight caps, TLS, host names, the controllers' HTTP clients), `store` (APIServices registered through the API: embedded or etcd) | L0 |
 //! | L0 | `observe` (metrics, lifecycle, health checks) | nothing |
 //!
 //! The `rooms_import_only_lower_layers` test below checks every `use crate::` line against

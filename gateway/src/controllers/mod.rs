@@ -1,6 +1,12 @@
-//! Layer 3: the background loops. Each takes only the handles it uses, schedules in its
-//! `start(shutdown)` loop, and publishes what its step produced: the registry (config file and
-//! delegate auto-registration → route table), availability, discovery and OpenAPI.
+//! Layer 3: the background loops. Each takes only the handles it uses (its `Handles`, wired by
+//! the composition root), and has one shape: a `start(shutdown)` loop that only schedules and
+//! applies, beside a pure, unit-tested step that decides what to publish.
+//! - `registry`: the config file, the store, the delegate's group-versions (`autoregister`) and
+//!   the cluster's Services (`services`) → `compose` → the route table, published on change;
+//! - `availability`: probes → `evaluate` → conditions, status writes to stored APIServices;
+//! - `discovery` and `openapi`: `plan` → downloads → merge → the published documents;
+//! - `flowcontrol`: the cluster's FlowSchemas and priority levels; `files`: certificate, CA and
+//!   token files re-read.
 
 mod autoregister;
 mod availability;
