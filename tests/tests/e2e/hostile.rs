@@ -322,10 +322,22 @@ async fn closed_watches_are_not_errors_and_methods_do_not_grow_metrics() {
     let log = gw.log();
     let errors: Vec<&str> = log.lines().filter(|l| l.contains("ERROR")).collect();
     assert!(errors.is_empty(), "ERROR lines: {errors:#?}");
-    // The dead backend is reported when it dies, not once per request or round.
+    // The dead backend is reported when it dies, not once per request or round: of 10,000
+    // requests, no warning repeats more than a few times (a loaded machine may see a probe or
+    // a download fail around the death too), and they stay few in all.
     let warnings: Vec<&str> = log.lines().filter(|l| l.contains("WARN")).collect();
+    let mut by_message: std::collections::BTreeMap<String, usize> = Default::default();
+    for line in &warnings {
+        let message = line.split_once("WARN").map_or(*line, |(_, m)| m);
+        let shape: String = message
+            .chars()
+            .map(|c| if c.is_ascii_digit() { '#' } else { c })
+            .collect();
+        *by_message.entry(shape).or_default() += 1;
+    }
+    let most = by_message.values().copied().max().unwrap_or(0);
     assert!(
-        warnings.len() <= 6,
+        most <= 3 && warnings.len() <= 20,
         "{} WARN lines: {warnings:#?}",
         warnings.len()
     );
