@@ -1,6 +1,6 @@
 //! The `Accept` and `Accept-Encoding` headers clients send, through the one parser
 //! (`apiagg_discovery::accept`) and discovery's negotiation on `/apis`, `/apis/` and
-//! `/apis/<group>` (`gateway/src/request/local.rs`, `openapi.rs`).
+//! `/apis/<group>` (`gateway/src/request/answers.rs`, `openapi.rs`).
 //!
 //! Input: the header value (lossy UTF-8, as `HeaderValue::to_str` only passes visible ASCII).
 #![no_main]
