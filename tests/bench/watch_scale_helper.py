@@ -8,10 +8,11 @@ Subcommands:
   wait-ready URL SECONDS
       poll URL until it answers 200
   run --host H --port P --pid PID --n N --backend-port BP [--sample 100] [--batch 250]
+      [--create-port CP]
       open N watches (raw HTTP/1.1 `GET …/flunders?watch=true`, kept open) through apiagg at
       H:P, measure the RSS of PID before, with them open, and after one event reached them all;
-      create one object (POST through apiagg) and check that SAMPLE watchers spread over the N
-      receive its ADDED event. Prints one `RESULT key=value …` line; exit status 1 when a watch
+      create one object (POST through apiagg, or to port CP with --create-port CP) and check that
+      SAMPLE watchers spread over the N receive its ADDED event. Prints one `RESULT key=value …` line; exit status 1 when a watch
       failed to open or a sampled watcher missed the event.
 """
 
@@ -158,7 +159,7 @@ async def run(a):
 
     # One event: every watcher gets it (apiagg forwards it on every stream); a sample proves it.
     name = f"scale-{int(time.time() * 1000)}"
-    status = await asyncio.to_thread(post, a.host, a.port, name)
+    status = await asyncio.to_thread(post, a.host, a.create_port or a.port, name)
     step = max(1, len(conns) // max(1, a.sample))
     sample = conns[::step][: a.sample]
     got = await asyncio.gather(*[wait_for(r, name.encode()) for r, _ in sample])
@@ -198,6 +199,9 @@ def main():
         ap.add_argument("--backend-port", type=int, required=True)
         ap.add_argument("--sample", type=int, default=100)
         ap.add_argument("--batch", type=int, default=250)
+        # Where the object is created (default --port): a front that does not forward request
+        # bodies (core-prototype-watches.sh's prototype) has it created on the backend directly.
+        ap.add_argument("--create-port", type=int)
         sys.exit(asyncio.run(run(ap.parse_args(args))))
     else:
         sys.exit(f"unknown subcommand {cmd}")
