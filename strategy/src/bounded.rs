@@ -109,6 +109,14 @@ pub(crate) fn yaml_value(text: &str, what: &str) -> Result<Value> {
         })
 }
 
+/// A create or replace body in YAML, bounded as [`yaml_value`]: a document whose aliases would
+/// expand past [`MAX_OBJECT_BYTES`] is `TooLarge`, anything else unreadable `BadRequest`.
+pub fn yaml_body(body: &[u8]) -> Result<Value> {
+    let text = std::str::from_utf8(body)
+        .map_err(|e| WriteError::BadRequest(format!("invalid YAML: {e}")))?;
+    yaml_value(text, "invalid YAML: ")
+}
+
 /// What one value costs besides its text: its own memory, twice (the slack of growing vectors
 /// and maps, and the allocator's).
 const NODE: usize = 2 * std::mem::size_of::<Value>();

@@ -23,7 +23,7 @@ mod writes;
 #[cfg(test)]
 mod tests;
 
-pub use bounded::{MAX_JSON_PATCH_OPERATIONS, MAX_OBJECT_BYTES};
+pub use bounded::{yaml_body, MAX_JSON_PATCH_OPERATIONS, MAX_OBJECT_BYTES};
 pub use error::WriteError;
 pub use patch::{apply_patch, PatchKind};
 pub use prepare::{

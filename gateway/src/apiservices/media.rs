@@ -1,10 +1,9 @@
 //! Media types of the APIService API, negotiated as kube-apiserver negotiates them, for a
-//! server that writes JSON and reads JSON or YAML: a body in any other format (CBOR, protobuf)
+//! server that writes JSON and reads JSON or YAML (decoded by `writes.rs`, YAML bounded): a body
+//! in any other format (CBOR, protobuf)
 //! is refused with 415, on which clients send it again as JSON (client-go's CBOR fallback); an
 //! `Accept` that allows no JSON is refused with 406. Both refusals are `Status` objects in JSON,
 //! which every client reads.
-
-use serde_json::Value;
 
 use super::answers::status;
 use super::Answer;
@@ -37,16 +36,6 @@ pub fn body_format(content_type: &str) -> Result<BodyFormat, Answer> {
             ),
             None,
         )),
-    }
-}
-
-/// Reads a create or replace body in `format`.
-pub fn parse(format: BodyFormat, body: &[u8]) -> Result<Value, String> {
-    match format {
-        BodyFormat::Json => serde_json::from_slice(body).map_err(|e| format!("invalid JSON: {e}")),
-        BodyFormat::Yaml => {
-            serde_yaml_ng::from_slice(body).map_err(|e| format!("invalid YAML: {e}"))
-        }
     }
 }
 
@@ -140,11 +129,5 @@ mod tests {
             let answer = body_format(refused).expect_err(refused);
             assert_eq!(code(answer), 415, "{refused:?}");
         }
-        let yaml =
-            parse(BodyFormat::Yaml, b"kind: APIService\nspec: {version: v1}\n").expect("yaml");
-        assert_eq!(yaml["spec"]["version"], "v1");
-        let json = parse(BodyFormat::Json, br#"{"kind":"APIService"}"#).expect("json");
-        assert_eq!(json["kind"], "APIService");
-        assert!(parse(BodyFormat::Json, b"\xd9\xd9\xf7").is_err());
     }
 }

@@ -12,7 +12,7 @@ use apiagg_strategy::{self as strategy, PatchKind, Prepared, Verb, WriteError, W
 use serde_json::{json, Value};
 
 use super::answers::{done, new_uid, now, status, store_error, unavailable, warned, write_error};
-use super::media;
+use super::media::{self, BodyFormat};
 use super::query::Query;
 use super::work::{self, WorkError};
 use super::{Answer, Api, ApiRequest, LocalGroupVersion};
@@ -44,11 +44,11 @@ const WORK_BUDGET: Duration = Duration::from_secs(5);
 /// Seconds a write waits for the delegate's group-versions (`Retry-After`).
 const DELEGATE_RETRY_AFTER: u32 = 1;
 
-/// Runs a patch or apply on the patch threads within [`WORK_BUDGET`]: past it a 504 Status, a
-/// full line a 429, a lost job a 500.
-async fn off_thread(
-    work: impl FnOnce() -> Result<Prepared, WriteError> + Send + 'static,
-) -> Result<Result<Prepared, WriteError>, Answer> {
+/// Runs a patch, an apply or a YAML decode on the patch threads within [`WORK_BUDGET`]: past
+/// it a 504 Status, a full line a 429, a lost job a 500.
+async fn off_thread<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, WriteError> + Send + 'static,
+) -> Result<Result<T, WriteError>, Answer> {
     work::run(WORK_BUDGET, work).await.map_err(|e| {
         let text = e.to_string();
         match e {
@@ -59,11 +59,26 @@ async fn off_thread(
     })
 }
 
-/// The options and the body (JSON or YAML) of a create or an update.
-fn read(verb: Verb, query: &Query, req: &ApiRequest<'_>) -> Result<(WriteOptions, Value), Answer> {
+/// The options and the body of a create or an update. JSON is read here (its size is its
+/// cost); YAML, whose aliases can multiply it, is decoded by the strategy's bounded decoder on
+/// the patch threads, as an apply is.
+async fn read(
+    verb: Verb,
+    query: &Query,
+    req: &ApiRequest<'_>,
+) -> Result<(WriteOptions, Value), Answer> {
     let format = media::body_format(req.content_type)?;
     let options = options(verb, query, req)?;
-    let value = media::parse(format, req.body).map_err(|e| status(400, "BadRequest", &e, None))?;
+    let value = match format {
+        BodyFormat::Json => serde_json::from_slice(req.body)
+            .map_err(|e| status(400, "BadRequest", &format!("invalid JSON: {e}"), None))?,
+        BodyFormat::Yaml => {
+            let body = req.body.to_vec();
+            off_thread(move || strategy::yaml_body(&body))
+                .await?
+                .map_err(|e| write_error("", e))?
+        }
+    };
     Ok((options, value))
 }
 
@@ -90,7 +105,7 @@ impl Api<'_> {
     }
 
     pub(super) async fn create(&self, req: &ApiRequest<'_>, query: &Query) -> Answer {
-        let (options, value) = match read(Verb::Create, query, req) {
+        let (options, value) = match read(Verb::Create, query, req).await {
             Ok(read) => read,
             Err(answer) => return answer,
         };
@@ -128,7 +143,7 @@ impl Api<'_> {
         if let Some(refused) = self.read_only(name) {
             return refused;
         }
-        let (options, value) = match read(Verb::Update, query, req) {
+        let (options, value) = match read(Verb::Update, query, req).await {
             Ok(read) => read,
             Err(answer) => return answer,
         };

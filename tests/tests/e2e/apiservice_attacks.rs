@@ -159,7 +159,8 @@ async fn takeovers_and_made_up_subresources_are_refused() {
 }
 
 /// A JSON Patch that doubles a value 60 times, one of 10,001 operations, and a server-side
-/// apply whose 20,000 aliases each expand a 20,000-item anchor: each gets a 4xx at once (within
+/// apply (or a YAML create or replace) whose 20,000 aliases each expand a 20,000-item anchor:
+/// each gets a 4xx at once (within
 /// 10 s even on a loaded machine, where doing the work would take minutes and gigabytes),
 /// apiagg's peak memory stays flat, `/readyz` keeps answering and the APIService keeps routing
 /// to its backend.
@@ -230,6 +231,30 @@ async fn patch_and_alias_bombs_are_refused_at_once() {
         );
         eprintln!("{what}: {size} bytes refused in {took:?}");
         assert_eq!(status_code(&gw.url("/readyz")).await, 200, "after {what}");
+    }
+    // The same bomb as a YAML create or replace body: the same bounded decoder refuses it.
+    for (method, url) in [
+        (Method::POST, api.clone()),
+        (Method::PUT, format!("{api}/{name}")),
+    ] {
+        let body = yaml.clone().into_bytes();
+        let (code, _, answer, took) =
+            apiagg_tests::api::send_bytes(method.clone(), &url, "application/yaml", body).await;
+        assert_eq!(code, 413, "YAML {method}: {answer}");
+        let message = answer["message"].as_str().unwrap_or("");
+        assert!(
+            message.contains("its aliases expanded"),
+            "YAML {method}: {answer}"
+        );
+        assert!(
+            took < Duration::from_secs(10),
+            "YAML {method} took {took:?}"
+        );
+        assert_eq!(
+            status_code(&gw.url("/readyz")).await,
+            200,
+            "after YAML {method}"
+        );
     }
     // Sixteen alias bombs at once: each is refused (they take turns, memory stays bounded).
     let mut at_once = tokio::task::JoinSet::new();
