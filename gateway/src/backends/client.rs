@@ -13,6 +13,8 @@ use dashmap::DashMap;
 
 mod lines;
 
+pub use lines::Lines;
+
 use super::credentials::BearerToken;
 use super::upstream::Upstream;
 

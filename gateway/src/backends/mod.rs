@@ -13,7 +13,7 @@ mod tls;
 mod upstream;
 
 pub use certs::{bundle_not_after, check_pair, earliest_not_after, CertError, Purpose};
-pub use client::{error_chain, Client, Clients, FetchError, Fetched};
+pub use client::{error_chain, Client, Clients, FetchError, Fetched, Lines};
 pub use credentials::{BearerToken, ClientIdentity, CredentialError, Reload, Reloadable};
 pub use exhaustion::own_exhaustion;
 pub use health::HealthBook;

@@ -16,14 +16,10 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use super::backoff::Backoff;
-use super::services::{jitter, url_escape};
+use super::reflector::{self, Ended, Watch};
 use crate::backends::{Clients, FetchError, Upstream};
 use crate::flowcontrol::{FlowControl, Object, API_VERSION};
 
-/// Objects per list page.
-const PAGE: usize = 500;
-/// Upper bound of one list page.
-const LIST_TIMEOUT: Duration = Duration::from_secs(30);
 /// Changes closer together than this are applied together.
 const DEBOUNCE: Duration = Duration::from_millis(250);
 
@@ -184,14 +180,6 @@ fn report(last: &mut Option<String>, outcome: Result<String, crate::flowcontrol:
     *last = Some(now);
 }
 
-/// How a watch ended without a transport error.
-enum Ended {
-    /// Its time was up: watch again from the last resourceVersion.
-    Timeout,
-    /// The resourceVersion is too old (410): list again.
-    Expired,
-}
-
 struct Reflector {
     kind: Kind,
     delegate: Arc<Upstream>,
@@ -241,45 +229,30 @@ impl Reflector {
     async fn list(&self) -> Result<String, FetchError> {
         let client = self.clients.pick(&self.delegate)?;
         let mut items = BTreeMap::new();
-        let mut next: Option<String> = None;
-        let version = loop {
-            let mut query = format!("limit={PAGE}");
-            if let Some(token) = &next {
-                query.push_str("&continue=");
-                query.push_str(&url_escape(token));
-            }
-            let page: Value = client
-                .get(
-                    &self.kind.path(&query),
-                    "application/json",
-                    None,
-                    LIST_TIMEOUT,
-                )
-                .await?
-                .json()?;
-            for item in page["items"].as_array().into_iter().flatten() {
-                let name = item["metadata"]["name"].as_str().unwrap_or("").to_string();
-                match self.kind.decode(item.clone()) {
-                    Ok(object) => {
-                        items.insert(name, object);
-                    }
-                    Err(e) => {
-                        // As for a watch event: the version known before keeps serving (a
-                        // relist after 410 must not change what one replica does).
-                        tracing::warn!(kind = ?self.kind, %name, "ignoring an undecodable object: {e}");
-                        if let Some(known) = lock(&self.known).objects[self.kind.index()].get(&name)
-                        {
-                            items.insert(name, known.clone());
+        let version = reflector::list(
+            &client,
+            |query| self.kind.path(query),
+            |page| {
+                for item in page {
+                    let name = item["metadata"]["name"].as_str().unwrap_or("").to_string();
+                    match self.kind.decode(item.clone()) {
+                        Ok(object) => {
+                            items.insert(name, object);
+                        }
+                        Err(e) => {
+                            // As for a watch event: the version known before keeps serving (a
+                            // relist after 410 must not change what one replica does).
+                            tracing::warn!(kind = ?self.kind, %name, "ignoring an undecodable object: {e}");
+                            let known = lock(&self.known);
+                            if let Some(known) = known.objects[self.kind.index()].get(&name) {
+                                items.insert(name, known.clone());
+                            }
                         }
                     }
                 }
-            }
-            let meta = &page["metadata"];
-            match meta["continue"].as_str().filter(|t| !t.is_empty()) {
-                Some(token) => next = Some(token.to_string()),
-                None => break meta["resourceVersion"].as_str().unwrap_or("").to_string(),
-            }
-        };
+            },
+        )
+        .await?;
         let changed = {
             let mut known = lock(&self.known);
             let index = self.kind.index();
@@ -294,57 +267,28 @@ impl Reflector {
         Ok(version)
     }
 
-    /// Watches from `from`, applying each event and keeping `version` current.
+    /// Watches from `from`, applying each change and keeping `version` current.
     async fn watch(&self, from: &str, version: &mut Option<String>) -> Result<Ended, FetchError> {
         let client = self.clients.pick(&self.delegate)?;
-        let seconds = 300 + u64::from(jitter()) % 300;
-        let started = tokio::time::Instant::now();
-        let path = self.kind.path(&format!(
-            "watch=1&allowWatchBookmarks=true&resourceVersion={}&timeoutSeconds={seconds}",
-            url_escape(from)
-        ));
-        let mut lines = match client
-            .stream(&path, Duration::from_secs(seconds + 30))
-            .await?
-        {
-            Ok(lines) => lines,
-            Err(refused) if refused.status == 410 => return Ok(Ended::Expired),
-            Err(refused) => return Err(refused.unexpected()),
+        let mut watch = match Watch::open(&client, |query| self.kind.path(query), from).await? {
+            Ok(watch) => watch,
+            Err(ended) => return Ok(ended),
         };
-        while let Some(line) = lines.next().await? {
-            let mut event: Value =
-                serde_json::from_slice(&line).map_err(|e| FetchError::Invalid {
-                    url: path.clone(),
-                    message: format!("watch event: {e}"),
-                })?;
-            let object = event["object"].take();
-            let event_type = event["type"].as_str().unwrap_or("");
-            if event_type == "ERROR" {
-                if object["code"].as_u64() == Some(410) {
-                    return Ok(Ended::Expired);
-                }
-                let message = object["message"].as_str().unwrap_or("watch error");
-                return Err(FetchError::Invalid {
-                    url: path,
-                    message: message.to_string(),
-                });
-            }
-            if let Some(rv) = object["metadata"]["resourceVersion"].as_str() {
-                *version = Some(rv.to_string());
-            }
-            let changed = lock(&self.known).event(self.kind, event_type, object);
+        loop {
+            let change = match watch.next(version).await? {
+                Ok(change) => change,
+                Err(ended) => return Ok(ended),
+            };
+            let event_type = if change.deleted {
+                "DELETED"
+            } else {
+                "MODIFIED"
+            };
+            let changed = lock(&self.known).event(self.kind, event_type, change.object);
             if changed {
                 self.notify();
             }
         }
-        if started.elapsed() < Duration::from_secs(1) {
-            // A delegate that ends watches at once must not make this a busy loop.
-            return Err(FetchError::Invalid {
-                url: path,
-                message: "the watch ended at once".into(),
-            });
-        }
-        Ok(Ended::Timeout)
     }
 }
 

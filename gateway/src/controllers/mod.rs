@@ -17,6 +17,7 @@ mod files;
 mod fixtures;
 mod flowcontrol;
 mod openapi;
+mod reflector;
 mod registry;
 mod services;
 mod targets;

@@ -8,17 +8,12 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use apiagg_config::{ClusterServices, ServiceResolution, SERVICE_NAME_LABEL};
-use serde_json::Value;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use super::backoff::Backoff;
+use super::reflector::{self, Ended, Watch};
 use crate::backends::{Clients, FetchError, Upstream};
-
-/// Objects per list page.
-const PAGE: usize = 500;
-/// Upper bound of one list page.
-const LIST_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The Services and EndpointSlices known so far: written by one applier task, read by the
 /// registry controller (off the request path).
@@ -140,14 +135,6 @@ impl ClusterWatch {
     }
 }
 
-/// How a watch ended without a transport error.
-enum Ended {
-    /// Its time was up: watch again from the last resourceVersion.
-    Timeout,
-    /// The resourceVersion is too old (410): list again.
-    Expired,
-}
-
 struct Reflector {
     kind: Kind,
     /// How many kinds must be listed before resolution answers.
@@ -212,27 +199,12 @@ impl Reflector {
     async fn list(&self) -> Result<String, FetchError> {
         let client = self.clients.pick(&self.delegate)?;
         let mut items = Vec::new();
-        let mut next: Option<String> = None;
-        let version = loop {
-            let mut extra = format!("limit={PAGE}");
-            if let Some(token) = &next {
-                extra.push_str("&continue=");
-                extra.push_str(&url_escape(token));
-            }
-            let path = self.kind.path(&extra);
-            let page: Value = client
-                .get(&path, "application/json", None, LIST_TIMEOUT)
-                .await?
-                .json()?;
-            let meta = &page["metadata"];
-            if let Some(list) = page["items"].as_array() {
-                items.extend(list.iter().cloned());
-            }
-            match meta["continue"].as_str().filter(|t| !t.is_empty()) {
-                Some(token) => next = Some(token.to_string()),
-                None => break meta["resourceVersion"].as_str().unwrap_or("").to_string(),
-            }
-        };
+        let version = reflector::list(
+            &client,
+            |query| self.kind.path(query),
+            |page| items.extend(page.iter().cloned()),
+        )
+        .await?;
         let kind = self.kind;
         let all_listed = {
             let mut listed = self.listed.lock().unwrap_or_else(|e| e.into_inner());
@@ -257,76 +229,24 @@ impl Reflector {
         Ok(version)
     }
 
-    /// Watches from `from`, applying each event and keeping `version` current.
+    /// Watches from `from`, applying each change and keeping `version` current.
     async fn watch(&self, from: &str, version: &mut Option<String>) -> Result<Ended, FetchError> {
         let client = self.clients.pick(&self.delegate)?;
-        // Spread re-watches of many replicas over five minutes, as client-go does.
-        let seconds = 300 + u64::from(jitter()) % 300;
-        let started = tokio::time::Instant::now();
-        let path = self.kind.path(&format!(
-            "watch=1&allowWatchBookmarks=true&resourceVersion={}&timeoutSeconds={seconds}",
-            url_escape(from)
-        ));
-        let mut lines = match client
-            .stream(&path, Duration::from_secs(seconds + 30))
-            .await?
-        {
-            Ok(lines) => lines,
-            Err(refused) if refused.status == 410 => return Ok(Ended::Expired),
-            Err(refused) => return Err(refused.unexpected()),
+        let mut watch = match Watch::open(&client, |query| self.kind.path(query), from).await? {
+            Ok(watch) => watch,
+            Err(ended) => return Ok(ended),
         };
-        while let Some(line) = lines.next().await? {
-            let event: Value = serde_json::from_slice(&line).map_err(|e| FetchError::Invalid {
-                url: path.clone(),
-                message: format!("watch event: {e}"),
-            })?;
-            let object = &event["object"];
-            let kind = event["type"].as_str().unwrap_or("");
-            if kind == "ERROR" {
-                if object["code"].as_u64() == Some(410) {
-                    return Ok(Ended::Expired);
-                }
-                return Err(FetchError::Invalid {
-                    url: path,
-                    message: object["message"]
-                        .as_str()
-                        .unwrap_or("watch error")
-                        .to_string(),
-                });
-            }
-            if let Some(rv) = object["metadata"]["resourceVersion"].as_str() {
-                *version = Some(rv.to_string());
-            }
-            let deleted = match kind {
-                "ADDED" | "MODIFIED" => false,
-                "DELETED" => true,
-                _ => continue,
+        loop {
+            let change = match watch.next(version).await? {
+                Ok(change) => change,
+                Err(ended) => return Ok(ended),
             };
-            let (kind, object) = (self.kind, object.clone());
+            let (kind, object, deleted) = (self.kind, change.object, change.deleted);
             self.apply(move |cluster| match kind {
                 Kind::Services => cluster.service_event(&object, deleted),
                 Kind::EndpointSlices => cluster.slice_event(&object, deleted),
             })
             .await;
         }
-        if started.elapsed() < Duration::from_secs(1) {
-            // A delegate that ends watches at once must not make this a busy loop.
-            return Err(FetchError::Invalid {
-                url: path,
-                message: "the watch ended at once".into(),
-            });
-        }
-        Ok(Ended::Timeout)
     }
-}
-
-pub(super) fn jitter() -> u32 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos())
-}
-
-/// Escapes a query value (resource versions and continue tokens are opaque).
-pub(super) fn url_escape(value: &str) -> String {
-    url::form_urlencoded::byte_serialize(value.as_bytes()).collect()
 }

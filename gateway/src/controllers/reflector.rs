@@ -1,0 +1,158 @@
+//! What the reflectors of cluster objects share (the cluster's Services and EndpointSlices,
+//! FlowSchemas and priority levels): listing a collection page by page, and watching it from a
+//! resourceVersion as client-go's reflector does — bookmarks asked for, re-watches spread over
+//! five minutes, 410 (as a status or an `ERROR` event) meaning "list again", and a watch that
+//! ends at once treated as a failure so it never becomes a busy loop.
+
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::time::Instant;
+
+use crate::backends::{Client, FetchError, Lines};
+
+/// Objects per list page.
+const PAGE: usize = 500;
+/// Upper bound of one list page.
+const LIST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How a watch ended without a transport error.
+pub enum Ended {
+    /// Its time was up: watch again from the last resourceVersion.
+    Timeout,
+    /// The resourceVersion is too old (410): list again.
+    Expired,
+}
+
+/// One change a watch reported.
+pub struct Change {
+    /// The object (as it was last, for a delete).
+    pub object: Value,
+    /// `DELETED` rather than `ADDED` or `MODIFIED`.
+    pub deleted: bool,
+}
+
+/// Lists every object of a collection, page by page (`path_of(query)` is the path of a page),
+/// handing each page's items to `each`; returns the list's resourceVersion.
+pub async fn list(
+    client: &Client,
+    path_of: impl Fn(&str) -> String,
+    mut each: impl FnMut(&[Value]),
+) -> Result<String, FetchError> {
+    let mut next: Option<String> = None;
+    loop {
+        let mut query = format!("limit={PAGE}");
+        if let Some(token) = &next {
+            query.push_str("&continue=");
+            query.push_str(&url_escape(token));
+        }
+        let page: Value = client
+            .get(&path_of(&query), "application/json", None, LIST_TIMEOUT)
+            .await?
+            .json()?;
+        if let Some(items) = page["items"].as_array() {
+            each(items);
+        }
+        let meta = &page["metadata"];
+        match meta["continue"].as_str().filter(|t| !t.is_empty()) {
+            Some(token) => next = Some(token.to_string()),
+            None => return Ok(meta["resourceVersion"].as_str().unwrap_or("").to_string()),
+        }
+    }
+}
+
+/// An open watch.
+pub struct Watch {
+    lines: Lines,
+    path: String,
+    started: Instant,
+}
+
+impl Watch {
+    /// Watches the collection from `from` (`path_of(query)` as for [`list`]); `Err(Ended)`
+    /// when the version is already too old.
+    pub async fn open(
+        client: &Client,
+        path_of: impl Fn(&str) -> String,
+        from: &str,
+    ) -> Result<Result<Watch, Ended>, FetchError> {
+        // Spread re-watches of many replicas over five minutes, as client-go does.
+        let seconds = 300 + u64::from(jitter()) % 300;
+        let path = path_of(&format!(
+            "watch=1&allowWatchBookmarks=true&resourceVersion={}&timeoutSeconds={seconds}",
+            url_escape(from)
+        ));
+        match client
+            .stream(&path, Duration::from_secs(seconds + 30))
+            .await?
+        {
+            Ok(lines) => Ok(Ok(Watch {
+                lines,
+                path,
+                started: Instant::now(),
+            })),
+            Err(refused) if refused.status == 410 => Ok(Err(Ended::Expired)),
+            Err(refused) => Err(refused.unexpected()),
+        }
+    }
+
+    /// The next change, keeping `version` current (bookmarks included); `Err(Ended)` once the
+    /// watch is over.
+    pub async fn next(
+        &mut self,
+        version: &mut Option<String>,
+    ) -> Result<Result<Change, Ended>, FetchError> {
+        while let Some(line) = self.lines.next().await? {
+            let mut event: Value =
+                serde_json::from_slice(&line).map_err(|e| FetchError::Invalid {
+                    url: self.path.clone(),
+                    message: format!("watch event: {e}"),
+                })?;
+            let object = event["object"].take();
+            let deleted = match event["type"].as_str().unwrap_or("") {
+                "ERROR" if object["code"].as_u64() == Some(410) => return Ok(Err(Ended::Expired)),
+                "ERROR" => {
+                    let message = object["message"].as_str().unwrap_or("watch error");
+                    return Err(FetchError::Invalid {
+                        url: self.path.clone(),
+                        message: message.to_string(),
+                    });
+                }
+                "ADDED" | "MODIFIED" => false,
+                "DELETED" => true,
+                _ => {
+                    remember(version, &object);
+                    continue;
+                }
+            };
+            remember(version, &object);
+            return Ok(Ok(Change { object, deleted }));
+        }
+        if self.started.elapsed() < Duration::from_secs(1) {
+            // A delegate that ends watches at once must not make this a busy loop.
+            return Err(FetchError::Invalid {
+                url: self.path.clone(),
+                message: "the watch ended at once".into(),
+            });
+        }
+        Ok(Err(Ended::Timeout))
+    }
+}
+
+fn remember(version: &mut Option<String>, object: &Value) {
+    if let Some(rv) = object["metadata"]["resourceVersion"].as_str() {
+        *version = Some(rv.to_string());
+    }
+}
+
+/// A few bits of the clock, to spread re-watches.
+fn jitter() -> u32 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos())
+}
+
+/// Escapes a query value (resource versions and continue tokens are opaque).
+pub fn url_escape(value: &str) -> String {
+    url::form_urlencoded::byte_serialize(value.as_bytes()).collect()
+}
