@@ -16,6 +16,7 @@ mod kubectl;
 pub mod openapi;
 pub mod pki;
 mod process;
+pub mod streaming;
 pub mod trust;
 pub mod wire;
 

@@ -50,8 +50,8 @@ pub fn print_status(server: &str, json: bool) -> anyhow::Result<()> {
     }
     let doc: serde_json::Value = serde_json::from_str(&text).context("status document")?;
     println!(
-        "{:<44} {:<40} {:<32} MESSAGE / ENDPOINTS",
-        "NAME", "SERVICE", "AVAILABLE"
+        "{:<44} {:<40} {:<32} {:<10} MESSAGE / ENDPOINTS",
+        "NAME", "SERVICE", "AVAILABLE", "WATCHLIST"
     );
     for item in doc["items"].as_array().into_iter().flatten() {
         let c = &item["conditions"][0];
@@ -69,11 +69,14 @@ pub fn print_status(server: &str, json: bool) -> anyhow::Result<()> {
                 format!("{mark}{}", e["url"].as_str().unwrap_or(""))
             })
             .collect();
+        // How streaming lists are served: native, emulated, unknown (remote APIServices).
+        let watch_list = item["watchList"]["mode"].as_str().unwrap_or("-");
         println!(
-            "{:<44} {:<40} {:<32} {} {}",
+            "{:<44} {:<40} {:<32} {:<10} {} {}",
             item["name"].as_str().unwrap_or(""),
             item["service"].as_str().unwrap_or(""),
             available,
+            watch_list,
             c["message"].as_str().unwrap_or(""),
             endpoints.join(",")
         );

@@ -11,6 +11,7 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use dashmap::DashMap;
 
+mod caller;
 mod lines;
 
 pub use lines::Lines;

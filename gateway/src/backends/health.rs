@@ -10,6 +10,7 @@ use dashmap::DashMap;
 use tokio::sync::Notify;
 
 use super::slots::Slots;
+use super::watch_list::WatchListSupport;
 
 /// Health of one backend endpoint.
 pub struct EndpointHealth {
@@ -74,6 +75,8 @@ impl EndpointHealth {
 pub struct HealthBook {
     endpoints: DashMap<u64, Arc<EndpointHealth>>,
     apiservices: DashMap<String, Arc<Slots>>,
+    /// Every APIService's streaming-list support, with the endpoint set it was learned for.
+    watch_lists: DashMap<String, Arc<WatchListSupport>>,
     /// Signalled when an endpoint's health flips (a probe, or a failure on the proxy path).
     pub changed: Notify,
 }
@@ -95,6 +98,19 @@ impl HealthBook {
             .clone()
     }
 
+    /// What is known of an APIService's streaming lists for the endpoint set `fingerprint`;
+    /// another endpoint set starts unknown.
+    pub fn watch_list(&self, name: &str, fingerprint: u64) -> Arc<WatchListSupport> {
+        if let Some(known) = self.watch_lists.get(name) {
+            if known.fingerprint() == fingerprint {
+                return known.clone();
+            }
+        }
+        let fresh = Arc::new(WatchListSupport::new(fingerprint));
+        self.watch_lists.insert(name.to_string(), fresh.clone());
+        fresh
+    }
+
     /// Forgets endpoints no longer in use.
     pub fn retain(&self, live: &std::collections::HashSet<u64>) {
         self.endpoints.retain(|k, _| live.contains(k));
@@ -104,6 +120,7 @@ impl HealthBook {
     /// requests holding it).
     pub fn retain_apiservices(&self, live: &std::collections::HashSet<&str>) {
         self.apiservices.retain(|k, _| live.contains(k.as_str()));
+        self.watch_lists.retain(|k, _| live.contains(k.as_str()));
     }
 }
 

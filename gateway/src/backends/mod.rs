@@ -11,6 +11,7 @@ mod slots;
 mod table;
 mod tls;
 mod upstream;
+mod watch_list;
 
 pub use certs::{bundle_not_after, check_pair, earliest_not_after, CertError, Purpose};
 pub use client::{error_chain, Client, Clients, FetchError, Fetched, Lines};
@@ -23,3 +24,4 @@ pub use table::{build as build_table, RouteTable, TableError};
 pub(crate) use tls::verify_signature_with;
 pub use tls::{client_config, parse_ca_pem};
 pub use upstream::{build_delegate, delegate_credentials, BuildError, Upstream};
+pub use watch_list::{Plan as WatchListPlan, Verdict};

@@ -20,6 +20,7 @@ use super::health::{EndpointHealth, HealthBook};
 use super::names::Names;
 use super::slots::Slots;
 use super::tls::{self, TlsError};
+use super::watch_list::WatchListSupport;
 use crate::observe::GroupVersionMetrics;
 
 /// Why an upstream cannot be built. Only [`BuildError::Resolve`] may heal by itself (DNS).
@@ -99,6 +100,9 @@ pub struct Upstream {
     pub metrics: Option<Arc<GroupVersionMetrics>>,
     /// Requests in flight to all of its endpoints (kept across rebuilds).
     pub slots: Arc<Slots>,
+    /// Whether its backend honours streaming lists (kept across rebuilds of the same
+    /// endpoints).
+    pub watch_list: Arc<WatchListSupport>,
     /// The earliest `notAfter` (Unix seconds) of the CA bundle it verifies its endpoints with,
     /// for the expiry metric; `None` with system roots or no verification.
     pub ca_not_after: Option<i64>,
@@ -302,6 +306,10 @@ pub fn build_upstream(
         )
     };
     let tls_config = config(settings.identity)?;
+    let fingerprint = built.iter().fold(0u64, |sum, e| {
+        sum.rotate_left(7) ^ e.health_key.wrapping_mul(0x9e37_79b9_7f4a_7c15)
+    });
+    let watch_list = book.watch_list(&label, fingerprint);
     let (remote, own_tls_config) = match own {
         Own::Shared => (true, tls_config.clone()),
         Own::Separate(identity) => (false, config(identity)?),
@@ -316,6 +324,7 @@ pub fn build_upstream(
         token: None,
         metrics: None,
         slots,
+        watch_list,
         ca_not_after: (!settings.insecure)
             .then_some(settings.ca)
             .flatten()

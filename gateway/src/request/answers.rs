@@ -27,9 +27,23 @@ pub fn metrics(metrics: &Metrics) -> Reply {
     Reply::new(200, "text/plain; version=0.0.4; charset=utf-8", body)
 }
 
-/// `/debug/apiagg/status`: every APIService's availability.
-pub fn status(book: &StatusBook) -> Reply {
-    Reply::json(200, book.document())
+/// `/debug/apiagg/status`: every APIService's availability, and how its streaming lists are
+/// served.
+pub fn status(book: &StatusBook, routes: &RouteTable) -> Reply {
+    let now = std::time::Instant::now();
+    let upstreams: std::collections::HashMap<&str, &crate::backends::Upstream> = routes
+        .upstreams
+        .iter()
+        .flatten()
+        .filter(|u| u.remote)
+        .map(|u| (u.label.as_str(), &**u))
+        .collect();
+    let document = book.document(|name| {
+        upstreams
+            .get(name)
+            .map(|upstream| upstream.watch_list.describe(now))
+    });
+    Reply::json(200, document)
 }
 
 /// apiagg's own `/version` (served when there is no delegate to answer it).

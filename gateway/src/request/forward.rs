@@ -235,6 +235,44 @@ pub fn upgrade_head(
     Ok(head)
 }
 
+/// Hop-by-hop headers and those that describe a body or an encoding: never part of a request
+/// apiagg makes itself.
+const NOT_FETCHED: [HeaderName; 8] = [
+    http::header::CONNECTION,
+    http::header::TRANSFER_ENCODING,
+    http::header::CONTENT_LENGTH,
+    http::header::CONTENT_TYPE,
+    http::header::TE,
+    http::header::UPGRADE,
+    http::header::ACCEPT_ENCODING,
+    http::header::PROXY_AUTHORIZATION,
+];
+
+/// The headers of a `GET` apiagg sends in the caller's name (the streaming-list emulation's
+/// lists and watches): the same policy, hop-by-hop and body headers removed, JSON asked for,
+/// and the request's audit ID.
+pub fn fetch_headers(
+    request: &RequestHeader,
+    forwarding: &Forwarding,
+    authority: &HeaderValue,
+    audit_id: Option<HeaderValue>,
+) -> Result<HeaderMap> {
+    let mut headers = request.headers.clone();
+    apply_to_headers(&mut headers, request.uri.path(), forwarding, authority)?;
+    for name in &NOT_FETCHED {
+        headers.remove(name);
+    }
+    headers.remove("keep-alive");
+    headers.insert(
+        http::header::ACCEPT,
+        HeaderValue::from_static("application/json"),
+    );
+    if let Some(id) = audit_id {
+        headers.insert(HeaderName::from_static("audit-id"), id);
+    }
+    Ok(headers)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -356,6 +394,39 @@ mod tests {
             ["read"]
         );
         assert!(values(&req, "x-remote-user").is_empty());
+    }
+
+    #[test]
+    fn fetches_in_the_callers_name_follow_the_same_policy() {
+        let (auth, user) = (auth(), user());
+        let mut req = request();
+        req.append_header("Accept", "application/vnd.kubernetes.protobuf")
+            .expect("header");
+        req.append_header("Accept-Encoding", "gzip")
+            .expect("header");
+        let id = HeaderValue::from_static("0d6e6a9c-audit");
+        let headers = fetch_headers(
+            &req,
+            &forwarding(Identity::Remote(&user), &auth),
+            &ENDPOINT,
+            Some(id),
+        )
+        .expect("headers");
+        let get = |name: &str| {
+            headers
+                .get_all(name)
+                .iter()
+                .filter_map(|v| v.to_str().ok())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(get("x-remote-user"), ["alice"]);
+        assert!(get("authorization").is_empty());
+        assert!(get("impersonate-user").is_empty());
+        assert!(get("connection").is_empty() && get("upgrade").is_empty());
+        assert!(get("accept-encoding").is_empty());
+        assert_eq!(get("accept"), ["application/json"]);
+        assert_eq!(get("audit-id"), ["0d6e6a9c-audit"]);
+        assert_eq!(get("host"), ["10.0.0.1:443"]);
     }
 
     #[test]

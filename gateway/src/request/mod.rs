@@ -21,6 +21,7 @@ mod phases;
 mod reply;
 mod response;
 mod upgrade;
+mod watchlist;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -74,6 +75,8 @@ pub struct RequestCtx {
     watch_timeout: Option<u64>,
     /// apiagg ended the answer itself (a watch at shutdown): not a failure to log.
     ended_by_us: bool,
+    /// A streaming list passed through to a backend believed to honour them.
+    streaming_list: bool,
     /// The request's place in its backend's bound, and in its endpoint's (both freed when the
     /// request ends); the endpoint bound applies when the backend's does.
     backend_slot: Option<Slot>,
@@ -255,6 +258,18 @@ impl ApiaggProxy {
         }
         if info.verb == "watch" {
             self.bound_watch(ctx, info);
+            if upstream.remote && watchlist::asked(info) {
+                // Boxed: the emulation's state stays out of every request's future.
+                let served = Box::pin(self.watch_list(session, ctx, &upstream, info)).await?;
+                ctx.upstream = Some(upstream);
+                if let Some(code) = served {
+                    ctx.code = code;
+                    return Ok(true);
+                }
+                ctx.streaming_list = true;
+                ctx.kind = kind;
+                return Ok(false);
+            }
         }
         ctx.kind = kind;
         ctx.upstream = Some(upstream);
@@ -337,7 +352,7 @@ impl ApiaggProxy {
             Route::Metrics => {
                 return Some((RouteKind::Metrics, answers::metrics(&gateway.metrics)))
             }
-            Route::Status => answers::status(&gateway.availability),
+            Route::Status => answers::status(&gateway.availability, &gateway.routes.load()),
             // apiagg's own flow control; without it, the delegate's answers.
             Route::FlowDump => {
                 let dump = self.flow.as_ref()?.dump_priority_levels();

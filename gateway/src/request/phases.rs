@@ -52,6 +52,7 @@ impl ProxyHttp for ApiaggProxy {
             watch: None,
             watch_timeout: None,
             ended_by_us: false,
+            streaming_list: false,
             backend_slot: None,
             endpoint_slot: None,
             seat: None,

@@ -52,6 +52,12 @@ impl ApiaggProxy {
             }
         }
         let code = response.status.as_u16();
+        if ctx.streaming_list && matches!(code, 400 | 422) {
+            // The backend may refuse streaming lists after all: the next one probes again.
+            if let Some(upstream) = &ctx.upstream {
+                upstream.watch_list.recheck();
+            }
+        }
         let redirects = response.headers.contains_key(http::header::LOCATION);
         let Some((code, body)) =
             errors::replacement(ctx.kind, code, redirects, ctx.arrived_complete)

@@ -110,18 +110,24 @@ impl StatusBook {
 }
 
 impl StatusBook {
-    /// The status of every APIService as JSON (`/debug/apiagg/status`, `apiagg status`).
-    pub fn document(&self) -> bytes::Bytes {
+    /// The status of every APIService as JSON (`/debug/apiagg/status`, `apiagg status`), with
+    /// how its streaming lists are served (`watchList`, from `watch_list`) when it has a
+    /// backend of its own.
+    pub fn document(&self, watch_list: impl Fn(&str) -> Option<serde_json::Value>) -> bytes::Bytes {
         let items: Vec<serde_json::Value> = self
             .all()
             .into_iter()
             .map(|(name, status)| {
-                serde_json::json!({
+                let mut item = serde_json::json!({
                     "name": name,
                     "service": status.service,
                     "conditions": [status.condition],
                     "endpoints": status.endpoints,
-                })
+                });
+                if let Some(support) = watch_list(&name) {
+                    item["watchList"] = support;
+                }
+                item
             })
             .collect();
         bytes::Bytes::from(serde_json::json!({ "items": items }).to_string())

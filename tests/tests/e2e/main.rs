@@ -46,4 +46,6 @@ mod trust_identity;
 mod trust_kubectl;
 mod trust_tls;
 mod watch_lifetimes;
+mod watch_list;
+mod watch_list_clients;
 mod watch_scale;

@@ -58,6 +58,23 @@ impl Client {
 }
 
 impl Lines {
+    /// The lines of `response` (asked at `url`), each at most `limit` bytes, read until
+    /// `deadline`.
+    pub(super) fn of(
+        url: String,
+        response: reqwest::Response,
+        limit: u64,
+        deadline: Instant,
+    ) -> Lines {
+        Lines {
+            url,
+            response,
+            buffer: BytesMut::new(),
+            limit,
+            deadline,
+        }
+    }
+
     /// The next line (without its newline), `None` at the end of the stream or its deadline.
     pub async fn next(&mut self) -> Result<Option<BytesMut>, FetchError> {
         loop {

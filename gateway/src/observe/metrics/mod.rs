@@ -55,6 +55,8 @@ pub struct Metrics {
     pub apiserver_duration: HistogramVec,
     /// `apiserver_request_terminations_total{verb,group,version,resource,subresource,scope,component,code}`
     pub terminations: IntCounterVec,
+    /// `apiagg_watch_list_streams_total{apiservice,mode}` (see [`Metrics::watch_list_stream`]).
+    watch_list_streams: IntCounterVec,
     per_gv: DashMap<String, Arc<GroupVersionMetrics>>,
     /// Resolved series of `requests`/`duration`, so a request hashes two small keys (with
     /// FxHash: the keys come from closed sets, so a DoS-resistant hash buys nothing) instead of
@@ -340,8 +342,17 @@ impl Metrics {
              (absent when none of that kind is configured).",
             &["certificate"],
         )?;
+        let watch_list_streams = counter(
+            &r,
+            "apiagg_watch_list_streams_total",
+            "Streaming lists (sendInitialEvents=true) to remote APIServices, by APIService and \
+             mode: native (passed through to a backend that honours them) or emulated (apiagg \
+             listed, sent the initial events and the annotated BOOKMARK, then watched).",
+            &["apiservice", "mode"],
+        )?;
         let metrics = Metrics {
             registry: r,
+            watch_list_streams,
             requests,
             duration,
             reloads,

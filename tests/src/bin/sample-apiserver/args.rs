@@ -117,6 +117,25 @@ pub struct Args {
     /// aggregated clauses and answers the legacy `APIGroupList` (as a pre-1.26 server).
     #[arg(long, value_enum, default_value_t = DiscoveryMode::V2)]
     pub discovery: DiscoveryMode,
+
+    /// What a streaming list (`watch=true&sendInitialEvents=true`, KEP-3157) gets: `ignore`
+    /// treats it as a plain watch (no annotated BOOKMARK: a WatchList client never syncs, as
+    /// with many extension servers); `native` honours it as kube-apiserver 1.27+ does;
+    /// `reject` refuses `sendInitialEvents` with 422, as a server without the feature.
+    #[arg(long, value_enum, default_value_t = WatchListMode::Ignore)]
+    pub watch_list: WatchListMode,
+
+    /// Changes kept for watches from a resourceVersion; older ones get 410 `Expired`.
+    #[arg(long, default_value_t = crate::store::DEFAULT_HISTORY)]
+    pub watch_history: usize,
+}
+
+/// See [`Args::watch_list`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum WatchListMode {
+    Ignore,
+    Native,
+    Reject,
 }
 
 /// See [`Args::discovery`].

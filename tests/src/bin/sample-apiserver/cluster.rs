@@ -46,6 +46,7 @@ impl ClusterResources {
                     resource: resource.into(),
                     kind: kind.into(),
                     cbor: false,
+                    watch_list: crate::args::WatchListMode::Native,
                 },
                 store: Arc::new(Store::new(api_version, kind.into())),
             }

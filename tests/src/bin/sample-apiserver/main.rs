@@ -10,6 +10,7 @@ mod cluster;
 mod debug;
 mod discovery;
 mod fixtures;
+mod listing;
 mod openapi;
 mod openapi_files;
 mod resource;
@@ -120,17 +121,23 @@ fn build_state(args: &Args) -> Result<State> {
         server_name,
         namespaced: args.namespaced,
         gv_path: format!("/apis/{api_version}"),
-        store: Arc::new(Store::new(api_version, args.kind.clone())),
+        store: Arc::new(Store::with_history(
+            api_version,
+            args.kind.clone(),
+            args.watch_history,
+        )),
         cluster: args.cluster.then(cluster::ClusterResources::new),
         policy: args.authorization_policy.clone().map(sar::Policy::new),
         requests: Default::default(),
         negotiation: Default::default(),
+        queries: Default::default(),
         info: ResourceInfo {
             group: args.group.clone(),
             version: args.version.clone(),
             resource: args.resource.clone(),
             kind: args.kind.clone(),
             cbor: !args.no_cbor,
+            watch_list: args.watch_list,
         },
         fixtures,
         discovery,

@@ -1,7 +1,6 @@
 //! REST handlers of the in-memory resource: list, watch, create, get, delete.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
@@ -10,11 +9,10 @@ use hyper::{Method, Request, Response, StatusCode};
 use serde_json::{json, Value};
 
 use crate::cbor::{self, Format};
-use crate::debug::query_param;
+use crate::listing::{self, Filter};
 use crate::response::{bad_request, full, json, method_not_allowed, status, Body, JSON};
-use crate::selector::Selector;
 use crate::store::{Store, StoreError};
-use crate::watch::{self, WatchParams};
+use crate::watch;
 
 /// Largest accepted request body.
 const MAX_BODY: usize = 3 * 1024 * 1024;
@@ -27,6 +25,8 @@ pub struct ResourceInfo {
     pub kind: String,
     /// Reads and writes `application/cbor` too (off: `--no-cbor`, a server without CBOR).
     pub cbor: bool,
+    /// How streaming lists are answered (`--watch-list`).
+    pub watch_list: crate::args::WatchListMode,
 }
 
 impl ResourceInfo {
@@ -64,18 +64,14 @@ async fn collection_as(
     match *req.method() {
         Method::GET | Method::HEAD => {
             let query = req.uri().query();
-            let selector = match label_selector(query) {
-                Ok(s) => s,
+            let filter = match Filter::from_query(query) {
+                Ok(f) => f,
                 Err(message) => return bad_request(&message),
             };
-            match watch_params(query) {
-                Ok(Some(mut params)) => {
-                    params.selector = selector;
-                    params.format = format;
-                    watch::respond(store, namespace.map(str::to_string), params)
-                }
-                Ok(None) => list(info, store, namespace, &selector),
-                Err(message) => bad_request(&message),
+            match listing::watch_params(query, info.watch_list, filter.clone(), format) {
+                Ok(Some(params)) => watch::respond(store, namespace.map(str::to_string), params),
+                Ok(None) => listing::list(info, store, namespace, query, &filter).await,
+                Err(refused) => *refused,
             }
         }
         Method::POST => match namespace {
@@ -127,25 +123,6 @@ async fn item_as_json(
         },
         _ => method_not_allowed(method),
     }
-}
-
-fn list(
-    info: &ResourceInfo,
-    store: &Store,
-    namespace: Option<&str>,
-    selector: &Selector,
-) -> Response<Body> {
-    let (resource_version, mut items) = store.list(namespace);
-    items.retain(|o| selector.matches(o));
-    json(
-        StatusCode::OK,
-        &json!({
-            "kind": format!("{}List", info.kind),
-            "apiVersion": format!("{}/{}", info.group, info.version),
-            "metadata": {"resourceVersion": resource_version.to_string()},
-            "items": items,
-        }),
-    )
 }
 
 async fn create(
@@ -252,18 +229,6 @@ async fn encode_as(format: Format, resp: Response<Body>) -> Response<Body> {
     Response::from_parts(parts, full(cbor::encode(&value)))
 }
 
-/// The `labelSelector` query parameter, percent-decoded and parsed.
-fn label_selector(query: Option<&str>) -> Result<Selector, String> {
-    let Some(raw) = query_param(query, "labelSelector") else {
-        return Ok(Selector::default());
-    };
-    let spaced = raw.replace('+', " ");
-    let decoded = percent_encoding::percent_decode_str(&spaced)
-        .decode_utf8()
-        .map_err(|e| format!("labelSelector: {e}"))?;
-    Selector::parse(&decoded).map_err(|e| format!("labelSelector: {e}"))
-}
-
 fn store_error(info: &ResourceInfo, error: StoreError) -> Response<Body> {
     let qualified = info.qualified();
     match error {
@@ -286,35 +251,4 @@ fn store_error(info: &ResourceInfo, error: StoreError) -> Response<Body> {
             json!({"group": info.group, "kind": info.kind}),
         ),
     }
-}
-
-/// `Some` when the query asks for a watch (`watch=true|1`).
-fn watch_params(query: Option<&str>) -> Result<Option<WatchParams>, String> {
-    let watching = match query_param(query, "watch") {
-        None | Some("" | "false" | "0" | "f" | "False" | "FALSE") => false,
-        Some("true" | "1" | "t" | "True" | "TRUE") => true,
-        Some(other) => return Err(format!("invalid value for watch: {other:?}")),
-    };
-    if !watching {
-        return Ok(None);
-    }
-    let resource_version = match query_param(query, "resourceVersion") {
-        None | Some("") => 0,
-        Some(rv) => rv
-            .parse()
-            .map_err(|_| format!("invalid resourceVersion: {rv:?}"))?,
-    };
-    let timeout = match query_param(query, "timeoutSeconds") {
-        None | Some("") => None,
-        Some(t) => Some(Duration::from_secs(
-            t.parse()
-                .map_err(|_| format!("invalid timeoutSeconds: {t:?}"))?,
-        )),
-    };
-    Ok(Some(WatchParams {
-        resource_version,
-        timeout,
-        selector: Selector::default(),
-        format: Format::Json,
-    }))
 }

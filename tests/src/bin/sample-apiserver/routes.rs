@@ -53,7 +53,14 @@ pub struct State {
     /// `Accept` (empty when absent) → `"<status> <Content-Type>"` → count. Tests read with it
     /// which discovery format a client asked for and got.
     pub negotiation: std::sync::Mutex<NegotiationLog>,
+    /// The last [`QUERIES_KEPT`] requests outside `/debug/`, as `METHOD path?query`, with
+    /// ` as <X-Remote-User values>` when the request named a user (`GET /debug/queries` shows
+    /// them): tests read which list and watch options arrived, and in whose name.
+    pub queries: std::sync::Mutex<std::collections::VecDeque<String>>,
 }
+
+/// See [`State::queries`].
+pub const QUERIES_KEPT: usize = 256;
 
 /// See [`State::negotiation`].
 pub type NegotiationLog = BTreeMap<String, BTreeMap<String, BTreeMap<String, u64>>>;
@@ -70,6 +77,23 @@ pub async fn handle(
         .headers()
         .get(ACCEPT)
         .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+    if !path.starts_with("/debug/") {
+        let mut log = state.queries.lock().unwrap_or_else(|e| e.into_inner());
+        if log.len() == QUERIES_KEPT {
+            log.pop_front();
+        }
+        let user = req
+            .headers()
+            .get_all("x-remote-user")
+            .iter()
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+            .collect::<Vec<_>>();
+        let caller = match user.as_slice() {
+            [] => String::new(),
+            users => format!(" as {}", users.join(",")),
+        };
+        log.push_back(format!("{method} {}{caller}", req.uri()));
+    }
     if path != "/debug/requests" {
         let mut log = state.requests.lock().unwrap_or_else(|e| e.into_inner());
         *log.entry(path.clone()).or_default() += 1;
@@ -126,6 +150,16 @@ async fn route(state: &Arc<State>, req: Request<Incoming>) -> Response<Body> {
     }
     if path == "/debug/last-body" {
         return state.store.last_body();
+    }
+    if path == "/debug/queries" {
+        let log = state.queries.lock().unwrap_or_else(|e| e.into_inner());
+        return json(StatusCode::OK, &json!(*log));
+    }
+    if let ("/debug/hold-lists" | "/debug/release-lists", &Method::POST) =
+        (path.as_str(), req.method())
+    {
+        state.store.hold_lists(path == "/debug/hold-lists");
+        return json(StatusCode::OK, &json!({}));
     }
     if path == "/debug/whoami" {
         return match *req.method() {

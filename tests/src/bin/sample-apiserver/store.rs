@@ -1,7 +1,7 @@
 //! In-memory object store with a resource-version counter and a change feed.
 
 use std::collections::hash_map::RandomState;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::hash::BuildHasher;
 use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -20,7 +20,19 @@ pub struct Event {
     pub kind: &'static str,
     pub namespace: String,
     pub object: Value,
+    pub resource_version: u64,
 }
+
+/// A watch from a resourceVersion older than the history keeps: `410 Expired`, as etcd's
+/// compaction makes it upstream.
+#[derive(Debug)]
+pub struct Expired {
+    pub asked: u64,
+    pub oldest: u64,
+}
+
+/// Events kept for watches from a resourceVersion (`--watch-history`).
+pub const DEFAULT_HISTORY: usize = 1024;
 
 /// Why a write failed.
 #[derive(Debug)]
@@ -35,6 +47,11 @@ struct Inner {
     /// `(namespace, name)` → object; the namespace is empty for cluster-scoped objects.
     objects: BTreeMap<(String, String), Value>,
     resource_version: u64,
+    /// The latest changes, oldest first, for watches from a resourceVersion.
+    history: VecDeque<Event>,
+    /// The resourceVersion of the newest change dropped from `history` (a watch must start at
+    /// or after it).
+    compacted: u64,
 }
 
 pub struct Store {
@@ -42,20 +59,41 @@ pub struct Store {
     kind: String,
     inner: Mutex<Inner>,
     events: broadcast::Sender<Event>,
+    history_limit: usize,
+    /// Lists wait while this is `true` (`/debug/hold-lists`, `/debug/release-lists`).
+    lists_held: tokio::sync::watch::Sender<bool>,
     /// The content type and bytes of the last create or update body (`/debug/last-body`).
     last_body: Mutex<Option<(Option<String>, Bytes)>>,
 }
 
 impl Store {
     pub fn new(api_version: String, kind: String) -> Self {
+        Store::with_history(api_version, kind, DEFAULT_HISTORY)
+    }
+
+    /// A store that keeps the last `history_limit` changes for watches from a resourceVersion.
+    pub fn with_history(api_version: String, kind: String, history_limit: usize) -> Self {
         let (events, _) = broadcast::channel(1024);
         Store {
             api_version,
             kind,
             inner: Mutex::default(),
             events,
+            history_limit,
+            lists_held: tokio::sync::watch::Sender::new(false),
             last_body: Mutex::default(),
         }
+    }
+
+    /// Holds (`true`) or releases the lists that are waiting and those to come.
+    pub fn hold_lists(&self, held: bool) {
+        self.lists_held.send_replace(held);
+    }
+
+    /// Waits until lists are not held.
+    pub async fn lists_released(&self) {
+        let mut held = self.lists_held.subscribe();
+        let _ = held.wait_for(|h| !*h).await;
     }
 
     /// Keeps a request body for [`Store::last_body`].
@@ -157,7 +195,7 @@ impl Store {
         let object = Value::Object(fields);
         inner.resource_version = resource_version;
         inner.objects.insert(key, object.clone());
-        self.publish("ADDED", namespace, &object);
+        self.publish(&mut inner, "ADDED", namespace, &object);
         Ok(object)
     }
 
@@ -198,7 +236,7 @@ impl Store {
         object["metadata"] = meta;
         inner.resource_version = resource_version;
         inner.objects.insert(key, object.clone());
-        self.publish("MODIFIED", namespace, &object);
+        self.publish(&mut inner, "MODIFIED", namespace, &object);
         Ok(object)
     }
 
@@ -213,28 +251,85 @@ impl Store {
         };
         inner.resource_version += 1;
         object["metadata"]["resourceVersion"] = json!(inner.resource_version.to_string());
-        self.publish("DELETED", namespace, &object);
+        self.publish(&mut inner, "DELETED", namespace, &object);
         Ok(object)
     }
 
-    /// Objects newer than `since` plus a receiver for later changes, taken atomically.
+    /// What a watch from `since` starts with, plus a receiver for later changes, taken
+    /// atomically: with `since` 0 every object as `ADDED` ("get state and start at most
+    /// recent"), else every change after `since` the history still holds.
     pub fn watch(
         &self,
         namespace: Option<&str>,
         since: u64,
-    ) -> (Vec<Value>, broadcast::Receiver<Event>) {
+    ) -> Result<(Vec<Event>, broadcast::Receiver<Event>, u64), Expired> {
         let inner = self.lock();
-        (select(&inner, namespace, since), self.events.subscribe())
+        let initial = if since == 0 {
+            select(&inner, namespace, 0)
+                .into_iter()
+                .map(|object| Event {
+                    kind: "ADDED",
+                    namespace: object["metadata"]["namespace"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string(),
+                    resource_version: resource_version(&object),
+                    object,
+                })
+                .collect()
+        } else if since < inner.compacted {
+            return Err(Expired {
+                asked: since,
+                oldest: inner.compacted,
+            });
+        } else {
+            inner
+                .history
+                .iter()
+                .filter(|e| e.resource_version > since)
+                .filter(|e| namespace.is_none_or(|ns| ns == e.namespace))
+                .cloned()
+                .collect()
+        };
+        Ok((initial, self.events.subscribe(), inner.resource_version))
+    }
+
+    /// A receiver that never yields (for a watch that ends at once).
+    pub fn closed_feed(&self) -> broadcast::Receiver<Event> {
+        broadcast::channel(1).1
+    }
+
+    /// The BOOKMARK object that ends a streaming list's initial events at `resource_version`.
+    pub fn initial_events_end(&self, resource_version: u64) -> Value {
+        json!({
+            "kind": self.kind,
+            "apiVersion": self.api_version,
+            "metadata": {
+                "resourceVersion": resource_version.to_string(),
+                "annotations": {"k8s.io/initial-events-end": "true"},
+            },
+        })
     }
 
     /// Called with the lock held so watchers see events in resource-version order.
-    fn publish(&self, kind: &'static str, namespace: &str, object: &Value) {
-        // No receivers is fine: nobody is watching.
-        let _ = self.events.send(Event {
+    fn publish(&self, inner: &mut Inner, kind: &'static str, namespace: &str, object: &Value) {
+        let event = Event {
             kind,
             namespace: namespace.to_string(),
             object: object.clone(),
-        });
+            resource_version: inner.resource_version,
+        };
+        inner.history.push_back(event.clone());
+        while inner.history.len() > self.history_limit {
+            if let Some(dropped) = inner.history.pop_front() {
+                inner.compacted = dropped.resource_version;
+            }
+        }
+        if self.history_limit == 0 {
+            inner.compacted = inner.resource_version;
+        }
+        // No receivers is fine: nobody is watching.
+        let _ = self.events.send(event);
     }
 }
 

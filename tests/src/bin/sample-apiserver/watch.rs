@@ -1,11 +1,13 @@
 //! Watch streams: newline-delimited JSON events over a chunked response, or with `Accept:
 //! application/cbor` a CBOR sequence (`application/cbor-seq`) of the same events.
 //!
-//! The stream starts with an `ADDED` event for every existing object whose
-//! resourceVersion is greater than the `resourceVersion` query parameter (all of
-//! them when it is absent or `0`), then follows live `ADDED`/`DELETED` events.
-//! It ends after `timeoutSeconds`, when the client goes away, or when the watcher
-//! falls more than 1024 events behind (the client should re-list).
+//! From `resourceVersion` 0 (or none) the stream starts with an `ADDED` event for every
+//! existing object; from another it replays the changes after it (an `ERROR` event with a 410
+//! `Expired` Status when the history no longer holds them, as upstream). A streaming list
+//! (`sendInitialEvents=true`, `--watch-list native`) ends its initial events with the BOOKMARK
+//! annotated `k8s.io/initial-events-end`. Live `ADDED`/`MODIFIED`/`DELETED` events follow.
+//! It ends after `timeoutSeconds`, when the client goes away, or when the watcher falls more
+//! than 1024 events behind (the client should re-list).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,19 +22,23 @@ use serde_json::{json, Value};
 use tokio::sync::{broadcast, mpsc};
 
 use crate::cbor::{self, Format};
+use crate::listing::Filter;
 use crate::response::{Body, JSON};
-use crate::selector::Selector;
-use crate::store::Store;
+use crate::store::{Event, Store};
 
 /// Query parameters of a watch.
 #[derive(Debug, Default)]
 pub struct WatchParams {
     pub resource_version: u64,
     pub timeout: Option<Duration>,
-    /// Only objects whose labels match are sent.
-    pub selector: Selector,
+    /// Only objects the selectors match are sent.
+    pub filter: Filter,
     /// JSON lines, or a CBOR sequence (`application/cbor-seq`).
     pub format: Format,
+    /// A streaming list: the initial events end with the annotated BOOKMARK.
+    pub initial_events: bool,
+    /// `allowWatchBookmarks=true`.
+    pub bookmarks: bool,
 }
 
 /// Starts a watch of `namespace` (all namespaces when `None`).
@@ -41,33 +47,55 @@ pub fn respond(
     namespace: Option<String>,
     params: WatchParams,
 ) -> Response<Body> {
-    let (mut initial, mut events) = store.watch(namespace.as_deref(), params.resource_version);
-    let (selector, format) = (params.selector, params.format);
-    initial.retain(|o| selector.matches(o));
+    let (filter, format) = (params.filter, params.format);
+    let mut first = Vec::new();
+    let watched = store.watch(namespace.as_deref(), params.resource_version);
+    let (initial, mut events, at) = match watched {
+        Ok(started) => started,
+        Err(expired) => {
+            let status = json!({
+                "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                "message": format!("too old resource version: {} ({})", expired.asked, expired.oldest),
+                "reason": "Expired", "code": 410,
+            });
+            first.push(encode_event(format, "ERROR", status));
+            (Vec::new(), store.closed_feed(), 0)
+        }
+    };
+    let ended = !first.is_empty();
+    for event in initial.into_iter().filter(|e| filter.matches(&e.object)) {
+        first.push(encode_event(format, event.kind, event.object));
+    }
+    if params.initial_events && params.bookmarks {
+        first.push(encode_event(
+            format,
+            "BOOKMARK",
+            store.initial_events_end(at),
+        ));
+    }
     let (tx, mut rx) = mpsc::channel::<Bytes>(16);
     tokio::spawn(async move {
         let deadline = params.timeout.map(|t| tokio::time::Instant::now() + t);
         let feed = async {
-            for object in initial {
-                if tx
-                    .send(encode_event(format, "ADDED", object))
-                    .await
-                    .is_err()
-                {
+            for event in first {
+                if tx.send(event).await.is_err() {
                     return;
                 }
             }
+            if ended {
+                return;
+            }
             loop {
                 match events.recv().await {
-                    Ok(event)
-                        if namespace.as_ref().is_none_or(|ns| *ns == event.namespace)
-                            && selector.matches(&event.object) =>
+                    Ok(Event {
+                        kind,
+                        namespace: ns,
+                        object,
+                        ..
+                    }) if namespace.as_ref().is_none_or(|want| *want == ns)
+                        && filter.matches(&object) =>
                     {
-                        if tx
-                            .send(encode_event(format, event.kind, event.object))
-                            .await
-                            .is_err()
-                        {
+                        if tx.send(encode_event(format, kind, object)).await.is_err() {
                             return;
                         }
                     }

@@ -1,0 +1,289 @@
+//! The emulated streaming list: list pages in the caller's name → `ADDED` events → the
+//! annotated BOOKMARK at the list's resourceVersion → a watch from it, relayed as the backend
+//! sends it. Nothing is sent before the first page arrives, so a refused list reaches the
+//! client as the backend answered it; a failure after that is an `ERROR` event with the
+//! backend's Status (a 410 `Expired` as upstream sends it), and the stream ends.
+
+use std::time::Duration;
+
+use apiagg_requestinfo::QueryParams;
+use bytes::Bytes;
+use pingora_error::Result;
+use pingora_http::ResponseHeader;
+use pingora_proxy::Session;
+
+use super::protocol::{self, ItemType, Page};
+use crate::backends::{Client, FetchError, Fetched};
+use crate::observe::Watches;
+use crate::request::reply::{self, Reply};
+use crate::request::RequestCtx;
+
+/// Pages larger than this are parsed on a blocking thread, off the async workers.
+const PARSE_INLINE: usize = 256 << 10;
+
+/// How often an idle stream checks its deadline and the shutdown drain.
+const TICK: Duration = Duration::from_secs(1);
+
+/// One emulated streaming list.
+pub struct Stream<'a> {
+    /// The client of the chosen endpoint.
+    pub client: Client,
+    /// The caller's request headers under the forwarding policy.
+    pub headers: http::HeaderMap,
+    /// The collection's path.
+    pub path: &'a str,
+    /// The client's query.
+    pub query: &'a QueryParams<'a>,
+    /// `<group>/<version>`, for items of lists that do not say.
+    pub api_version: String,
+    /// The bound of each list page (`--request-timeout`).
+    pub request_timeout: Duration,
+    /// `--backend-connect-timeout`, for the watch's head.
+    pub connect_timeout: Duration,
+    /// Open watches (the shutdown drain).
+    pub watches: &'a Watches,
+}
+
+/// What one page gave: its events, its type, resourceVersion and the next page's token.
+struct Listed {
+    events: Vec<u8>,
+    item: ItemType,
+    resource_version: String,
+    next: Option<String>,
+}
+
+/// A page that did not come: the backend's answer, or why there was none.
+enum Failed {
+    Answer(Fetched),
+    Fetch(FetchError),
+    Parse(String),
+}
+
+impl Stream<'_> {
+    /// Serves the stream; returns the status code the client got.
+    pub async fn serve(self, session: &mut Session, ctx: &mut RequestCtx) -> Result<u16> {
+        let first = match self.page(None).await {
+            Ok(page) => page,
+            Err(failed) => return self.refuse(session, ctx, failed).await,
+        };
+        self.head(session, ctx).await?;
+        let (item, resource_version) = (first.item.clone(), first.resource_version.clone());
+        let mut next = first.next.clone();
+        if !send(session, first.events).await {
+            return Ok(200);
+        }
+        while let Some(token) = next.take() {
+            match self.page(Some(&token)).await {
+                Ok(page) => {
+                    next = page.next;
+                    if !send(session, page.events).await {
+                        return Ok(200);
+                    }
+                }
+                Err(failed) => {
+                    send(session, error_line(failed, "listing the next page")).await;
+                    return self.end(session).await;
+                }
+            }
+        }
+        if !send(
+            session,
+            protocol::initial_events_end(&item, &resource_version),
+        )
+        .await
+        {
+            return Ok(200);
+        }
+        // The initial phase is over: the flow-control seat goes back, as for any watch.
+        ctx.seat = None;
+        ctx.running = None;
+        self.watch(session, ctx, &resource_version).await;
+        self.end(session).await
+    }
+
+    /// One list page, parsed.
+    async fn page(&self, token: Option<&str>) -> Result<Listed, Failed> {
+        let target = format!("{}?{}", self.path, protocol::list_query(self.query, token));
+        let (url, response) = self
+            .client
+            .open_as(&target, self.headers.clone(), self.request_timeout)
+            .await
+            .map_err(Failed::Fetch)?;
+        let fetched = tokio::time::timeout(self.request_timeout, self.client.body(url, response))
+            .await
+            .map_err(|_| Failed::Parse("the list page did not arrive in time".into()))?
+            .map_err(Failed::Fetch)?;
+        if fetched.status != 200 {
+            return Err(Failed::Answer(fetched));
+        }
+        let api_version = self.api_version.clone();
+        let small = fetched.body.len() <= PARSE_INLINE;
+        let parse = move || -> Result<Listed, String> {
+            let page = Page::parse(&fetched.body).map_err(|e| format!("the list page: {e}"))?;
+            let item = page.item_type(&api_version);
+            let mut events = Vec::with_capacity(fetched.body.len() + 64);
+            page.added_events(&item, &mut events);
+            Ok(Listed {
+                events,
+                resource_version: page.resource_version().to_string(),
+                next: page.next().map(str::to_string),
+                item,
+            })
+        };
+        let listed = if small {
+            parse()
+        } else {
+            tokio::task::spawn_blocking(parse)
+                .await
+                .map_err(|e| Failed::Parse(e.to_string()))?
+        };
+        let listed = listed.map_err(Failed::Parse)?;
+        if listed.resource_version.is_empty() {
+            return Err(Failed::Parse(
+                "the backend's list carries no resourceVersion to watch from".into(),
+            ));
+        }
+        Ok(listed)
+    }
+
+    /// The first page failed: the client gets the backend's answer (or a 503/500 Status).
+    async fn refuse(
+        &self,
+        session: &mut Session,
+        ctx: &mut RequestCtx,
+        failed: Failed,
+    ) -> Result<u16> {
+        let reply = match failed {
+            Failed::Answer(fetched) => {
+                let status = serde_json::from_slice::<serde_json::Value>(&fetched.body)
+                    .is_ok_and(|v| v["kind"] == "Status");
+                if status {
+                    Reply::json(fetched.status, fetched.body)
+                } else {
+                    let message = format!(
+                        "listing for a streaming list: the backend answered {}",
+                        fetched.status
+                    );
+                    reply::failure_reply(fetched.status, "InternalError", &message)
+                }
+            }
+            Failed::Fetch(e) => {
+                let message = format!("service unavailable: listing for a streaming list: {e}");
+                reply::failure_reply(503, "ServiceUnavailable", &message)
+            }
+            Failed::Parse(why) => {
+                let message = format!("listing for a streaming list: {why}");
+                reply::failure_reply(500, "InternalError", &message)
+            }
+        };
+        let code = reply.code();
+        ctx.code = code;
+        ctx.own_answer(reply).send(session).await?;
+        Ok(code)
+    }
+
+    /// The stream's head: JSON lines, with the audit and flow-control headers.
+    async fn head(&self, session: &mut Session, ctx: &mut RequestCtx) -> Result<()> {
+        let headers = ctx.answer_headers();
+        let mut head = ResponseHeader::build(200, Some(headers.len() + 3))?;
+        for (name, value) in headers {
+            head.insert_header(name, value)?;
+        }
+        head.insert_header("Content-Type", reply::JSON)?;
+        head.insert_header("Cache-Control", "no-cache, private")?;
+        if !session.is_http2() {
+            head.insert_header("Transfer-Encoding", "chunked")?;
+        }
+        if let Some(audit) = ctx.audit.as_mut() {
+            audit.response_started(200);
+        }
+        ctx.code = 200;
+        session.write_response_header(Box::new(head), false).await
+    }
+
+    /// Watches from `resource_version` and relays the events until the backend ends the
+    /// watch, the client goes away, the watch's deadline passes or the shutdown drain ends it.
+    async fn watch(&self, session: &mut Session, ctx: &mut RequestCtx, resource_version: &str) {
+        let query = protocol::watch_query(self.query, resource_version, ctx.watch_timeout);
+        let target = format!("{}?{query}", self.path);
+        let within = self.connect_timeout + self.request_timeout;
+        let opened = self
+            .client
+            .open_as(&target, self.headers.clone(), within)
+            .await;
+        let (url, mut response) = match opened {
+            Ok(opened) => opened,
+            Err(e) => {
+                send(session, error_line(Failed::Fetch(e), "watching")).await;
+                return;
+            }
+        };
+        if response.status() != reqwest::StatusCode::OK {
+            let failed = match self.client.body(url, response).await {
+                Ok(fetched) => Failed::Answer(fetched),
+                Err(e) => Failed::Fetch(e),
+            };
+            send(session, error_line(failed, "watching")).await;
+            return;
+        }
+        let mut tick = tokio::time::interval(TICK);
+        loop {
+            tokio::select! {
+                chunk = response.chunk() => match chunk {
+                    Ok(Some(chunk)) => {
+                        if !send_bytes(session, chunk).await {
+                            return;
+                        }
+                    }
+                    Ok(None) => return,
+                    Err(e) => {
+                        tracing::debug!(url, "emulated streaming list: the watch broke: {e}");
+                        return;
+                    }
+                },
+                _ = tick.tick() => {
+                    let now = std::time::Instant::now();
+                    if ctx.deadline.is_some_and(|d| now >= d) {
+                        return;
+                    }
+                    if let Some(watch) = &ctx.watch {
+                        if self.watches.drain_ends(watch, now) {
+                            self.watches.ended_by_drain();
+                            return;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Ends the answer.
+    async fn end(&self, session: &mut Session) -> Result<u16> {
+        let _ = session.write_response_body(None, true).await;
+        Ok(200)
+    }
+}
+
+/// An `ERROR` event line for a failure after the stream started.
+fn error_line(failed: Failed, what: &str) -> Vec<u8> {
+    match failed {
+        Failed::Answer(fetched) => protocol::error_event(fetched.status, &fetched.body, what),
+        Failed::Fetch(e) => protocol::error_event(503, b"", &format!("{what}: {e}")),
+        Failed::Parse(why) => protocol::error_event(500, b"", &format!("{what}: {why}")),
+    }
+}
+
+/// Sends events; `false` when the client went away.
+async fn send(session: &mut Session, events: Vec<u8>) -> bool {
+    if events.is_empty() {
+        return true;
+    }
+    send_bytes(session, Bytes::from(events)).await
+}
+
+async fn send_bytes(session: &mut Session, bytes: Bytes) -> bool {
+    session
+        .write_response_body(Some(bytes), false)
+        .await
+        .is_ok()
+}

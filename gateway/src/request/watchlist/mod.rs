@@ -1,0 +1,168 @@
+//! Streaming lists (KEP-3157, client-go's `WatchListClient`) for every remote APIService.
+//!
+//! A watch with `sendInitialEvents=true` waits for a BOOKMARK annotated
+//! `k8s.io/initial-events-end`; many extension servers never send it, and their WatchList
+//! clients never sync. apiagg passes such a request through to a backend that honours it and
+//! emulates the protocol for one that ignores or refuses it (`emulate.rs`): it lists in pages in
+//! the caller's name, sends every object as `ADDED`, the annotated BOOKMARK at the list's
+//! resourceVersion, then watches from there and relays the backend's events.
+//!
+//! Which backends honour it is learned by a probe (`probe.rs`): a streaming list that selects
+//! nothing and ends after a second. The first streaming list to an APIService waits for it;
+//! later probes (every ten minutes) run beside a request served by the old
+//! verdict. A passed-through request the backend refuses (400, 422) makes the next one probe again (the
+//! client's own options decide nothing: only the probe, whose options are apiagg's).
+//! Plain watches and lists are never touched.
+
+mod emulate;
+mod probe;
+mod protocol;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use apiagg_requestinfo::{QueryParams, RequestInfo};
+use pingora_error::Result;
+use pingora_proxy::Session;
+
+use self::protocol::Encoding;
+use super::reply::{self, Reply};
+use super::{forward, ApiaggProxy, RequestCtx};
+use crate::backends::{Upstream, Verdict, WatchListPlan};
+use crate::observe::RouteKind;
+
+pub use protocol::asked;
+
+impl ApiaggProxy {
+    /// A streaming list to a remote APIService. `Ok(None)`: pingora proxies it as it is (the
+    /// backend honours streaming lists, or the client asked for a form apiagg does not
+    /// write); `Ok(Some(code))`: apiagg answered it.
+    pub(super) async fn watch_list(
+        &self,
+        session: &mut Session,
+        ctx: &mut RequestCtx,
+        upstream: &Arc<Upstream>,
+        info: &RequestInfo<'_>,
+    ) -> Result<Option<u16>> {
+        let accept = session
+            .req_header()
+            .headers
+            .get(http::header::ACCEPT)
+            .and_then(|v| v.to_str().ok());
+        match protocol::encoding(accept) {
+            Encoding::PassThrough => return Ok(None),
+            Encoding::Json => {}
+            Encoding::NotAcceptable => {
+                let message = "only the following media types are accepted for an emulated \
+                               streaming list: application/json";
+                let reply = reply::failure_reply(406, "NotAcceptable", message);
+                return self.answered(session, ctx, reply).await;
+            }
+        }
+        if let Err(message) = valid_options(&info.query) {
+            let reply = invalid(&message);
+            return self.answered(session, ctx, reply).await;
+        }
+        let Some(index) = upstream.pick() else {
+            return Ok(None);
+        };
+        let client = match self.gateway.clients.endpoint(upstream, index) {
+            Ok(client) => client,
+            Err(e) => {
+                tracing::warn!(backend = upstream.label, "streaming list: {e}");
+                return Ok(None);
+            }
+        };
+        let headers = {
+            let forwarding = self.forwarding(session, ctx, upstream);
+            let authority = &upstream.endpoints[index].authority_header;
+            let audit_id = super::audit::id_header(ctx);
+            forward::fetch_headers(session.req_header(), &forwarding, authority, audit_id)?
+        };
+        let connect = self.gateway.options.connect_timeout;
+        let plan = match upstream.watch_list.plan(Instant::now()) {
+            WatchListPlan::Probe(probing) => match probing.meanwhile() {
+                Some(plan) => {
+                    let (client, headers, path) = (client.clone(), headers.clone(), info.path);
+                    let path = path.to_string();
+                    tokio::spawn(async move {
+                        probing.finish(probe::run(&client, &path, headers, connect).await);
+                    });
+                    plan
+                }
+                None => {
+                    let verdict = probe::run(&client, info.path, headers.clone(), connect).await;
+                    let native = verdict == Some(Verdict::Honours);
+                    probing.finish(verdict);
+                    if native {
+                        WatchListPlan::Native
+                    } else {
+                        WatchListPlan::Emulate
+                    }
+                }
+            },
+            plan => plan,
+        };
+        let metrics = &self.gateway.metrics;
+        if let WatchListPlan::Native = plan {
+            metrics.watch_list_stream(&upstream.label, "native");
+            return Ok(None);
+        }
+        metrics.watch_list_stream(&upstream.label, "emulated");
+        ctx.kind = RouteKind::Proxy;
+        let stream = emulate::Stream {
+            client,
+            headers,
+            path: info.path,
+            query: &info.query,
+            api_version: format!("{}/{}", info.group, info.version),
+            request_timeout: self.gateway.options.request_timeout,
+            connect_timeout: connect,
+            watches: &self.gateway.watches,
+        };
+        let code = stream.serve(session, ctx).await?;
+        Ok(Some(code))
+    }
+
+    /// Writes `reply` and reports its code.
+    async fn answered(
+        &self,
+        session: &mut Session,
+        ctx: &mut RequestCtx,
+        reply: Reply,
+    ) -> Result<Option<u16>> {
+        let code = reply.code();
+        self.answer(session, ctx, RouteKind::Refused, reply).await?;
+        Ok(Some(code))
+    }
+}
+
+/// kube-apiserver's checks of a streaming list's options (its 422 messages).
+fn valid_options(q: &QueryParams<'_>) -> Result<(), String> {
+    if QueryParams::flag(q.allow_watch_bookmarks) != Some(true) {
+        return Err(
+            "allowWatchBookmarks: Required value: allowWatchBookmarks must be set to \
+                    true when sendInitialEvents is provided"
+                .into(),
+        );
+    }
+    if q.resource_version_match != Some("NotOlderThan") {
+        return Err(format!(
+            "resourceVersionMatch: Unsupported value: {:?}: sendInitialEvents requires \
+             setting resourceVersionMatch to NotOlderThan",
+            q.resource_version_match.unwrap_or_default()
+        ));
+    }
+    Ok(())
+}
+
+/// A 422 `Invalid` of `ListOptions`, as kube-apiserver refuses list options.
+fn invalid(message: &str) -> Reply {
+    let body = reply::failure(
+        422,
+        "Invalid",
+        &format!("ListOptions.meta.k8s.io \"\" is invalid: {message}"),
+        Some(serde_json::json!({"group": "meta.k8s.io", "kind": "ListOptions"})),
+    );
+    Reply::json(422, body)
+}

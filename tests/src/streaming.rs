@@ -1,0 +1,213 @@
+//! Streaming-list helpers: a sample backend of flunders driven straight (create, delete, its
+//! `/debug/queries` log, held lists), apiagg in front of several, and watch-event readers.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::{apiservice, client, service, Apiagg, Sample, V};
+
+/// Bounds each wait; far above what a loaded machine needs.
+const LIMIT: Duration = Duration::from_secs(30);
+
+/// A sample backend of `flunders` in its own group.
+pub struct Backend {
+    /// Its group.
+    pub group: &'static str,
+    /// The process.
+    pub sample: Sample,
+}
+
+impl Backend {
+    /// Starts one for `group`, named `name` (`<name>.test.svc`), with `extra` arguments.
+    pub fn start(group: &'static str, name: &str, extra: &[&str]) -> Backend {
+        let hostname = format!("{name}.test.svc");
+        let mut args = vec![
+            "--group",
+            group,
+            "--version",
+            V,
+            "--resource",
+            "flunders",
+            "--kind",
+            "Flunder",
+            "--name",
+            name,
+            "--hostname",
+            &hostname,
+        ];
+        args.extend_from_slice(extra);
+        Backend {
+            group,
+            sample: Sample::start(&args, false),
+        }
+    }
+
+    /// Its APIService's name.
+    pub fn apiservice(&self) -> String {
+        format!("{V}.{}", self.group)
+    }
+
+    /// Its collection path.
+    pub fn path(&self) -> String {
+        format!("/apis/{}/{V}/flunders", self.group)
+    }
+
+    /// Creates a flunder straight at the backend.
+    pub async fn create(&self, name: &str, labels: Value) {
+        let resp = client()
+            .post(format!("{}{}", self.sample.url, self.path()))
+            .json(&json!({"metadata": {"name": name, "labels": labels}}))
+            .send()
+            .await
+            .expect("create");
+        assert_eq!(resp.status(), 201, "create {name}");
+    }
+
+    /// Creates a flunder with a `status` straight at the backend.
+    pub async fn create_with_status(&self, name: &str, status: Value) {
+        let resp = client()
+            .post(format!("{}{}", self.sample.url, self.path()))
+            .json(&json!({"metadata": {"name": name}, "status": status}))
+            .send()
+            .await
+            .expect("create");
+        assert_eq!(resp.status(), 201, "create {name}");
+    }
+
+    /// Deletes a flunder straight at the backend.
+    pub async fn delete(&self, name: &str) {
+        let resp = client()
+            .delete(format!("{}{}/{name}", self.sample.url, self.path()))
+            .send()
+            .await
+            .expect("delete");
+        assert_eq!(resp.status(), 200, "delete {name}");
+    }
+
+    /// What the backend was asked for its flunders, as `METHOD path?query`, oldest first.
+    pub async fn queries(&self) -> Vec<String> {
+        let log: Vec<String> = client()
+            .get(format!("{}/debug/queries", self.sample.url))
+            .send()
+            .await
+            .expect("queries")
+            .json()
+            .await
+            .expect("queries JSON");
+        let prefix = format!("GET {}", self.path());
+        log.into_iter().filter(|q| q.starts_with(&prefix)).collect()
+    }
+
+    /// Waits until the backend was asked a query containing every one of `parts`.
+    pub async fn wait_query(&self, parts: &[&str]) -> String {
+        let deadline = Instant::now() + LIMIT;
+        loop {
+            if let Some(q) = self
+                .queries()
+                .await
+                .into_iter()
+                .find(|q| parts.iter().all(|p| q.contains(p)))
+            {
+                return q;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no query with {parts:?}: {:?}",
+                self.queries().await
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// `POST /debug/<action>` (`hold-lists`, `release-lists`).
+    pub async fn debug(&self, action: &str) {
+        let resp = client()
+            .post(format!("{}/debug/{action}", self.sample.url))
+            .send()
+            .await
+            .expect("debug action");
+        assert_eq!(resp.status(), 200);
+    }
+}
+
+/// apiagg with one APIService per backend.
+pub fn gateway(backends: &[&Backend]) -> Apiagg {
+    let mut config = String::from("services:\n");
+    for (i, b) in backends.iter().enumerate() {
+        config.push_str(&service(&format!("b{i}"), &b.sample.url));
+    }
+    config.push_str("apiServices:\n");
+    for (i, b) in backends.iter().enumerate() {
+        config.push_str(&apiservice(b.group, V, &format!("b{i}"), ""));
+    }
+    Apiagg::start(&config, &[])
+}
+
+/// The query of a streaming list as client-go sends it, plus `extra`.
+pub fn streaming_list(extra: &str) -> String {
+    format!(
+        "watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan\
+         &allowWatchBookmarks=true&timeoutSeconds=60{extra}"
+    )
+}
+
+/// Reads JSON watch events from `watch` (bytes read ahead kept in `buffer`) until `done` says
+/// the last one ends the read.
+pub async fn read_until(
+    watch: &mut reqwest::Response,
+    buffer: &mut Vec<u8>,
+    done: impl Fn(&Value) -> bool,
+) -> Vec<Value> {
+    let mut events = Vec::new();
+    loop {
+        while let Some(at) = buffer.iter().position(|&b| b == b'\n') {
+            let line: Vec<u8> = buffer.drain(..=at).collect();
+            if line.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            let event: Value = serde_json::from_slice(&line).expect("event JSON");
+            let last = done(&event);
+            events.push(event);
+            if last {
+                return events;
+            }
+        }
+        let chunk = tokio::time::timeout(LIMIT, watch.chunk())
+            .await
+            .unwrap_or_else(|_| panic!("no event within {LIMIT:?}; so far {events:?}"))
+            .expect("read watch")
+            .unwrap_or_else(|| panic!("the watch ended after {events:?}"));
+        buffer.extend_from_slice(&chunk);
+    }
+}
+
+/// Whether an event is the BOOKMARK annotated `k8s.io/initial-events-end`.
+pub fn is_initial_events_end(event: &Value) -> bool {
+    event["type"] == "BOOKMARK"
+        && event["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"] == "true"
+}
+
+/// `(type, name)` of each event, bookmarks left out.
+pub fn named(events: &[Value]) -> Vec<(String, String)> {
+    events
+        .iter()
+        .filter(|e| e["type"] != "BOOKMARK")
+        .map(|e| {
+            (
+                e["type"].as_str().unwrap_or_default().to_string(),
+                e["object"]["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+            )
+        })
+        .collect()
+}
+
+/// `(type, name)` pairs as [`named`] gives them.
+pub fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
+    list.iter()
+        .map(|(t, n)| (t.to_string(), n.to_string()))
+        .collect()
+}
