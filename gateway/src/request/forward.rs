@@ -50,6 +50,9 @@ pub struct Forwarding<'a> {
     pub identity: Identity<'a>,
     /// The authenticators (for the configured front-proxy header names).
     pub auth: &'a Authenticator,
+    /// `traceparent` (and `tracestate`) of apiagg's span of this upstream call, replacing the
+    /// caller's; empty when tracing is off (the caller's then pass unchanged).
+    pub trace: &'a [(HeaderName, HeaderValue)],
 }
 
 /// Adds `timeoutSeconds=<seconds>` to the query of a watch the client did not bound.
@@ -100,6 +103,8 @@ const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
 const X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
 const X_FORWARDED_URI: HeaderName = HeaderName::from_static("x-forwarded-uri");
+const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
+const TRACESTATE: HeaderName = HeaderName::from_static("tracestate");
 
 /// Applies the policy to the request head pingora sends to the endpoint whose `host:port` is
 /// `authority` (for `Host` and `X-Forwarded-Host`).
@@ -170,7 +175,20 @@ fn apply_to_headers(
     headers.insert(X_FORWARDED_HOST, authority.clone());
     let uri = HeaderValue::from_str(path).or_err(InvalidHTTPHeader, "request path")?;
     headers.insert(X_FORWARDED_URI, uri);
+    if !forwarding.trace.is_empty() {
+        stamp_trace(headers, forwarding.trace);
+    }
     Ok(())
+}
+
+/// The trace context of apiagg's span instead of the caller's.
+#[inline(never)]
+fn stamp_trace(headers: &mut HeaderMap, trace: &[(HeaderName, HeaderValue)]) {
+    headers.remove(TRACEPARENT);
+    headers.remove(TRACESTATE);
+    for (name, value) in trace {
+        headers.insert(name.clone(), value.clone());
+    }
 }
 
 /// `X-Forwarded-For` with the client's address appended to what the client sent.
@@ -280,6 +298,7 @@ mod tests {
             proto: "https",
             identity,
             auth,
+            trace: &[],
         }
     }
 
