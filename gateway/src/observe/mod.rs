@@ -13,6 +13,6 @@ mod watches;
 pub use health::{answer as health_answer, Endpoint as HealthEndpoint};
 pub use lifecycle::{InFlight, Lifecycle, Milestone};
 pub use metrics::{CertificateKind, GroupVersionMetrics, Metrics, RouteKind, Running};
-pub use otel::{load as load_tracing, Tracer};
+pub use otel::{load as load_tracing, Tracer, TRACEPARENT, TRACESTATE};
 pub use repeats::Repeats;
 pub use watches::{OpenWatch, Watches};

@@ -103,8 +103,6 @@ const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
 const X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
 const X_FORWARDED_URI: HeaderName = HeaderName::from_static("x-forwarded-uri");
-const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
-const TRACESTATE: HeaderName = HeaderName::from_static("tracestate");
 
 /// Applies the policy to the request head pingora sends to the endpoint whose `host:port` is
 /// `authority` (for `Host` and `X-Forwarded-Host`).
@@ -176,19 +174,9 @@ fn apply_to_headers(
     let uri = HeaderValue::from_str(path).or_err(InvalidHTTPHeader, "request path")?;
     headers.insert(X_FORWARDED_URI, uri);
     if !forwarding.trace.is_empty() {
-        stamp_trace(headers, forwarding.trace);
+        super::trace::stamp(headers, forwarding.trace);
     }
     Ok(())
-}
-
-/// The trace context of apiagg's span instead of the caller's.
-#[inline(never)]
-fn stamp_trace(headers: &mut HeaderMap, trace: &[(HeaderName, HeaderValue)]) {
-    headers.remove(TRACEPARENT);
-    headers.remove(TRACESTATE);
-    for (name, value) in trace {
-        headers.insert(name.clone(), value.clone());
-    }
 }
 
 /// `X-Forwarded-For` with the client's address appended to what the client sent.

@@ -16,7 +16,7 @@ use pingora_http::RequestHeader;
 
 use super::{ApiaggProxy, RequestCtx};
 use crate::backends::Upstream;
-use crate::observe::Tracer;
+use crate::observe::{Tracer, TRACEPARENT, TRACESTATE};
 
 /// kube-apiserver's name for the span of a request.
 const SERVER_SPAN: &str = "KubernetesAPI";
@@ -196,6 +196,17 @@ fn end(
         server.set_status(Status::error(format!("status {code}")));
     }
     server.end();
+}
+
+/// The trace context of apiagg's span instead of the caller's (forward.rs's policy, when
+/// tracing is on).
+#[inline(never)]
+pub fn stamp(headers: &mut http::HeaderMap, trace: &[(HeaderName, HeaderValue)]) {
+    headers.remove(TRACEPARENT);
+    headers.remove(TRACESTATE);
+    for (name, value) in trace {
+        headers.insert(name.clone(), value.clone());
+    }
 }
 
 /// The backend and endpoint a span is about.

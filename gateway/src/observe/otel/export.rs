@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use opentelemetry::Context;
 use opentelemetry_otlp::WithExportConfig;
-use opentelemetry_sdk::error::OTelSdkResult;
+use opentelemetry_sdk::error::{OTelSdkError, OTelSdkResult};
 use opentelemetry_sdk::trace::{Span, SpanData, SpanExporter, SpanProcessor};
 use opentelemetry_sdk::Resource;
 use prometheus::{IntCounter, IntCounterVec, Opts, Registry};
@@ -194,11 +194,7 @@ async fn run(
             let outcome = match deadline {
                 Some(at) => tokio::time::timeout_at(at.into(), exporter.export(sent))
                     .await
-                    .unwrap_or_else(|_| {
-                        Err(opentelemetry_sdk::error::OTelSdkError::Timeout(
-                            EXPORT_TIMEOUT,
-                        ))
-                    }),
+                    .unwrap_or(Err(OTelSdkError::Timeout(EXPORT_TIMEOUT))),
                 None => exporter.export(sent).await,
             };
             match outcome {
