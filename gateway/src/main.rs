@@ -59,6 +59,9 @@ enum Command {
         /// Config file.
         #[arg(long, short)]
         config: PathBuf,
+        /// A tracing file (`TracingConfiguration`) to validate too.
+        #[arg(long)]
+        tracing_config_file: Option<PathBuf>,
     },
 }
 
@@ -175,6 +178,12 @@ struct ServeArgs {
     /// Log format.
     #[arg(long, value_enum, default_value = "text")]
     log_format: LogFormat,
+    /// OpenTelemetry tracing, as kube-apiserver: a `TracingConfiguration` file
+    /// (`apiserver.config.k8s.io/v1`, `v1beta1` or `v1alpha1`) with the collector's `endpoint`
+    /// (OTLP/gRPC, default `localhost:4317`) and `samplingRatePerMillion` (default 0: only
+    /// requests whose caller sampled them). Off without it.
+    #[arg(long)]
+    tracing_config_file: Option<PathBuf>,
     #[command(flatten)]
     front_door: front_door::FrontDoorArgs,
 }
@@ -303,6 +312,7 @@ fn launch(args: ServeArgs) -> Launch {
         max_connections: args.max_connections,
         flow: args.front_door.flow(),
         audit: args.front_door.audit(),
+        tracing: args.tracing_config_file,
         options,
     }
 }
@@ -314,7 +324,13 @@ fn main() -> ExitCode {
             init_logging(args.log_format);
             app::serve(launch(*args))
         }
-        Command::Check { config } => app::check(&config),
+        Command::Check {
+            config,
+            tracing_config_file,
+        } => app::check(&config).and_then(|()| match tracing_config_file {
+            Some(path) => app::check_tracing(&path),
+            None => Ok(()),
+        }),
         Command::Status { server, json } => app::print_status(&server, json),
     };
     match result {

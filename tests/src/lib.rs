@@ -14,6 +14,7 @@ mod gateway;
 mod http;
 mod kubectl;
 pub mod openapi;
+pub mod otlp;
 pub mod pki;
 mod process;
 pub mod streaming;

@@ -32,6 +32,18 @@ pub fn check(config: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Validates a tracing file (`--tracing-config-file`) without starting anything.
+pub fn check_tracing(path: &Path) -> anyhow::Result<()> {
+    let settings = crate::observe::load_tracing(path)?;
+    println!(
+        "{}: ok (endpoint {}, {} sampled per million)",
+        path.display(),
+        settings.endpoint,
+        settings.sampling_rate_per_million
+    );
+    Ok(())
+}
+
 /// Fetches `/debug/apiagg/status` and prints a table like `kubectl get apiservices -o wide`.
 pub fn print_status(server: &str, json: bool) -> anyhow::Result<()> {
     let url = format!("{}/debug/apiagg/status", server.trim_end_matches('/'));

@@ -10,6 +10,7 @@ mod listen;
 mod serving;
 mod shutdown;
 mod stores;
+mod traces;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -26,7 +27,7 @@ use crate::request::{ApiaggProxy, Controls};
 use crate::state::{Gateway, Options};
 
 pub use crate::audit::{LogFormat, LogSettings, Settings as AuditSettings, WebhookSettings};
-pub use commands::{check, print_status};
+pub use commands::{check, check_tracing, print_status};
 pub use front_door::{FlowOptions, FlowSource};
 pub use stores::StoreChoice;
 
@@ -46,6 +47,8 @@ pub struct Launch {
     pub flow: FlowOptions,
     /// Auditing.
     pub audit: AuditSettings,
+    /// OpenTelemetry tracing: a `TracingConfiguration` file (off without it).
+    pub tracing: Option<PathBuf>,
     /// Behaviour of the gateway.
     pub options: Options,
 }
@@ -117,9 +120,15 @@ pub fn serve(launch: Launch) -> anyhow::Result<()> {
             auditor.clone(),
         ));
     }
+    let tracer = launch
+        .tracing
+        .as_deref()
+        .map(|path| traces::tracer(path, &gateway))
+        .transpose()?;
     let controls = Controls {
         flow: flow.clone(),
         audit: auditor.clone(),
+        tracer: tracer.clone(),
     };
     let proxy_app = pingora_proxy::http_proxy(
         &server.configuration,
@@ -167,7 +176,7 @@ pub fn serve(launch: Launch) -> anyhow::Result<()> {
     // The first line on stdout says where to connect (tests and scripts read it).
     println!("listening on {}", listener.url());
     server.run(RunArgs {
-        shutdown_signal: Box::new(shutdown::GracefulShutdown::new(&gateway, auditor)),
+        shutdown_signal: Box::new(shutdown::GracefulShutdown::new(&gateway, auditor, tracer)),
     });
     drop(listener);
     Ok(())

@@ -9,11 +9,13 @@ use pingora_core::server::{ShutdownSignal, ShutdownSignalWatch};
 use tokio::signal::unix::{signal, SignalKind};
 
 use crate::audit::Auditor;
-use crate::observe::{Lifecycle, Milestone, Watches};
+use crate::observe::{Lifecycle, Milestone, Tracer, Watches};
 use crate::state::{Gateway, Options};
 
 /// Upper bound on flushing the audit backends at exit.
 const AUDIT_FLUSH: std::time::Duration = std::time::Duration::from_secs(10);
+/// Upper bound on exporting the queued spans at exit.
+const TRACE_FLUSH: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// The shutdown watcher handed to pingora.
 pub struct GracefulShutdown {
@@ -21,16 +23,23 @@ pub struct GracefulShutdown {
     watches: Arc<Watches>,
     /// Flushed once the last request drained, so no audit event is lost.
     auditor: Auditor,
+    /// Its queued spans are exported after the audit flush.
+    tracer: Option<Arc<Tracer>>,
     options: Options,
 }
 
 impl GracefulShutdown {
-    /// A watcher for `gateway`, flushing `auditor` at the end.
-    pub fn new(gateway: &Gateway, auditor: Auditor) -> GracefulShutdown {
+    /// A watcher for `gateway`, flushing `auditor` and `tracer` at the end.
+    pub fn new(
+        gateway: &Gateway,
+        auditor: Auditor,
+        tracer: Option<Arc<Tracer>>,
+    ) -> GracefulShutdown {
         GracefulShutdown {
             lifecycle: gateway.lifecycle.clone(),
             watches: gateway.watches.clone(),
             auditor,
+            tracer,
             options: gateway.options.clone(),
         }
     }
@@ -93,6 +102,9 @@ impl ShutdownSignalWatch for GracefulShutdown {
         }
         // Every request has ended (or the drain bound passed): its events are queued.
         self.auditor.shutdown(AUDIT_FLUSH).await;
+        if let Some(tracer) = &self.tracer {
+            tracer.shutdown(TRACE_FLUSH).await;
+        }
         ShutdownSignal::GracefulTerminate
     }
 }

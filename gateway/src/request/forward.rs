@@ -50,6 +50,9 @@ pub struct Forwarding<'a> {
     pub identity: Identity<'a>,
     /// The authenticators (for the configured front-proxy header names).
     pub auth: &'a Authenticator,
+    /// `traceparent` (and `tracestate`) of apiagg's span of this upstream call, replacing the
+    /// caller's; empty when tracing is off (the caller's then pass unchanged).
+    pub trace: &'a [(HeaderName, HeaderValue)],
 }
 
 /// Adds `timeoutSeconds=<seconds>` to the query of a watch the client did not bound.
@@ -170,6 +173,9 @@ fn apply_to_headers(
     headers.insert(X_FORWARDED_HOST, authority.clone());
     let uri = HeaderValue::from_str(path).or_err(InvalidHTTPHeader, "request path")?;
     headers.insert(X_FORWARDED_URI, uri);
+    if !forwarding.trace.is_empty() {
+        super::trace::stamp(headers, forwarding.trace);
+    }
     Ok(())
 }
 
@@ -318,6 +324,7 @@ mod tests {
             proto: "https",
             identity,
             auth,
+            trace: &[],
         }
     }
 

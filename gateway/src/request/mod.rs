@@ -20,6 +20,7 @@ mod openapi;
 mod phases;
 mod reply;
 mod response;
+mod trace;
 mod upgrade;
 mod watchlist;
 
@@ -40,7 +41,7 @@ use crate::audit::{Auditor, RequestAudit, StatusSummary};
 use crate::auth::{Authenticated, Authenticator, User};
 use crate::backends::{RouteTable, Slot, Upstream};
 use crate::flowcontrol::{Decision, FlowControl, Seat};
-use crate::observe::{InFlight, OpenWatch, Repeats, RouteKind, Running};
+use crate::observe::{InFlight, OpenWatch, Repeats, RouteKind, Running, Tracer};
 use crate::state::Gateway;
 
 /// Per-request state.
@@ -93,6 +94,8 @@ pub struct RequestCtx {
     audit: Option<Box<RequestAudit>>,
     audit_id: Option<Box<http::HeaderValue>>,
     audit_status: Option<Box<StatusSummary>>,
+    /// The request's spans, when tracing is on (trace.rs).
+    trace: Option<Box<trace::RequestTrace>>,
     _in_flight: Option<InFlight>,
 }
 
@@ -103,6 +106,8 @@ pub struct Controls {
     pub flow: Option<Arc<FlowControl>>,
     /// Auditing ([`Auditor::disabled`] when off).
     pub audit: Auditor,
+    /// Tracing (`--tracing-config-file`), when on.
+    pub tracer: Option<Arc<Tracer>>,
 }
 
 /// The proxy service.
@@ -113,6 +118,8 @@ pub struct ApiaggProxy {
     flow: Option<Arc<FlowControl>>,
     /// Auditing (`--audit-policy-file`).
     audit: Auditor,
+    /// Tracing (`--tracing-config-file`).
+    tracer: Option<Arc<Tracer>>,
     /// Backend failures logged so far, to log repeats on change and then rate-limited.
     repeats: Repeats,
 }
@@ -126,6 +133,7 @@ impl ApiaggProxy {
             auth,
             flow: controls.flow,
             audit: controls.audit,
+            tracer: controls.tracer,
             repeats: Repeats::new(std::time::Duration::from_secs(10)),
         }
     }
@@ -190,6 +198,7 @@ impl ApiaggProxy {
             },
             identity,
             auth: &self.auth,
+            trace: ctx.trace_headers(),
         }
     }
 
@@ -232,6 +241,7 @@ impl ApiaggProxy {
         };
         if upgrade {
             ctx.kind = RouteKind::Upgrade;
+            ctx.trace_backend(Some(&upstream));
             let code = {
                 let forwarding = self.forwarding(session, ctx, &upstream);
                 // Boxed: the tunnel's state stays out of every request's future.

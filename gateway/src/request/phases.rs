@@ -61,6 +61,7 @@ impl ProxyHttp for ApiaggProxy {
             audit: None,
             audit_id: None,
             audit_status: None,
+            trace: None,
             _in_flight: Some(self.gateway.lifecycle.track()),
         }
     }
@@ -70,6 +71,7 @@ impl ProxyHttp for ApiaggProxy {
     async fn request_filter(&self, session: &mut Session, ctx: &mut RequestCtx) -> Result<bool> {
         // A Uri clone shares its bytes: no allocation on the request path.
         let uri = session.req_header().uri.clone();
+        self.trace_begin(session.req_header(), ctx);
 
         // 0. Only canonical paths are routed: what apiagg routes on is what the backend sees.
         if let Some(why) = non_canonical(uri.path()) {
@@ -124,6 +126,7 @@ impl ProxyHttp for ApiaggProxy {
             .digest()
             .and_then(|d| d.ssl_digest.as_ref())
             .and_then(|tls| tls.extension.get::<ConnectionIdentity>());
+        ctx.trace_step("authentication");
         let authenticated = self
             .auth
             .authenticate(
@@ -133,6 +136,7 @@ impl ProxyHttp for ApiaggProxy {
                 &self.gateway.clients,
             )
             .await;
+        ctx.trace_step_end();
         match authenticated {
             Ok(caller) => {
                 // 3a. The audit of the request starts (the policy decides its level).
@@ -149,7 +153,10 @@ impl ProxyHttp for ApiaggProxy {
 
         // 3b. What the caller may do (authorization.mode: Webhook): impersonation is authorized
         // and applied, then the request; 403 Status when refused, 500 when nobody could decide.
-        if let Err(reply) = self.authorize(session, ctx, &info).await {
+        ctx.trace_step("authorization");
+        let authorized = self.authorize(session, ctx, &info).await;
+        ctx.trace_step_end();
+        if let Err(reply) = authorized {
             ctx.audit_authorized(false, "");
             return self.answer(session, ctx, RouteKind::Refused, reply).await;
         }
@@ -164,7 +171,10 @@ impl ProxyHttp for ApiaggProxy {
             }
         }
         if let Some(flow) = &self.flow {
-            if let Err(reply) = self.admit(flow, ctx, &info).await {
+            ctx.trace_step("flow-control");
+            let admitted = self.admit(flow, ctx, &info).await;
+            ctx.trace_step_end();
+            if let Err(reply) = admitted {
                 return self.answer(session, ctx, RouteKind::Refused, reply).await;
             }
         }
@@ -238,6 +248,7 @@ impl ProxyHttp for ApiaggProxy {
         if !deadline::bound(&mut peer.options, connect, ctx.deadline) {
             return Error::e_explain(ErrorType::ReadTimedout, "the request deadline passed");
         }
+        ctx.trace_connect();
         Ok(peer)
     }
 
@@ -251,6 +262,7 @@ impl ProxyHttp for ApiaggProxy {
         ctx: &mut RequestCtx,
         mut e: Box<Error>,
     ) -> Box<Error> {
+        ctx.trace_connect_failed(&e);
         if errors::exhausted(&e).is_some() {
             // apiagg's own exhaustion: no endpoint is to blame, and another would fail alike.
             e.set_retry(false);
@@ -271,6 +283,7 @@ impl ProxyHttp for ApiaggProxy {
         ctx: &mut RequestCtx,
         client_reused: bool,
     ) -> Box<Error> {
+        ctx.trace_backend_failed(&e);
         if let (true, Some(upstream)) = (errors::endpoint_broken(&e, client_reused), &ctx.upstream)
         {
             errors::eject(&self.gateway.health, upstream, ctx.endpoint, &e);
@@ -320,6 +333,8 @@ impl ProxyHttp for ApiaggProxy {
         request: &mut RequestHeader,
         ctx: &mut RequestCtx,
     ) -> Result<()> {
+        // The connection is up: the backend's span starts (its context goes upstream).
+        ctx.trace_backend(None);
         let Some(upstream) = &ctx.upstream else {
             return Ok(());
         };
@@ -385,6 +400,7 @@ impl ProxyHttp for ApiaggProxy {
             .response_written()
             .map_or(ctx.code, |r| r.status.as_u16());
         ctx.audit_complete(code);
+        ctx.trace_end(code);
         ctx.seat = None;
         ctx.running = None;
         let metrics = &self.gateway.metrics;

@@ -40,6 +40,7 @@ mod sample_apiserver;
 mod sample_auth;
 mod secure_defaults;
 mod timeouts;
+mod tracing;
 mod trust;
 mod trust_delegate;
 mod trust_identity;

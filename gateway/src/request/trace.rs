@@ -1,0 +1,223 @@
+//! The request's trace (`--tracing-config-file`): a server span from `request_filter` to
+//! `logging`, its parent the caller's `traceparent`, with child spans for `authentication`,
+//! `authorization`, the `flow-control` wait (when API Priority and Fairness is on), each
+//! `connect` to an endpoint (picked → connected or reused) and the `backend`'s answer (request
+//! sent → response ended). The backend and the delegate get the `backend` span as their
+//! `traceparent` (forward.rs stamps it). Off, `ctx.trace` is `None` and each phase checks it
+//! once.
+
+use std::sync::Arc;
+
+use http::{HeaderName, HeaderValue};
+use opentelemetry::trace::{Span as _, SpanKind, Status, TraceContextExt};
+use opentelemetry::{Context, KeyValue};
+use opentelemetry_sdk::trace::Span;
+use pingora_http::RequestHeader;
+
+use super::{ApiaggProxy, RequestCtx};
+use crate::backends::Upstream;
+use crate::observe::{Tracer, TRACEPARENT, TRACESTATE};
+
+/// kube-apiserver's name for the span of a request.
+const SERVER_SPAN: &str = "KubernetesAPI";
+
+/// The spans of one traced request.
+pub struct RequestTrace {
+    tracer: Arc<Tracer>,
+    server: Context,
+    /// The step running now (authentication, authorization, flow control).
+    step: Option<Span>,
+    connect: Option<Span>,
+    backend: Option<Span>,
+    /// `traceparent` / `tracestate` of the `backend` span, for the upstream request.
+    headers: Vec<(HeaderName, HeaderValue)>,
+}
+
+impl ApiaggProxy {
+    /// Starts the request's trace when tracing is on.
+    #[inline]
+    pub(super) fn trace_begin(&self, req: &RequestHeader, ctx: &mut RequestCtx) {
+        if let Some(tracer) = &self.tracer {
+            ctx.trace = Some(begin(tracer, req));
+        }
+    }
+}
+
+/// The server span of `req`, its attributes those known from the head.
+#[inline(never)]
+fn begin(tracer: &Arc<Tracer>, req: &RequestHeader) -> Box<RequestTrace> {
+    let mut attributes = vec![
+        KeyValue::new("http.request.method", req.method.to_string()),
+        KeyValue::new("url.path", req.uri.path().to_string()),
+    ];
+    if let Some(agent) = req.headers.get(http::header::USER_AGENT) {
+        let agent = String::from_utf8_lossy(agent.as_bytes()).into_owned();
+        attributes.push(KeyValue::new("user_agent.original", agent));
+    }
+    let server = tracer.server(SERVER_SPAN, &req.headers, attributes);
+    Box::new(RequestTrace {
+        tracer: tracer.clone(),
+        server,
+        step: None,
+        connect: None,
+        backend: None,
+        headers: Vec::new(),
+    })
+}
+
+impl RequestCtx {
+    /// Starts the step `name` of `request_filter` (ended by [`RequestCtx::trace_step_end`]).
+    #[inline]
+    pub(super) fn trace_step(&mut self, name: &'static str) {
+        if let Some(trace) = self.trace.as_deref_mut() {
+            let span = trace.child(name, SpanKind::Internal, Vec::new());
+            trace.step = Some(span);
+        }
+    }
+
+    /// Ends the running step.
+    #[inline]
+    pub(super) fn trace_step_end(&mut self) {
+        if let Some(mut span) = self.trace.as_deref_mut().and_then(|t| t.step.take()) {
+            span.end();
+        }
+    }
+
+    /// An endpoint was picked (`upstream_peer`): connecting starts.
+    #[inline]
+    pub(super) fn trace_connect(&mut self) {
+        if let Some(trace) = self.trace.as_deref_mut() {
+            let attributes = endpoint_attributes(self.upstream.as_deref(), Some(self.endpoint));
+            if let Some(mut failed) = trace.connect.take() {
+                failed.end();
+            }
+            let span = trace.child("connect", SpanKind::Client, attributes);
+            trace.connect = Some(span);
+        }
+    }
+
+    /// Connecting failed.
+    #[inline]
+    pub(super) fn trace_connect_failed(&mut self, e: &pingora_error::Error) {
+        if let Some(mut span) = self.trace.as_deref_mut().and_then(|t| t.connect.take()) {
+            span.set_status(Status::error(e.to_string()));
+            span.end();
+        }
+    }
+
+    /// The request goes to `upstream` (proxied: the connection is up; tunnelled: about to
+    /// dial): the connect span ends, the backend's starts, and its trace context is what the
+    /// upstream request carries.
+    #[inline]
+    pub(super) fn trace_backend(&mut self, upstream: Option<&Upstream>) {
+        if let Some(trace) = self.trace.as_deref_mut() {
+            let endpoint = self.upstream.is_some().then_some(self.endpoint);
+            let upstream = upstream.or(self.upstream.as_deref());
+            trace.backend(endpoint_attributes(upstream, endpoint));
+        }
+    }
+
+    /// Proxying failed after connecting (the backend's span says so; a retry starts anew).
+    #[inline]
+    pub(super) fn trace_backend_failed(&mut self, e: &pingora_error::Error) {
+        if let Some(span) = self.trace.as_deref_mut().and_then(|t| t.backend.as_mut()) {
+            span.set_status(Status::error(e.to_string()));
+        }
+    }
+
+    /// The request ended with `code`: every open span ends.
+    #[inline]
+    pub(super) fn trace_end(&mut self, code: u16) {
+        if let Some(trace) = self.trace.take() {
+            let backend = self.upstream.as_ref().map(|u| u.label.clone());
+            let audit_id = super::audit::id_header(self);
+            end(trace, code, self.kind.as_str(), backend, audit_id);
+        }
+    }
+
+    /// The trace-context headers the upstream request carries (none when tracing is off).
+    #[inline]
+    pub(super) fn trace_headers(&self) -> &[(HeaderName, HeaderValue)] {
+        self.trace.as_deref().map_or(&[], |t| t.headers.as_slice())
+    }
+}
+
+impl RequestTrace {
+    fn child(&self, name: &'static str, kind: SpanKind, attributes: Vec<KeyValue>) -> Span {
+        self.tracer.child(&self.server, name, kind, attributes)
+    }
+
+    #[inline(never)]
+    fn backend(&mut self, attributes: Vec<KeyValue>) {
+        if let Some(mut connect) = self.connect.take() {
+            connect.end();
+        }
+        if let Some(mut earlier) = self.backend.take() {
+            earlier.end();
+        }
+        let span = self.child("backend", SpanKind::Client, attributes);
+        self.headers = self.tracer.headers_of(&span);
+        self.backend = Some(span);
+    }
+}
+
+/// Ends the spans of `trace`, the server span with what the request came to.
+#[inline(never)]
+fn end(
+    mut trace: Box<RequestTrace>,
+    code: u16,
+    route: &'static str,
+    backend: Option<String>,
+    audit_id: Option<HeaderValue>,
+) {
+    for span in [trace.step.take(), trace.connect.take()]
+        .into_iter()
+        .flatten()
+    {
+        let mut span = span;
+        span.end();
+    }
+    let status = KeyValue::new("http.response.status_code", i64::from(code));
+    if let Some(mut span) = trace.backend.take() {
+        span.set_attribute(status.clone());
+        span.end();
+    }
+    let server = trace.server.span();
+    server.set_attribute(status);
+    server.set_attribute(KeyValue::new("apiagg.route", route));
+    if let Some(backend) = backend {
+        server.set_attribute(KeyValue::new("apiagg.backend", backend));
+    }
+    if let Some(id) = audit_id {
+        let id = String::from_utf8_lossy(id.as_bytes()).into_owned();
+        server.set_attribute(KeyValue::new("audit-id", id));
+    }
+    if code >= 500 || code == 0 {
+        server.set_status(Status::error(format!("status {code}")));
+    }
+    server.end();
+}
+
+/// The trace context of apiagg's span instead of the caller's (forward.rs's policy, when
+/// tracing is on).
+#[inline(never)]
+pub fn stamp(headers: &mut http::HeaderMap, trace: &[(HeaderName, HeaderValue)]) {
+    headers.remove(TRACEPARENT);
+    headers.remove(TRACESTATE);
+    for (name, value) in trace {
+        headers.insert(name.clone(), value.clone());
+    }
+}
+
+/// The backend and endpoint a span is about.
+fn endpoint_attributes(upstream: Option<&Upstream>, endpoint: Option<usize>) -> Vec<KeyValue> {
+    let Some(upstream) = upstream else {
+        return Vec::new();
+    };
+    let mut attributes = vec![KeyValue::new("apiagg.backend", upstream.label.clone())];
+    if let Some(e) = endpoint.and_then(|i| upstream.endpoints.get(i)) {
+        let authority = String::from_utf8_lossy(e.authority_header.as_bytes()).into_owned();
+        attributes.push(KeyValue::new("server.address", authority));
+    }
+    attributes
+}
