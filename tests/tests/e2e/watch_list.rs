@@ -263,3 +263,25 @@ async fn hostile_streaming_lists_change_neither_identity_nor_mode() {
         .map(|i| i["watchList"]["mode"].clone());
     assert_eq!(mode, Some(json!("native")));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_goes_away_ends_the_emulated_watch() {
+    let backend = Backend::start("wardle.example.com", "ignores", &[]);
+    let gw = gateway(&[&backend]);
+    gw.wait_ready().await;
+    backend.create("a", json!({})).await;
+    let url = gw.url(&format!("{}?{}", backend.path(), streaming_list("")));
+    let mut watch = client().get(url).send().await.expect("watch");
+    let mut buffer = Vec::new();
+    read_until(&mut watch, &mut buffer, is_initial_events_end).await;
+    // The emulated watch is in flight (with the `/metrics` request that asks).
+    assert_eq!(gw.metric("apiagg_requests_in_flight").await, Some(2.0));
+    drop(watch);
+    // Nothing more comes from the backend, yet apiagg notices the client left and ends the
+    // watch (and its backend request) long before its timeoutSeconds=60.
+    let ended = eventually(Duration::from_secs(10), || async {
+        gw.metric("apiagg_requests_in_flight").await == Some(1.0)
+    })
+    .await;
+    assert!(ended, "the emulated watch outlived its client");
+}

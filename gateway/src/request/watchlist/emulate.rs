@@ -52,6 +52,13 @@ struct Listed {
     next: Option<String>,
 }
 
+/// What woke the relay of the watch.
+enum Next {
+    Chunk(reqwest::Result<Option<Bytes>>),
+    Tick,
+    ClientGone,
+}
+
 /// A page that did not come: the backend's answer, or why there was none.
 enum Failed {
     Answer(Fetched),
@@ -228,20 +235,24 @@ impl Stream<'_> {
         }
         let mut tick = tokio::time::interval(TICK);
         loop {
-            tokio::select! {
-                chunk = response.chunk() => match chunk {
-                    Ok(Some(chunk)) => {
-                        if !send_bytes(session, chunk).await {
-                            return;
-                        }
-                    }
-                    Ok(None) => return,
-                    Err(e) => {
-                        tracing::debug!(url, "emulated streaming list: the watch broke: {e}");
+            let next = tokio::select! {
+                chunk = response.chunk() => Next::Chunk(chunk),
+                _ = tick.tick() => Next::Tick,
+                // A request without a body: this returns only when the client goes away.
+                _ = session.downstream_session.read_body_or_idle(true) => Next::ClientGone,
+            };
+            match next {
+                Next::Chunk(Ok(Some(chunk))) => {
+                    if !send_bytes(session, chunk).await {
                         return;
                     }
-                },
-                _ = tick.tick() => {
+                }
+                Next::Chunk(Ok(None)) | Next::ClientGone => return,
+                Next::Chunk(Err(e)) => {
+                    tracing::debug!(url, "emulated streaming list: the watch broke: {e}");
+                    return;
+                }
+                Next::Tick => {
                     let now = std::time::Instant::now();
                     if ctx.deadline.is_some_and(|d| now >= d) {
                         return;
