@@ -1,10 +1,13 @@
 //! Measurement prototype for issue 23, step 1: a proxied HTTP/1.1 GET on pingora-core alone
 //! (no pingora-proxy), to count what the leaner path costs per request. Not product code.
 //!
-//! Usage: `core_proxy LISTEN_ADDR UPSTREAM_ADDR [own-pool]` (both `ip:port`, plain HTTP/1.1).
-//! `own-pool` keeps idle upstream connections in a plain `Mutex<Vec<Stream>>` instead of
-//! pingora's pool, to measure what that pool costs; it does not watch idle connections (a
-//! connection the upstream closed is found only when the next request fails on it).
+//! Usage: `core_proxy LISTEN_ADDR UPSTREAM_ADDR [own-pool|hold]` (both `ip:port`, plain
+//! HTTP/1.1). `own-pool` keeps idle upstream connections in a plain `Mutex<Vec<Stream>>` instead
+//! of pingora's pool, to measure what that pool costs; it does not watch idle connections (a
+//! connection the upstream closed is found only when the next request fails on it). `hold`
+//! proxies nothing: every request gets a `200` head of a watch and is then held until the
+//! client goes away, which measures what pingora-core's server side alone holds per idle watch
+//! (the client connection, its session and task): the part no backend protocol changes.
 //!
 //! Every request: read the head, forward it (minus hop-by-hop headers) to the one upstream
 //! through `connectors::http::v1::Connector` (pingora's pool, keep-alive), copy the status,
@@ -28,8 +31,10 @@ use pingora_core::apps::{HttpPersistentSettings, HttpServerApp, ReusedHttpStream
 // HTTP/1.1 only: `connectors::http::Connector` minus its HTTP/2 and custom-protocol branches.
 use pingora_core::connectors::http::v1::Connector;
 use pingora_core::connectors::ConnectorOptions;
+use pingora_core::listeners::ListenerConfig;
 use pingora_core::protocols::http::v1::client::HttpSession as UpstreamSession;
 use pingora_core::protocols::http::ServerSession;
+use pingora_core::protocols::l4::stream::L4BufferSettings;
 use pingora_core::protocols::Stream;
 use pingora_core::server::configuration::ServerConf;
 use pingora_core::server::{Server, ShutdownWatch};
@@ -57,6 +62,8 @@ const HOP_BY_HOP: [&str; 7] = [
 const UPSTREAM_IDLE: Duration = Duration::from_secs(90);
 
 struct CoreProxy {
+    /// `hold`: answer every request with a watch head and hold it (no upstream).
+    hold: bool,
     /// `Some` with `own-pool`: idle upstream connections, last in first out.
     own_pool: Option<Mutex<Vec<Stream>>>,
     connector: Connector,
@@ -160,6 +167,16 @@ impl HttpServerApp for CoreProxy {
             _ => return None,
         }
         down.set_keepalive(if *shutdown.borrow() { None } else { Some(60) });
+        if self.hold {
+            let mut head = ResponseHeader::build(200, Some(2)).ok()?;
+            head.insert_header("Content-Type", "application/json")
+                .ok()?;
+            head.insert_header("Transfer-Encoding", "chunked").ok()?;
+            down.write_response_header(Box::new(head)).await.ok()?;
+            // Until the client goes away (end of stream or an error).
+            while let Ok(Some(_)) = down.read_body_or_idle(true).await {}
+            return None;
+        }
         if let Err(e) = self.proxy(&mut down).await {
             if down.response_written().is_some() {
                 // The answer was cut short: the client must see the connection close.
@@ -182,17 +199,21 @@ impl HttpServerApp for CoreProxy {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let own_pool = match args.get(3).map(String::as_str) {
-        None => false,
-        Some("own-pool") => true,
-        Some(_) => {
-            eprintln!("usage: {} LISTEN_ADDR UPSTREAM_ADDR [own-pool]", args[0]);
-            std::process::exit(2);
-        }
+    let usage = || {
+        eprintln!(
+            "usage: {} LISTEN_ADDR UPSTREAM_ADDR [own-pool|hold]",
+            args[0]
+        );
+        std::process::exit(2);
+    };
+    let (own_pool, hold) = match args.get(3).map(String::as_str) {
+        None => (false, false),
+        Some("own-pool") => (true, false),
+        Some("hold") => (false, true),
+        Some(_) => usage(),
     };
     if args.len() < 3 {
-        eprintln!("usage: {} LISTEN_ADDR UPSTREAM_ADDR [own-pool]", args[0]);
-        std::process::exit(2);
+        usage();
     }
     let listen = &args[1];
     let upstream: SocketAddr = args[2].parse().expect("UPSTREAM_ADDR: ip:port");
@@ -209,6 +230,7 @@ fn main() {
     let mut peer = HttpPeer::new(upstream, false, String::new());
     peer.options.idle_timeout = Some(UPSTREAM_IDLE);
     let app = CoreProxy {
+        hold,
         own_pool: own_pool.then(Default::default),
         connector: Connector::new(Some(ConnectorOptions::from_server_conf(
             &server.configuration,
@@ -216,7 +238,15 @@ fn main() {
         peer,
     };
     let mut service = Service::new("core_proxy".to_string(), app);
-    service.add_tcp(listen);
+    // CORE_PROXY_L4_READ: the listener's L4 read buffer in bytes (pingora's default: 64 KiB).
+    let mut listener = ListenerConfig::tcp(listen.as_str());
+    if let Some(read) = std::env::var("CORE_PROXY_L4_READ")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        listener = listener.l4_buffer(L4BufferSettings::default().read(read));
+    }
+    service.add_listener(listener);
     server.add_service(service);
     server.run_forever();
 }

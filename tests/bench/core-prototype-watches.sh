@@ -15,6 +15,11 @@
 #   apiagg               release apiagg, one remote APIService on the backend (APF on, defaults)
 #   prototype            core_proxy with pingora's upstream pool
 #   prototype-own-pool   core_proxy own-pool (idle upstream connections in a plain Vec)
+#   prototype-hold       core_proxy hold: no upstream at all; each watch gets its head and is
+#                        held. What pingora-core's server side alone holds per idle watch: a
+#                        floor under any backend protocol (h2 backends share connections, so
+#                        their cost per watch is this floor plus a stream's). No event is sent:
+#                        its sample is 0.
 #
 # NOT measured: an h2 backend (issue 23's gate is per idle watch over an h2 backend, where watches
 # share connections); the prototype speaks HTTP/1.1 only (no h2, no TLS), so every watch here
@@ -34,7 +39,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
 helper="$here/watch_scale_helper.py"
 target_dir="${CARGO_TARGET_DIR:-$repo/target}"
-FRONTS="${FRONTS:-apiagg prototype prototype-own-pool}"
+FRONTS="${FRONTS:-apiagg prototype prototype-own-pool prototype-hold}"
 SAMPLE="${SAMPLE:-100}"
 N="${N:-5000}"
 
@@ -97,9 +102,10 @@ run_front() { # $1 = front
             ready="http://127.0.0.1:$port/readyz"
             create_port="$port"
             ;;
-        prototype | prototype-own-pool)
+        prototype | prototype-own-pool | prototype-hold)
             local extra=()
             [[ "$name" == prototype-own-pool ]] && extra=(own-pool)
+            [[ "$name" == prototype-hold ]] && extra=(hold)
             "$tmp/core_proxy" "127.0.0.1:$port" "127.0.0.1:$backend_port" "${extra[@]}" \
                 >"$dir/front.log" 2>&1 &
             ready="http://127.0.0.1:$port$path"
@@ -112,8 +118,10 @@ run_front() { # $1 = front
     python3 "$helper" wait-ready "$ready" 30 \
         || die "$name did not become ready: $(tail -n 20 "$dir/front.log")"
     log "$name: backend $backend_url, pid $pid on 127.0.0.1:$port; opening $N watches"
+    local sample="$SAMPLE"
+    [[ "$name" == prototype-hold ]] && sample=0
     out="$(python3 "$helper" run --port "$port" --pid "$pid" --n "$N" \
-        --backend-port "$backend_port" --sample "$SAMPLE" --create-port "$create_port")" || rc=$?
+        --backend-port "$backend_port" --sample "$sample" --create-port "$create_port")" || rc=$?
     grep -q '^RESULT ' <<<"$out" || die "$name: no result (exit $rc): $out"
     (( rc == 0 )) || { failed=1; log "$name: FAILED (a watch did not open or missed the event)"; }
     printf '%s %s\n' "$name" "${out#RESULT }" >>"$results"
