@@ -73,6 +73,8 @@ impl ApiaggProxy {
                 return Ok(None);
             }
         };
+        // With tracing on, the probe, the lists and the watch carry the backend span's context.
+        ctx.trace_backend(Some(upstream));
         let headers = {
             let forwarding = self.forwarding(session, ctx, upstream);
             let authority = &upstream.endpoints[index].authority_header;
