@@ -191,24 +191,28 @@ pub fn h2_sample() -> Sample {
 /// A sample backend for `group`; with TLS its certificate is valid for `<name>.test.svc`, the
 /// server name apiagg verifies for an APIService whose service is `test/<name>`.
 pub fn sample(group: &str, name: &str, tls: bool) -> Sample {
+    sample_with(group, name, tls, &[])
+}
+
+/// [`sample`] with `extra` arguments.
+pub fn sample_with(group: &str, name: &str, tls: bool, extra: &[&str]) -> Sample {
     let hostname = format!("{name}.test.svc");
-    Sample::start(
-        &[
-            "--group",
-            group,
-            "--version",
-            V,
-            "--resource",
-            "flunders",
-            "--kind",
-            "Flunder",
-            "--name",
-            name,
-            "--hostname",
-            &hostname,
-        ],
-        tls,
-    )
+    let mut args = vec![
+        "--group",
+        group,
+        "--version",
+        V,
+        "--resource",
+        "flunders",
+        "--kind",
+        "Flunder",
+        "--name",
+        name,
+        "--hostname",
+        &hostname,
+    ];
+    args.extend_from_slice(extra);
+    Sample::start(&args, tls)
 }
 
 /// A sample backend serving `foos` in `<group>/v1`, named `name`, on `port` (0: any).

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::{apiservice, client, service, Apiagg, Sample, V};
+use crate::{apiservice, client, sample_with, service, Apiagg, Sample, V};
 
 /// Bounds each wait; far above what a loaded machine needs.
 const LIMIT: Duration = Duration::from_secs(30);
@@ -21,25 +21,9 @@ pub struct Backend {
 impl Backend {
     /// Starts one for `group`, named `name` (`<name>.test.svc`), with `extra` arguments.
     pub fn start(group: &'static str, name: &str, extra: &[&str]) -> Backend {
-        let hostname = format!("{name}.test.svc");
-        let mut args = vec![
-            "--group",
-            group,
-            "--version",
-            V,
-            "--resource",
-            "flunders",
-            "--kind",
-            "Flunder",
-            "--name",
-            name,
-            "--hostname",
-            &hostname,
-        ];
-        args.extend_from_slice(extra);
         Backend {
             group,
-            sample: Sample::start(&args, false),
+            sample: sample_with(group, name, false, extra),
         }
     }
 
@@ -129,6 +113,37 @@ impl Backend {
             .expect("debug action");
         assert_eq!(resp.status(), 200);
     }
+}
+
+/// The three kinds of backend, in their own groups: one that ignores streaming lists (the
+/// sample's default), one that honours them and one that refuses them with 422.
+pub fn three_backends() -> [Backend; 3] {
+    [
+        Backend::start("wardle.example.com", "ignores", &[]),
+        Backend::start("native.example.com", "honours", &["--watch-list", "native"]),
+        Backend::start(
+            "refuses.example.com",
+            "refuses",
+            &["--watch-list", "reject"],
+        ),
+    ]
+}
+
+/// `watchList` of an APIService in apiagg's `/debug/apiagg/status` (null when absent).
+pub async fn watch_list_status(gw: &Apiagg, apiservice: &str) -> Value {
+    let status: Value = client()
+        .get(gw.url("/debug/apiagg/status"))
+        .send()
+        .await
+        .expect("status")
+        .json()
+        .await
+        .expect("status JSON");
+    status["items"]
+        .as_array()
+        .and_then(|items| items.iter().find(|i| i["name"] == apiservice))
+        .map(|i| i["watchList"].clone())
+        .unwrap_or_default()
 }
 
 /// apiagg with one APIService per backend.

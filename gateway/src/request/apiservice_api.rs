@@ -175,16 +175,8 @@ async fn stream_watch(
     lifecycle: &Lifecycle,
     headers: Vec<(http::HeaderName, http::HeaderValue)>,
 ) -> Result<()> {
-    let mut head = ResponseHeader::build(200, Some(5))?;
-    for (name, value) in headers {
-        head.insert_header(name, value)?;
-    }
-    head.insert_header("Content-Type", reply::JSON)?;
-    head.insert_header("Cache-Control", "no-cache, private")?;
-    if !session.is_http2() {
-        head.insert_header("Transfer-Encoding", "chunked")?;
-    }
-    session.write_response_header(Box::new(head), false).await?;
+    let head = reply::watch_head(headers, session.is_http2())?;
+    session.write_response_header(head, false).await?;
     let deadline = tokio::time::Instant::now() + stream.timeout();
     loop {
         let next = tokio::time::timeout_at(deadline, stream.next());

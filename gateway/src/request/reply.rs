@@ -101,6 +101,24 @@ impl Reply {
     }
 }
 
+/// The head of a watch stream apiagg writes itself: `200`, JSON lines, not cached, with
+/// `headers` (the audit and flow-control ones); chunked over HTTP/1.1.
+pub fn watch_head(
+    headers: Vec<(HeaderName, HeaderValue)>,
+    http2: bool,
+) -> Result<Box<ResponseHeader>> {
+    let mut head = ResponseHeader::build(200, Some(headers.len() + 3))?;
+    for (name, value) in headers {
+        head.insert_header(name, value)?;
+    }
+    head.insert_header("Content-Type", JSON)?;
+    head.insert_header("Cache-Control", "no-cache, private")?;
+    if !http2 {
+        head.insert_header("Transfer-Encoding", "chunked")?;
+    }
+    Ok(Box::new(head))
+}
+
 /// Renders a failure `Status` (`kind`, `apiVersion`, `metadata`, `status`, `message`, `reason`,
 /// optional `details`, `code`, in the order kube-apiserver writes them).
 pub fn failure(code: u16, reason: &str, message: &str, details: Option<Value>) -> Bytes {

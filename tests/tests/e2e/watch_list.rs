@@ -249,19 +249,8 @@ async fn hostile_streaming_lists_change_neither_identity_nor_mode() {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let status: Value = c
-        .get(gw.url("/debug/apiagg/status"))
-        .send()
-        .await
-        .expect("status")
-        .json()
-        .await
-        .expect("status JSON");
-    let mode = status["items"]
-        .as_array()
-        .and_then(|items| items.iter().find(|i| i["name"] == honours.apiservice()))
-        .map(|i| i["watchList"]["mode"].clone());
-    assert_eq!(mode, Some(json!("native")));
+    let support = watch_list_status(&gw, &honours.apiservice()).await;
+    assert_eq!(support["mode"], "native", "{support}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use apiagg_tests::streaming::*;
 use apiagg_tests::*;
-use serde_json::{json, Value};
+use serde_json::json;
 
 /// Bounds each wait; far above what a loaded machine needs.
 const LIMIT: Duration = Duration::from_secs(30);
@@ -29,13 +29,7 @@ fn kubectl_wait(port: u16, args: &[&str]) -> (bool, Duration, String) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_wait_with_watch_list_syncs_for_every_backend() {
-    let ignores = Backend::start("wardle.example.com", "ignores", &[]);
-    let honours = Backend::start("native.example.com", "honours", &["--watch-list", "native"]);
-    let refuses = Backend::start(
-        "refuses.example.com",
-        "refuses",
-        &["--watch-list", "reject"],
-    );
+    let [ignores, honours, refuses] = three_backends();
     let gw = gateway(&[&ignores, &honours, &refuses]);
     gw.wait_ready().await;
 
@@ -107,20 +101,8 @@ async fn kubectl_wait_with_watch_list_syncs_for_every_backend() {
             deleted.elapsed()
         );
 
-        let status: Value = client()
-            .get(gw.url("/debug/apiagg/status"))
-            .send()
-            .await
-            .expect("status")
-            .json()
-            .await
-            .expect("status JSON");
-        let item = status["items"]
-            .as_array()
-            .and_then(|items| items.iter().find(|i| i["name"] == backend.apiservice()))
-            .cloned()
-            .unwrap_or_default();
-        assert_eq!(item["watchList"]["mode"], mode, "{item}");
+        let support = watch_list_status(&gw, &backend.apiservice()).await;
+        assert_eq!(support["mode"], mode, "{support}");
         let series = format!(
             "apiagg_watch_list_streams_total{{apiservice=\"{}\",mode=\"{mode}\"}}",
             backend.apiservice()
@@ -162,13 +144,7 @@ async fn kube_rs_watcher_with_streaming_lists_syncs_for_every_backend() {
     use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
     use kube::runtime::watcher;
 
-    let ignores = Backend::start("wardle.example.com", "ignores", &[]);
-    let honours = Backend::start("native.example.com", "honours", &["--watch-list", "native"]);
-    let refuses = Backend::start(
-        "refuses.example.com",
-        "refuses",
-        &["--watch-list", "reject"],
-    );
+    let [ignores, honours, refuses] = three_backends();
     let gw = gateway(&[&ignores, &honours, &refuses]);
     gw.wait_ready().await;
     let config = kube::Config::new(gw.url("/").parse().expect("url"));

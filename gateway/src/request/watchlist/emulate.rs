@@ -9,7 +9,6 @@ use std::time::Duration;
 use apiagg_requestinfo::QueryParams;
 use bytes::Bytes;
 use pingora_error::Result;
-use pingora_http::ResponseHeader;
 use pingora_proxy::Session;
 
 use super::protocol::{self, ItemType, Page};
@@ -191,21 +190,12 @@ impl Stream<'_> {
 
     /// The stream's head: JSON lines, with the audit and flow-control headers.
     async fn head(&self, session: &mut Session, ctx: &mut RequestCtx) -> Result<()> {
-        let headers = ctx.answer_headers();
-        let mut head = ResponseHeader::build(200, Some(headers.len() + 3))?;
-        for (name, value) in headers {
-            head.insert_header(name, value)?;
-        }
-        head.insert_header("Content-Type", reply::JSON)?;
-        head.insert_header("Cache-Control", "no-cache, private")?;
-        if !session.is_http2() {
-            head.insert_header("Transfer-Encoding", "chunked")?;
-        }
+        let head = reply::watch_head(ctx.answer_headers(), session.is_http2())?;
         if let Some(audit) = ctx.audit.as_mut() {
             audit.response_started(200);
         }
         ctx.code = 200;
-        session.write_response_header(Box::new(head), false).await
+        session.write_response_header(head, false).await
     }
 
     /// Watches from `resource_version` and relays the events until the backend ends the
