@@ -274,3 +274,54 @@ async fn a_client_that_goes_away_ends_the_emulated_watch() {
     .await;
     assert!(ended, "the emulated watch outlived its client");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http2_client_gets_the_emulated_stream_and_leaving_ends_it() {
+    use apiagg_tests::wire::tls_apiagg_with;
+
+    let backend = Backend::start("wardle.example.com", "ignores", &[]);
+    backend.create("a", json!({})).await;
+    let config = format!(
+        "services:\n{}apiServices:\n{}",
+        service("b0", &backend.sample.url),
+        apiservice(backend.group, V, "b0", "")
+    );
+    let (gw, ca) = tls_apiagg_with(&config, &[]).await;
+    let h2 = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(ca.as_bytes()).expect("CA"))
+        .http2_prior_knowledge()
+        .build()
+        .expect("client");
+    let base = format!("https://127.0.0.1:{}", gw.port);
+    let in_flight = || async {
+        let text = h2
+            .get(format!("{base}/metrics"))
+            .send()
+            .await
+            .expect("metrics")
+            .text()
+            .await
+            .expect("metrics text");
+        text.lines()
+            .find_map(|l| l.strip_prefix("apiagg_requests_in_flight "))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+    };
+    let url = format!("{base}{}?{}", backend.path(), streaming_list(""));
+    let mut watch = h2.get(url).send().await.expect("watch");
+    assert_eq!(watch.version(), reqwest::Version::HTTP_2);
+    assert_eq!(watch.status(), 200);
+    let mut buffer = Vec::new();
+    let initial = read_until(&mut watch, &mut buffer, is_initial_events_end).await;
+    assert_eq!(named(&initial), pairs(&[("ADDED", "a")]));
+    backend.create("b", json!({})).await;
+    let next = read_until(&mut watch, &mut buffer, |_| true).await;
+    assert_eq!(named(&next), pairs(&[("ADDED", "b")]));
+    assert_eq!(in_flight().await, Some(2.0));
+    // The stream is reset (the connection stays): apiagg ends the watch at once.
+    drop(watch);
+    let ended = eventually(Duration::from_secs(10), || async {
+        in_flight().await == Some(1.0)
+    })
+    .await;
+    assert!(ended, "the emulated watch outlived its HTTP/2 stream");
+}
