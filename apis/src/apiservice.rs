@@ -219,6 +219,9 @@ pub fn validate(api_service: &APIService) -> Result<()> {
             }
         }
     }
+    if let Err(e) = crate::WatchListMode::of(&api_service.metadata) {
+        errors.push(e);
+    }
     if api_service.metadata.generate_name.is_some() && api_service.metadata.name.is_none() {
         errors.push(forbidden(
             "metadata.generateName",

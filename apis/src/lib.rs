@@ -12,6 +12,7 @@ mod apiservice;
 mod content_hash;
 mod priorities;
 mod version;
+mod watch_list;
 
 pub use apiservice::{
     apply_defaults, validate, APIService, APIServiceSpec, FieldError, ServiceReference,
@@ -20,3 +21,4 @@ pub use apiservice::{
 pub use content_hash::{sha512_upper_hex, strong_etag};
 pub use priorities::{builtin_priority, GROUP_PRIORITIES};
 pub use version::{compare_apiservices, compare_kube_aware, compare_versions};
+pub use watch_list::{WatchListMode, WATCH_LIST_ANNOTATION};

@@ -5,7 +5,7 @@ use std::cmp::Ordering;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use apiagg_apis::{builtin_priority, compare_apiservices, DEFAULT_SERVICE_PORT};
+use apiagg_apis::{builtin_priority, compare_apiservices, WatchListMode, DEFAULT_SERVICE_PORT};
 
 use crate::cluster::{ClusterServices, Unresolved};
 use crate::endpoint::{parse_endpoint, Endpoint};
@@ -39,6 +39,9 @@ pub struct RemoteBackend {
     pub insecure_skip_tls_verify: bool,
     /// Endpoints from the `services` table or the cluster, or why there are none.
     pub endpoints: Result<Vec<Endpoint>, Unresolved>,
+    /// How its streaming lists are served (the `apiagg.io/watch-list` annotation; a value it
+    /// cannot take was refused by validation, and counts as the default here).
+    pub watch_list: WatchListMode,
 }
 
 /// Where requests for an APIService go.
@@ -205,6 +208,7 @@ impl Registry {
                         ca_bundle,
                         insecure_skip_tls_verify: spec.insecure_skip_tls_verify.unwrap_or(false),
                         endpoints,
+                        watch_list: WatchListMode::of(&obj.metadata).unwrap_or_default(),
                     })
                 }
             };

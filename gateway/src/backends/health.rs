@@ -11,6 +11,7 @@ use tokio::sync::Notify;
 
 use super::slots::Slots;
 use super::watch_list::WatchListSupport;
+use apiagg_apis::WatchListMode;
 
 /// Health of one backend endpoint.
 pub struct EndpointHealth {
@@ -98,15 +99,20 @@ impl HealthBook {
             .clone()
     }
 
-    /// What is known of an APIService's streaming lists for the endpoint set `fingerprint`;
-    /// another endpoint set starts unknown.
-    pub fn watch_list(&self, name: &str, fingerprint: u64) -> Arc<WatchListSupport> {
+    /// What is known of an APIService's streaming lists for the endpoint set `fingerprint` in
+    /// the `configured` mode; another endpoint set or mode starts unknown.
+    pub fn watch_list(
+        &self,
+        name: &str,
+        fingerprint: u64,
+        configured: WatchListMode,
+    ) -> Arc<WatchListSupport> {
         if let Some(known) = self.watch_lists.get(name) {
-            if known.fingerprint() == fingerprint {
+            if known.describes(fingerprint, configured) {
                 return known.clone();
             }
         }
-        let fresh = Arc::new(WatchListSupport::new(fingerprint));
+        let fresh = Arc::new(WatchListSupport::new(fingerprint, configured));
         self.watch_lists.insert(name.to_string(), fresh.clone());
         fresh
     }

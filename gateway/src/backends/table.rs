@@ -147,6 +147,7 @@ pub fn build(
                     identity: proxy_identity,
                 },
                 Own::Shared,
+                remote.watch_list,
                 book,
                 names,
             )

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use apiagg_apis::WatchListMode;
 use apiagg_config::{DelegateConfig, Endpoint};
 use pingora_core::protocols::ALPN;
 use pingora_core::upstreams::peer::HttpPeer;
@@ -283,6 +284,7 @@ pub fn build_upstream(
     endpoints: &[Endpoint],
     settings: TlsSettings<'_>,
     own: Own<'_>,
+    watch_list: WatchListMode,
     book: &HealthBook,
     names: &Names,
 ) -> Result<Upstream, BuildError> {
@@ -309,7 +311,7 @@ pub fn build_upstream(
     let fingerprint = built.iter().fold(0u64, |sum, e| {
         sum.rotate_left(7) ^ e.health_key.wrapping_mul(0x9e37_79b9_7f4a_7c15)
     });
-    let watch_list = book.watch_list(&label, fingerprint);
+    let watch_list = book.watch_list(&label, fingerprint, watch_list);
     let (remote, own_tls_config) = match own {
         Own::Shared => (true, tls_config.clone()),
         Own::Separate(identity) => (false, config(identity)?),
@@ -401,6 +403,7 @@ pub fn build_delegate(
             identity: None,
         },
         Own::Separate(credentials.identity.as_deref()),
+        WatchListMode::Detect,
         book,
         names,
     )?;

@@ -3,11 +3,15 @@
 //! `k8s.io/initial-events-end`, and WatchList requests pass through to it unchanged; one that
 //! ignores or refuses them gets apiagg's emulation (list, then watch). apiagg learns which by a
 //! probe (see `request/watchlist`) and asks again after [`RELEARN`], so an upgraded or
-//! downgraded backend is noticed. An endpoint set that changes starts unknown again.
+//! downgraded backend is noticed. An endpoint set that changes starts unknown again. The
+//! APIService's `apiagg.io/watch-list` annotation may set the mode instead (`native`,
+//! `emulate`): then nothing is probed.
 
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+use apiagg_apis::{WatchListMode, WATCH_LIST_ANNOTATION};
 
 /// How long a verdict holds before the next streaming list probes again.
 pub const RELEARN: Duration = Duration::from_secs(600);
@@ -77,6 +81,8 @@ const EMULATED: u8 = 2;
 pub struct WatchListSupport {
     /// The endpoint set it was learned for.
     fingerprint: u64,
+    /// What the APIService's annotation sets (`Detect`: the probe decides).
+    configured: WatchListMode,
     state: AtomicU8,
     /// A probe is in flight.
     probing: AtomicBool,
@@ -88,10 +94,11 @@ pub struct WatchListSupport {
 }
 
 impl WatchListSupport {
-    /// Nothing known, for the endpoint set `fingerprint`.
-    pub fn new(fingerprint: u64) -> WatchListSupport {
+    /// Nothing known, for the endpoint set `fingerprint`, in the `configured` mode.
+    pub fn new(fingerprint: u64, configured: WatchListMode) -> WatchListSupport {
         WatchListSupport {
             fingerprint,
+            configured,
             state: AtomicU8::new(UNKNOWN),
             probing: AtomicBool::new(false),
             stale: AtomicBool::new(false),
@@ -99,13 +106,18 @@ impl WatchListSupport {
         }
     }
 
-    /// The endpoint set it describes.
-    pub fn fingerprint(&self) -> u64 {
-        self.fingerprint
+    /// Whether it describes the endpoint set `fingerprint` in the `configured` mode.
+    pub fn describes(&self, fingerprint: u64, configured: WatchListMode) -> bool {
+        self.fingerprint == fingerprint && self.configured == configured
     }
 
     /// How the next streaming list is served; at most one request probes at a time.
     pub fn plan(self: &Arc<Self>, now: Instant) -> Plan {
+        match self.configured {
+            WatchListMode::Native => return Plan::Native,
+            WatchListMode::Emulate => return Plan::Emulate,
+            WatchListMode::Detect => {}
+        }
         let state = self.state.load(Ordering::Acquire);
         let due = state == UNKNOWN
             || self.stale.load(Ordering::Acquire)
@@ -158,6 +170,15 @@ impl WatchListSupport {
     /// For `/debug/apiagg/status`: `mode` (`native`, `emulated`, `unknown`), and what was
     /// learned and how long ago.
     pub fn describe(&self, now: Instant) -> serde_json::Value {
+        let set = |mode: &str| {
+            let reason = format!("set by the {WATCH_LIST_ANNOTATION} annotation");
+            serde_json::json!({ "mode": mode, "reason": reason })
+        };
+        match self.configured {
+            WatchListMode::Native => return set("native"),
+            WatchListMode::Emulate => return set("emulated"),
+            WatchListMode::Detect => {}
+        }
         let mode = match self.state.load(Ordering::Acquire) {
             NATIVE => "native",
             EMULATED => "emulated",
@@ -209,7 +230,7 @@ mod tests {
 
     #[test]
     fn one_request_probes_and_the_others_emulate_meanwhile() {
-        let support = Arc::new(WatchListSupport::new(1));
+        let support = Arc::new(WatchListSupport::new(1, WatchListMode::Detect));
         let now = Instant::now();
         let probing = probe(&support, now);
         assert!(probing.meanwhile().is_none());
@@ -221,7 +242,7 @@ mod tests {
 
     #[test]
     fn verdicts_are_asked_again_after_relearn() {
-        let support = Arc::new(WatchListSupport::new(1));
+        let support = Arc::new(WatchListSupport::new(1, WatchListMode::Detect));
         let now = Instant::now();
         support.learn(Some(Verdict::Ignores), now);
         assert_eq!(name(&support.plan(now + RELEARN / 2)), "emulate");
@@ -236,7 +257,7 @@ mod tests {
 
     #[test]
     fn an_inconclusive_first_probe_leaves_it_unknown() {
-        let support = Arc::new(WatchListSupport::new(1));
+        let support = Arc::new(WatchListSupport::new(1, WatchListMode::Detect));
         let now = Instant::now();
         probe(&support, now).finish(None);
         assert_eq!(support.describe(now)["mode"], "unknown");
@@ -244,8 +265,27 @@ mod tests {
     }
 
     #[test]
+    fn the_annotation_decides_without_a_probe() {
+        let now = Instant::now();
+        for (mode, plan, shown) in [
+            (WatchListMode::Native, "native", "native"),
+            (WatchListMode::Emulate, "emulate", "emulated"),
+        ] {
+            let support = Arc::new(WatchListSupport::new(1, mode));
+            assert_eq!(name(&support.plan(now)), plan);
+            support.recheck();
+            assert_eq!(name(&support.plan(now + RELEARN)), plan);
+            let described = support.describe(now);
+            assert_eq!(described["mode"], shown);
+            assert!(described["reason"]
+                .as_str()
+                .is_some_and(|r| r.contains(WATCH_LIST_ANNOTATION)));
+        }
+    }
+
+    #[test]
     fn a_refusal_seen_on_the_proxy_path_makes_the_next_request_probe_again() {
-        let support = Arc::new(WatchListSupport::new(1));
+        let support = Arc::new(WatchListSupport::new(1, WatchListMode::Detect));
         let now = Instant::now();
         probe(&support, now).finish(Some(Verdict::Honours));
         support.recheck();

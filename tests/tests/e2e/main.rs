@@ -49,4 +49,5 @@ mod trust_tls;
 mod watch_lifetimes;
 mod watch_list;
 mod watch_list_clients;
+mod watch_list_settings;
 mod watch_scale;

@@ -39,6 +39,7 @@ fn remote(name: &str, endpoints: Result<Vec<Endpoint>, Unresolved>) -> ApiServic
             ca_bundle: None,
             insecure_skip_tls_verify: true,
             endpoints,
+            watch_list: Default::default(),
         }),
         origin: Origin::Api,
     }

@@ -1,11 +1,11 @@
 //! Input: the APIServices registered through the API, as the registry reads them: decoded, with
-//! only their name and spec kept. A status write (the availability controller's), a new
+//! only their name, spec and `apiagg.io/watch-list` annotation kept. A status write (the availability controller's), a new
 //! resourceVersion or managedFields entry therefore changes nothing here, and rebuilds nothing.
 //! A stored object that does not decode is left out (it cannot route; the API still lists it).
 
 use std::sync::Arc;
 
-use apiagg_apis::APIService;
+use apiagg_apis::{APIService, WATCH_LIST_ANNOTATION};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use tokio::sync::{broadcast, watch};
 use tokio::task::JoinHandle;
@@ -20,6 +20,10 @@ pub fn routable(store: &dyn Store) -> Arc<[APIService]> {
         .filter_map(|value| serde_json::from_value::<APIService>((**value).clone()).ok())
         .map(|object| APIService {
             metadata: ObjectMeta {
+                annotations: object.metadata.annotations.and_then(|a| {
+                    a.get_key_value(WATCH_LIST_ANNOTATION)
+                        .map(|(k, v)| [(k.clone(), v.clone())].into())
+                }),
                 name: object.metadata.name,
                 ..ObjectMeta::default()
             },
