@@ -17,7 +17,10 @@
 #
 # N: 10,000 when this script can raise its open-file limit to 40,000 (the client, apiagg and the
 # backend each hold up to N or 2N sockets); otherwise 5,000, and the script says so. N=… overrides.
-# Environment: N, SAMPLE (100), CASES, APIAGG_ARGS (extra `apiagg serve` arguments),
+# WATCH_QUERY: the watches' query instead of `watch=true`, e.g. a streaming list
+# (`watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true`:
+# against the sample backend, which ignores it, apiagg emulates each one).
+# Environment: N, SAMPLE (100), CASES, APIAGG_ARGS (extra `apiagg serve` arguments), WATCH_QUERY,
 # SKIP_BUILD=1 (use the existing release binaries), KEEP_TMP=1, CARGO_TARGET_DIR.
 # Needs: cargo, python3 (3.11+).
 

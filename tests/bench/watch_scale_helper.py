@@ -27,6 +27,9 @@ import time
 import urllib.request
 
 PATH = "/apis/wardle.example.com/v1alpha1/flunders"
+# The watch's query: a plain watch by default; WATCH_QUERY sets another (a streaming list:
+# "watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true").
+QUERY = os.environ.get("WATCH_QUERY", "watch=true")
 EVENT_TIMEOUT_S = 20
 OPEN_TIMEOUT_S = 30
 
@@ -94,7 +97,7 @@ def connections_to(port):
 async def open_watch(host, port):
     r, w = await asyncio.wait_for(asyncio.open_connection(host, port), OPEN_TIMEOUT_S)
     w.write(
-        f"GET {PATH}?watch=true HTTP/1.1\r\nHost: {host}:{port}\r\n"
+        f"GET {PATH}?{QUERY} HTTP/1.1\r\nHost: {host}:{port}\r\n"
         "Accept: application/json\r\nUser-Agent: watch-scale\r\n\r\n".encode()
     )
     await w.drain()

@@ -18,6 +18,8 @@ pub struct Seen {
     pub path: String,
     /// The `x-test-id` header.
     pub id: Option<String>,
+    /// The `x-remote-user` header (`system:kube-aggregator` for apiagg's controllers).
+    pub user: Option<String>,
     /// The body, unframed.
     pub body: Vec<u8>,
     /// Which connection it came on (accept order).
@@ -180,6 +182,7 @@ impl Conn {
                             req.method.unwrap_or("").to_string(),
                             req.path.unwrap_or("").to_string(),
                             header("x-test-id"),
+                            header("x-remote-user"),
                             chunked,
                             length,
                         );
@@ -194,7 +197,7 @@ impl Conn {
                     Err(_) => break None,
                 }
             };
-            let Some((method, path, id, chunked, length)) = parsed else {
+            let Some((method, path, id, user, chunked, length)) = parsed else {
                 let stray = String::from_utf8_lossy(&self.buf).into_owned();
                 self.log.lock().expect("log").strays.push(stray);
                 let _ = self
@@ -227,6 +230,7 @@ impl Conn {
                 method,
                 path,
                 id,
+                user,
                 body,
                 connection: self.connection,
             });
