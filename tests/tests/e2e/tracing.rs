@@ -161,6 +161,65 @@ async fn a_sampled_request_is_one_trace_and_its_backend_continues_it() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upgrade_tunnel_carries_its_backend_span_to_the_backend() {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::{client::IntoClientRequest, Message};
+
+    let receiver = OtlpReceiver::start().await;
+    let t = start(&receiver.endpoint, Some(1_000_000)).await;
+    let path = format!("/apis/{G}/{V}/namespaces/default/flunders/x/exec");
+    let url = format!("ws://127.0.0.1:{}{path}", t.gw.port);
+    let mut request = url.into_client_request().expect("request");
+    request.headers_mut().insert(
+        "traceparent",
+        format!("00-{CALLER_TRACE}-{CALLER_SPAN}-01")
+            .parse()
+            .expect("header"),
+    );
+    let (mut ws, response) = tokio_tungstenite::connect_async(request)
+        .await
+        .expect("upgrade");
+    assert_eq!(response.status(), 101);
+    let received = response.headers()["x-received-traceparent"]
+        .to_str()
+        .expect("text")
+        .to_string();
+    ws.send(Message::Text("ping".into())).await.expect("send");
+    let echoed = tokio::time::timeout(WAIT, ws.next())
+        .await
+        .expect("echo in time");
+    assert!(echoed.is_some_and(|m| m.is_ok()), "the tunnel carries data");
+    drop(ws);
+    // The caller's trace continues through the tunnel: the backend's parent is apiagg's
+    // `backend` span of this request, a child of its server span.
+    let (trace, upstream_parent, flags) = parts(&received);
+    assert_eq!((trace.as_str(), flags.as_str()), (CALLER_TRACE, "01"));
+    assert_ne!(
+        upstream_parent, CALLER_SPAN,
+        "apiagg's span, not the caller's"
+    );
+    let spans = receiver
+        .wait_for(WAIT, |s| {
+            of_trace(s, CALLER_TRACE)
+                .iter()
+                .any(|span| span.name == "KubernetesAPI")
+        })
+        .await;
+    let spans = of_trace(&spans, CALLER_TRACE);
+    let server = spans
+        .iter()
+        .find(|s| s.name == "KubernetesAPI")
+        .expect("server span");
+    assert_eq!(server.parent_span_id, CALLER_SPAN);
+    let backend = spans
+        .iter()
+        .find(|s| s.name == "backend")
+        .expect("backend span");
+    assert_eq!(backend.span_id, upstream_parent);
+    assert_eq!(backend.parent_span_id, server.span_id);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_callers_sampled_trace_is_continued_and_unsampled_ones_are_not_exported() {
     let receiver = OtlpReceiver::start().await;
     let t = start(&receiver.endpoint, Some(0)).await;

@@ -54,6 +54,10 @@ pub fn respond(mut req: Request<Incoming>, protocol: Protocol) -> Response<Body>
     *resp.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
     let headers = resp.headers_mut();
     headers.insert(CONNECTION, HeaderValue::from_static("Upgrade"));
+    // The trace context the tunnel's request carried, for tests of its propagation.
+    if let Some(traceparent) = req.headers().get("traceparent") {
+        headers.insert("x-received-traceparent", traceparent.clone());
+    }
     match protocol {
         Protocol::WebSocket => {
             let Some(key) = req.headers().get(SEC_WEBSOCKET_KEY) else {
