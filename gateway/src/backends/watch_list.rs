@@ -7,7 +7,7 @@
 //! APIService's `apiagg.io/watch-list` annotation may set the mode instead (`native`,
 //! `emulate`): then nothing is probed.
 
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -38,11 +38,8 @@ impl Probing {
     /// How to serve the request while the probe runs elsewhere: `None` when nothing is known
     /// yet (the request waits for the probe).
     pub fn meanwhile(&self) -> Option<Plan> {
-        match self.0.as_ref()?.state.load(Ordering::Acquire) {
-            NATIVE => Some(Plan::Native),
-            EMULATED => Some(Plan::Emulate),
-            _ => None,
-        }
+        let learned = self.0.as_ref()?.lock();
+        learned.as_ref().map(|(_, verdict)| verdict.plan())
     }
 
     /// Records the probe's verdict (`None`: it said nothing).
@@ -72,9 +69,15 @@ pub enum Verdict {
     Refuses(u16),
 }
 
-const UNKNOWN: u8 = 0;
-const NATIVE: u8 = 1;
-const EMULATED: u8 = 2;
+impl Verdict {
+    /// How streaming lists are served after this verdict.
+    fn plan(&self) -> Plan {
+        match self {
+            Verdict::Honours => Plan::Native,
+            _ => Plan::Emulate,
+        }
+    }
+}
 
 /// One APIService's streaming-list support, shared by every request to it.
 #[derive(Debug)]
@@ -83,13 +86,11 @@ pub struct WatchListSupport {
     fingerprint: u64,
     /// What the APIService's annotation sets (`Detect`: the probe decides).
     configured: WatchListMode,
-    state: AtomicU8,
     /// A probe is in flight.
     probing: AtomicBool,
     /// The verdict is to be asked again at the next streaming list.
     stale: AtomicBool,
-    /// When and what was learned last (read only when planning near [`RELEARN`] and for
-    /// status).
+    /// When and what was learned last (`None`: nothing yet).
     learned: Mutex<Option<(Instant, Verdict)>>,
 }
 
@@ -99,7 +100,6 @@ impl WatchListSupport {
         WatchListSupport {
             fingerprint,
             configured,
-            state: AtomicU8::new(UNKNOWN),
             probing: AtomicBool::new(false),
             stale: AtomicBool::new(false),
             learned: Mutex::new(None),
@@ -118,11 +118,9 @@ impl WatchListSupport {
             WatchListMode::Emulate => return Plan::Emulate,
             WatchListMode::Detect => {}
         }
-        let state = self.state.load(Ordering::Acquire);
-        let due = state == UNKNOWN
-            || self.stale.load(Ordering::Acquire)
-            || self
-                .lock()
+        let learned = self.lock();
+        let due = self.stale.load(Ordering::Acquire)
+            || learned
                 .as_ref()
                 .is_none_or(|(at, _)| now.duration_since(*at) >= RELEARN);
         if due
@@ -133,29 +131,17 @@ impl WatchListSupport {
         {
             return Plan::Probe(Probing(Some(self.clone())));
         }
-        match state {
-            NATIVE => Plan::Native,
-            _ => Plan::Emulate,
-        }
+        learned
+            .as_ref()
+            .map_or(Plan::Emulate, |(_, verdict)| verdict.plan())
     }
 
     /// Records a probe's verdict (`None`: it said nothing; what was known before stays).
     fn learn(&self, verdict: Option<Verdict>, now: Instant) {
-        let mut learned = self.lock();
-        let state = match &verdict {
-            Some(Verdict::Honours) => NATIVE,
-            Some(_) => EMULATED,
-            None => match learned.as_ref() {
-                Some((_, Verdict::Honours)) => NATIVE,
-                Some(_) => EMULATED,
-                None => UNKNOWN,
-            },
-        };
         if let Some(verdict) = verdict {
-            *learned = Some((now, verdict));
+            *self.lock() = Some((now, verdict));
             self.stale.store(false, Ordering::Release);
         }
-        self.state.store(state, Ordering::Release);
         self.probing.store(false, Ordering::Release);
     }
 
@@ -179,14 +165,13 @@ impl WatchListSupport {
             WatchListMode::Emulate => return set("emulated"),
             WatchListMode::Detect => {}
         }
-        let mode = match self.state.load(Ordering::Acquire) {
-            NATIVE => "native",
-            EMULATED => "emulated",
-            _ => "unknown",
-        };
         let learned = self.lock();
         let Some((at, verdict)) = learned.as_ref() else {
-            return serde_json::json!({ "mode": mode });
+            return serde_json::json!({ "mode": "unknown" });
+        };
+        let mode = match verdict {
+            Verdict::Honours => "native",
+            _ => "emulated",
         };
         let reason = match verdict {
             Verdict::Honours => {

@@ -271,14 +271,12 @@ impl ApiaggProxy {
             if upstream.remote && watchlist::asked(info) {
                 // Boxed: the emulation's state stays out of every request's future.
                 let served = Box::pin(self.watch_list(session, ctx, &upstream, info)).await?;
-                ctx.upstream = Some(upstream);
                 if let Some(code) = served {
                     ctx.code = code;
+                    ctx.upstream = Some(upstream);
                     return Ok(true);
                 }
                 ctx.streaming_list = true;
-                ctx.kind = kind;
-                return Ok(false);
             }
         }
         ctx.kind = kind;

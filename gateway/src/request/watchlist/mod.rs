@@ -63,6 +63,13 @@ impl ApiaggProxy {
             let reply = invalid(&message);
             return self.answered(session, ctx, reply).await;
         }
+        let metrics = &self.gateway.metrics;
+        let plan = upstream.watch_list.plan(Instant::now());
+        if let WatchListPlan::Native = plan {
+            metrics.watch_list_stream(&upstream.label, "native");
+            return Ok(None);
+        }
+        // Probing or emulating: apiagg talks to the backend itself.
         let Some(index) = upstream.pick() else {
             return Ok(None);
         };
@@ -82,11 +89,12 @@ impl ApiaggProxy {
             forward::fetch_headers(session.req_header(), &forwarding, authority, audit_id)?
         };
         let connect = self.gateway.options.connect_timeout;
-        let plan = match upstream.watch_list.plan(Instant::now()) {
+        let plan = match plan {
             WatchListPlan::Probe(probing) => match probing.meanwhile() {
                 Some(plan) => {
-                    let (client, headers, path) = (client.clone(), headers.clone(), info.path);
-                    let path = path.to_string();
+                    let (client, headers) = (client.clone(), headers.clone());
+                    let path = info.path.to_string();
+                    // Beside this request, which the old verdict serves.
                     tokio::spawn(async move {
                         probing.finish(probe::run(&client, &path, headers, connect).await);
                     });
@@ -105,7 +113,6 @@ impl ApiaggProxy {
             },
             plan => plan,
         };
-        let metrics = &self.gateway.metrics;
         if let WatchListPlan::Native = plan {
             metrics.watch_list_stream(&upstream.label, "native");
             return Ok(None);
