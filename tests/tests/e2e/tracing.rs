@@ -360,3 +360,40 @@ fn a_bad_tracing_file_stops_the_start_naming_the_file_and_the_field() {
         );
     }
 }
+
+/// Hostile rows: a caller's trace context that does not parse (bad hex, the all-zero trace ID
+/// W3C forbids, a `tracestate` without a `traceparent`) is not continued and never reaches the
+/// backend: apiagg starts its own trace, sampled by its own rate, and its own context replaces
+/// the caller's headers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forged_trace_context_is_replaced_not_continued() {
+    let receiver = OtlpReceiver::start().await;
+    let t = start(&receiver.endpoint, Some(0)).await;
+    let zero_trace = format!("00-{}-{CALLER_SPAN}-01", "0".repeat(32));
+    let rows: [(&str, Vec<(&str, &str)>); 3] = [
+        (
+            "bad hex",
+            vec![(
+                "traceparent",
+                "00-ZZf7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+            )],
+        ),
+        (
+            "all-zero trace ID",
+            vec![("traceparent", zero_trace.as_str())],
+        ),
+        ("tracestate alone", vec![("tracestate", CALLER_STATE)]),
+    ];
+    for (what, headers) in rows {
+        let got = echo(&t.gw, ECHO, &headers).await;
+        let sent = received(&got, "traceparent");
+        let (trace, _, flags) = parts(sent);
+        assert_ne!(trace, "0".repeat(32), "{what}: {sent}");
+        assert!(!sent.contains("ZZ"), "{what}: {sent}");
+        assert_eq!(
+            flags, "00",
+            "{what}: not sampled at rate 0, whatever the caller says"
+        );
+        assert!(got.get("tracestate").is_none(), "{what}: {got}");
+    }
+}
