@@ -43,10 +43,8 @@ FRONTS="${FRONTS:-apiagg prototype prototype-own-pool prototype-hold}"
 SAMPLE="${SAMPLE:-100}"
 N="${N:-5000}"
 
-ulimit -Hn 1048576 2>/dev/null || true
-hard="$(ulimit -Hn)"
-[[ "$hard" == unlimited ]] && hard=1048576
-ulimit -n "$hard"
+source "$here/lib.sh"
+raise_open_files
 (( hard >= 2 * N + 200 )) || die "open-file limit $hard is too low for N=$N (needs 2N+200)"
 log "N=$N watches per front, open-file limit $(ulimit -n)"
 
@@ -55,19 +53,12 @@ if [[ "${SKIP_BUILD:-0}" != 1 ]]; then
         cargo build --release -p apiagg-gateway -p apiagg-tests --examples --bins) \
         || die "cargo build failed"
 fi
-source "$here/lib.sh"
 bench_temp core-prototype-watches
 for bin in apiagg sample-apiserver examples/core_proxy; do
     [[ -x "$target_dir/release/$bin" ]] || die "$target_dir/release/$bin not found"
     cp "$target_dir/release/$bin" "$tmp/${bin#examples/}"
 done
 path=/apis/wardle.example.com/v1alpha1/flunders
-
-stop_pid() {
-    kill -TERM "$1" 2>/dev/null || true
-    for _ in $(seq 50); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.1; done
-    kill -KILL "$1" 2>/dev/null || true
-}
 
 start_backend() { # $1 = dir; sets backend_url, backend_pid
     local dir="$1" url=""

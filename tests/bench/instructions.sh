@@ -13,6 +13,7 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
 helper="$here/proxy_load_helper.py"
+source "$here/lib.sh"
 target_dir="${CARGO_TARGET_DIR:-$repo/target}"
 n1="${N1:-500}" n2="${N2:-2500}"
 "$repo/scripts/need.sh" valgrind nginx
@@ -31,18 +32,8 @@ read -r backend_port front_port <<<"$(python3 "$helper" free-ports 2)"
 mkdir -p "$tmp/www" "$tmp/nginx" "$tmp/front"
 python3 "$helper" body "$tmp/www/object.json"
 chmod -R a+rX "$tmp"
-temps='client_body_temp_path NGX/b; proxy_temp_path NGX/p; fastcgi_temp_path NGX/f; uwsgi_temp_path NGX/u; scgi_temp_path NGX/s;'
-
 # The backend every proxied request goes to (not measured).
-cat >"$tmp/nginx.conf" <<CONF
-worker_processes 1; pid $tmp/nginx/pid; error_log $tmp/nginx/error.log warn;
-events { worker_connections 1024; }
-http { access_log off; ${temps//NGX/$tmp/nginx}
-  server { listen 127.0.0.1:$backend_port; root $tmp/www;
-    location / { default_type application/json; try_files /object.json =404; } } }
-CONF
-nginx -p "$tmp/nginx/" -c "$tmp/nginx.conf" -g 'daemon off;' &
-pids+=($!)
+nginx_object_backend "$tmp" "$backend_port"
 
 # apiagg: one remote APIService on the backend.
 python3 "$helper" apiagg-config "$tmp" "$front_port" "127.0.0.1:$backend_port" 1 bench.example.com
@@ -55,7 +46,7 @@ front_conf() { # $1 = file; $2 = location body
     cat >"$1" <<CONF
 daemon off; master_process off; worker_processes 1; pid $tmp/front/pid; error_log $tmp/front/error.log warn;
 events { worker_connections 1024; }
-http { access_log off; ${temps//NGX/$tmp/front}
+http { access_log off; $(nginx_temps "$tmp/front")
   upstream backend { server 127.0.0.1:$backend_port; keepalive 16; }
   server { listen 127.0.0.1:$front_port; $2 } }
 CONF

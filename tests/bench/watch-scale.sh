@@ -38,10 +38,8 @@ SAMPLE="${SAMPLE:-100}"
 
 # ---------------------------------------------------------------------------------------------
 # File descriptors: children inherit this process's limits.
-ulimit -Hn 1048576 2>/dev/null || true
-hard="$(ulimit -Hn)"
-[[ "$hard" == unlimited ]] && hard=1048576
-ulimit -n "$hard"
+source "$here/lib.sh"
+raise_open_files
 if [[ -z "${N:-}" ]]; then
     if (( hard >= 40000 )); then
         N=10000
@@ -60,19 +58,12 @@ if [[ "${SKIP_BUILD:-0}" != 1 ]]; then
     (cd "$repo" && CARGO_TARGET_DIR="$target_dir" \
         cargo build --release -p apiagg-gateway -p apiagg-tests --bins) || die "cargo build failed"
 fi
-source "$here/lib.sh"
 bench_temp watch-scale
 # Private copies: other builds in the same target dir cannot swap a binary mid-run.
 for bin in apiagg sample-apiserver; do
     [[ -x "$target_dir/release/$bin" ]] || die "$target_dir/release/$bin not found"
     cp "$target_dir/release/$bin" "$tmp/$bin"
 done
-
-stop_pid() {
-    kill -TERM "$1" 2>/dev/null || true
-    for _ in $(seq 50); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.1; done
-    kill -KILL "$1" 2>/dev/null || true
-}
 
 # Prints the URL of a started sample-apiserver; $1 = case dir, then its extra arguments.
 start_backend() {
