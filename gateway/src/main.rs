@@ -172,6 +172,18 @@ struct ServeArgs {
     /// of the open-file limit, keeping the rest for connections to backends).
     #[arg(long)]
     max_connections: Option<usize>,
+    /// A client's request head must arrive within this of its first byte (the first request's
+    /// within this of the connection's start), as kube-apiserver's `ReadHeaderTimeout`.
+    #[arg(long, value_parser = interval, default_value = "32s")]
+    read_header_timeout: Duration,
+    /// A client connection with no request in progress (HTTP/1.1 between requests, HTTP/2 with
+    /// no stream open) is closed after this, as kube-apiserver's `IdleTimeout`.
+    #[arg(long, value_parser = interval, default_value = "90s")]
+    idle_timeout: Duration,
+    /// An HTTP/2 client must send its preface and first SETTINGS frame within this of the TLS
+    /// handshake.
+    #[arg(long, value_parser = interval, default_value = "10s")]
+    http2_preface_timeout: Duration,
     /// Worker threads of the proxy.
     #[arg(long, default_value_t = default_threads())]
     threads: usize,
@@ -310,6 +322,11 @@ fn launch(args: ServeArgs) -> Launch {
         listen: args.listen,
         threads: args.threads,
         max_connections: args.max_connections,
+        connection_timeouts: apiagg_gateway::app::ConnectionTimeouts {
+            read_header: args.read_header_timeout,
+            idle: args.idle_timeout,
+            http2_preface: args.http2_preface_timeout,
+        },
         flow: args.front_door.flow(),
         audit: args.front_door.audit(),
         tracing: args.tracing_config_file,

@@ -64,6 +64,20 @@ impl Apiagg {
         )
     }
 
+    /// [`Apiagg::start_logged`] under an open-file limit of `open_files` (soft and hard, set by
+    /// `prlimit`, which apiagg cannot raise).
+    pub fn start_with_open_files(config: &str, extra: &[&str], open_files: u64) -> Apiagg {
+        let limit = format!("--nofile={open_files}:{open_files}");
+        Self::spawn_in(
+            tempfile::tempdir().expect("tempdir"),
+            config,
+            extra,
+            &[],
+            (true, true),
+            &["prlimit", &limit, "--"],
+        )
+    }
+
     /// The log so far of an apiagg started with [`Apiagg::start_logged`].
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("apiagg.log")).unwrap_or_default()
@@ -77,13 +91,33 @@ impl Apiagg {
         logged: bool,
         open: bool,
     ) -> Apiagg {
+        Self::spawn_in(dir, config, extra, env, (logged, open), &[])
+    }
+
+    /// Starts apiagg (through `wrapper`, a command that runs it, when not empty).
+    fn spawn_in(
+        dir: tempfile::TempDir,
+        config: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+        (logged, open): (bool, bool),
+        wrapper: &[&str],
+    ) -> Apiagg {
         let config = if open && !config.contains("authorization:") {
             format!("{OPEN_FOR_TESTS}{config}")
         } else {
             config.to_string()
         };
         std::fs::write(dir.path().join("apiagg.yaml"), config).expect("write config");
-        let mut cmd = Command::new(binary("apiagg", "apiagg-gateway"));
+        let apiagg = binary("apiagg", "apiagg-gateway");
+        let mut cmd = match wrapper.split_first() {
+            Some((program, args)) => {
+                let mut cmd = Command::new(program);
+                cmd.args(args).arg(&apiagg);
+                cmd
+            }
+            None => Command::new(&apiagg),
+        };
         cmd.arg("serve")
             .arg("--config")
             .arg(dir.path().join("apiagg.yaml"))

@@ -3,13 +3,14 @@
 //! certificates, configs and raw-wire tools they share.
 //!
 //! Everything a suite usually needs is re-exported here (`use apiagg_tests::*;`); the modules
-//! `api`, `audit`, `openapi`, `pki`, `trust` and `wire` hold what only some suites use.
+//! `api`, `audit`, `flow`, `openapi`, `pki`, `trust` and `wire` hold what only some suites use.
 
 #![warn(missing_docs)]
 
 pub mod api;
 pub mod audit;
 mod backends;
+pub mod flow;
 mod gateway;
 mod http;
 mod kubectl;

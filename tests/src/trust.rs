@@ -92,6 +92,9 @@ fn deploy_config(example: &str, delegate: &str) -> String {
     )
 }
 
+/// Where [`Cluster::start_audited`] writes its audit log, in the cluster's folder.
+const AUDIT_LOG: &str = "audit.log";
+
 /// Where [`Cluster::start_authorizing`] keeps the delegate's authorization policy.
 pub const POLICY_FILE: &str = "policy.json";
 
@@ -115,6 +118,17 @@ impl Cluster {
         Cluster::start_configured(true, Some(("", policy)), Some(example)).await
     }
 
+    /// [`Cluster::start`] with apiagg auditing every request at `Metadata` level to
+    /// [`Cluster::audit_log`].
+    pub async fn start_audited(anonymous: bool) -> Cluster {
+        Cluster::start_flagged(anonymous, None, None, true).await
+    }
+
+    /// The audit log of a cluster started with [`Cluster::start_audited`].
+    pub fn audit_log(&self) -> PathBuf {
+        self.dir.join(AUDIT_LOG)
+    }
+
     async fn start_with(anonymous: bool, authorization: Option<(&str, &str)>) -> Cluster {
         Cluster::start_configured(anonymous, authorization, None).await
     }
@@ -123,6 +137,15 @@ impl Cluster {
         anonymous: bool,
         authorization: Option<(&str, &str)>,
         example: Option<&str>,
+    ) -> Cluster {
+        Cluster::start_flagged(anonymous, authorization, example, false).await
+    }
+
+    async fn start_flagged(
+        anonymous: bool,
+        authorization: Option<(&str, &str)>,
+        example: Option<&str>,
+        audited: bool,
     ) -> Cluster {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().to_path_buf();
@@ -196,8 +219,25 @@ impl Cluster {
             apiservice(G, V, "secure", &format!(", caBundle: {}", backend.ca_bundle())),
         ),
         };
+        let mut flags = Vec::new();
+        if audited {
+            std::fs::write(
+                path.join("audit-policy.yaml"),
+                "apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: Metadata\n",
+            )
+            .expect("audit policy");
+            let policy = path.join("audit-policy.yaml");
+            let log = path.join(AUDIT_LOG);
+            flags = vec![
+                "--audit-policy-file".to_string(),
+                policy.to_str().expect("utf8").to_string(),
+                "--audit-log-path".to_string(),
+                log.to_str().expect("utf8").to_string(),
+            ];
+        }
+        let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
         // Access control is what these tests are about: apiagg's secure defaults apply.
-        let gw = Apiagg::start_in_secure(dir, &config, &[]);
+        let gw = Apiagg::start_in_secure(dir, &config, &flags);
         let cluster = Cluster {
             gw,
             backend,

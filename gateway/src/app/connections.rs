@@ -1,10 +1,12 @@
 //! A bound on client connections below the open-file limit. Every client connection holds a
 //! descriptor and every request in flight to a backend another; at the limit `accept()` and
 //! `connect()` fail with `EMFILE` for everyone. apiagg counts the client connections it serves
-//! and, at `--max-connections`, drops new ones at once (before the TLS handshake), keeping the
-//! rest of the limit for connections to backends, the delegate, files and the store.
+//! and, at `--max-connections` or when client and backend connections together spend the
+//! open-file budget (`backends::OpenFiles`), drops new ones at once (before the TLS handshake),
+//! keeping the rest of the limit for connections to backends, the delegate, files and the
+//! store.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -13,6 +15,9 @@ use pingora_core::listeners::ConnectionFilter;
 use pingora_core::protocols::Stream;
 use pingora_core::server::ShutdownWatch;
 use prometheus::{IntCounter, IntGauge};
+
+use crate::backends::OpenFiles;
+use crate::request::{ConnectionTimeouts, Deadlined, TimedOut};
 
 /// The open files kept for everything but client connections: a quarter of the limit, at
 /// least 1,024.
@@ -25,7 +30,7 @@ pub fn default_bound(open_file_limit: u64) -> usize {
 /// Client connections being served, and the bound on them.
 #[derive(Debug)]
 pub struct ConnectionBound {
-    open: AtomicUsize,
+    files: Arc<OpenFiles>,
     max: usize,
     /// Whether the bound is refusing connections now (logged when it changes).
     refusing: AtomicBool,
@@ -34,8 +39,12 @@ pub struct ConnectionBound {
 }
 
 impl ConnectionBound {
-    /// A bound of `max` connections, counted in `registry`.
-    pub fn new(max: usize, registry: &prometheus::Registry) -> prometheus::Result<Arc<Self>> {
+    /// A bound of `max` connections within the budget of `files`, counted in `registry`.
+    pub fn new(
+        max: usize,
+        files: Arc<OpenFiles>,
+        registry: &prometheus::Registry,
+    ) -> prometheus::Result<Arc<Self>> {
         let gauge = IntGauge::new(
             "apiagg_client_connections",
             "Client connections being served.",
@@ -47,7 +56,7 @@ impl ConnectionBound {
         registry.register(Box::new(gauge.clone()))?;
         registry.register(Box::new(refused.clone()))?;
         Ok(Arc::new(ConnectionBound {
-            open: AtomicUsize::new(0),
+            files,
             max,
             refusing: AtomicBool::new(false),
             gauge,
@@ -56,13 +65,14 @@ impl ConnectionBound {
     }
 
     fn admit(&self) -> bool {
-        let open = self.open.load(Ordering::Acquire);
-        let refuse = open >= self.max;
+        let open = self.files.clients();
+        let refuse = !self.files.client_fits(self.max);
         if self.refusing.swap(refuse, Ordering::AcqRel) != refuse {
             if refuse {
                 tracing::warn!(
                     open,
-                    "--max-connections reached: new client connections are dropped until some close"
+                    "--max-connections or the open-file budget reached: new client connections are \
+                     dropped until some close"
                 );
             } else {
                 tracing::info!(open, "client connections below --max-connections again");
@@ -86,10 +96,12 @@ impl ConnectionFilter for Filter {
     }
 }
 
-/// A server application counted as one open connection while it serves one.
+/// A server application counted as one open connection while it serves one, each connection
+/// under the deadlines of its phase (`request::Deadlined`).
 pub struct Counted<A> {
     inner: Arc<A>,
     bound: Arc<ConnectionBound>,
+    deadlines: Option<(ConnectionTimeouts, TimedOut)>,
 }
 
 impl<A> Counted<A> {
@@ -98,7 +110,14 @@ impl<A> Counted<A> {
         Counted {
             inner: Arc::new(inner),
             bound,
+            deadlines: None,
         }
+    }
+
+    /// The same, each connection bounded by `timeouts` (closes counted in `timed_out`).
+    pub fn with_deadlines(mut self, timeouts: ConnectionTimeouts, timed_out: TimedOut) -> Self {
+        self.deadlines = Some((timeouts, timed_out));
+        self
     }
 }
 
@@ -107,24 +126,27 @@ struct Open<'a>(&'a ConnectionBound);
 
 impl Drop for Open<'_> {
     fn drop(&mut self) {
-        self.0.open.fetch_sub(1, Ordering::AcqRel);
+        self.0.files.client_closed();
         self.0.gauge.dec();
     }
 }
 
 #[async_trait]
 impl<A: ServerApp + Send + Sync + 'static> ServerApp for Counted<A> {
-    /// Serves one connection (HTTP/1.1: until its next request is to be read, which the next
-    /// call does) while it is counted open.
+    /// Serves one connection (every request on it) while it is counted open.
     async fn process_new(
         self: &Arc<Self>,
         session: Stream,
         shutdown: &ShutdownWatch,
     ) -> Option<Stream> {
         let bound = &*self.bound;
-        bound.open.fetch_add(1, Ordering::AcqRel);
+        bound.files.client_opened();
         bound.gauge.inc();
         let _open = Open(bound);
+        let session = match &self.deadlines {
+            Some((timeouts, timed_out)) => Deadlined::wrap(session, *timeouts, timed_out.clone()),
+            None => session,
+        };
         self.inner.process_new(session, shutdown).await
     }
 
@@ -149,14 +171,20 @@ mod tests {
     #[tokio::test]
     async fn connections_beyond_the_bound_are_refused_and_counted() {
         let registry = prometheus::Registry::new();
-        let bound = ConnectionBound::new(2, &registry).expect("metrics");
+        let files = OpenFiles::new(20_000);
+        let bound = ConnectionBound::new(2, files.clone(), &registry).expect("metrics");
         let filter = Filter(bound.clone());
         assert!(filter.should_accept(None).await);
-        bound.open.store(2, Ordering::Release);
+        files.client_opened();
+        files.client_opened();
         assert!(!filter.should_accept(None).await);
         assert!(!filter.should_accept(None).await);
         assert_eq!(bound.refused.get(), 2);
-        bound.open.store(1, Ordering::Release);
+        files.client_closed();
         assert!(filter.should_accept(None).await);
+        // Backend connections spend the same budget.
+        let slots: Vec<_> = std::iter::from_fn(|| files.try_upstream()).collect();
+        assert_eq!(slots.len(), files.budget() - 1);
+        assert!(!filter.should_accept(None).await);
     }
 }

@@ -22,11 +22,13 @@ use pingora_core::server::{RunArgs, Server};
 use pingora_core::services::background::background_service;
 
 use crate::auth::Authenticator;
-use crate::backends::Reloadable;
-use crate::request::{ApiaggProxy, Controls};
+use crate::backends::{OpenFiles, Reloadable};
+use crate::request::{ApiaggProxy, Controls, TimedOut};
 use crate::state::{Gateway, Options};
+use pingora_core::apps::HttpServerOptions;
 
 pub use crate::audit::{LogFormat, LogSettings, Settings as AuditSettings, WebhookSettings};
+pub use crate::request::ConnectionTimeouts;
 pub use commands::{check, check_tracing, print_status};
 pub use front_door::{FlowOptions, FlowSource};
 pub use stores::StoreChoice;
@@ -43,6 +45,8 @@ pub struct Launch {
     pub threads: usize,
     /// Client connections served at once (`None`: three quarters of the open-file limit).
     pub max_connections: Option<usize>,
+    /// How long a client connection may wait for a request head, idle, or the HTTP/2 preface.
+    pub connection_timeouts: ConnectionTimeouts,
     /// API Priority and Fairness.
     pub flow: FlowOptions,
     /// Auditing.
@@ -103,8 +107,13 @@ pub fn serve(launch: Launch) -> anyhow::Result<()> {
     let max_connections = launch
         .max_connections
         .unwrap_or_else(|| connections::default_bound(open_files));
-    let bound = connections::ConnectionBound::new(max_connections, gateway.metrics.registry())
-        .context("creating metrics")?;
+    let file_budget = OpenFiles::new(usize::try_from(open_files).unwrap_or(usize::MAX));
+    let bound = connections::ConnectionBound::new(
+        max_connections,
+        file_budget.clone(),
+        gateway.metrics.registry(),
+    )
+    .context("creating metrics")?;
     let flow = front_door::flow_control(&launch.flow, &gateway)?;
     if let (Some(flow), FlowSource::File(path)) = (&flow, &launch.flow.source) {
         watched.push(front_door::WatchedFile::flow_objects(
@@ -129,20 +138,30 @@ pub fn serve(launch: Launch) -> anyhow::Result<()> {
         flow: flow.clone(),
         audit: auditor.clone(),
         tracer: tracer.clone(),
+        open_files: file_budget.clone(),
     };
-    let proxy_app = pingora_proxy::http_proxy(
+    let mut proxy_app = pingora_proxy::http_proxy(
         &server.configuration,
         ApiaggProxy::new(gateway.clone(), auth.clone(), controls),
     );
+    // An HTTP/2 connection with no stream open is closed after the idle timeout (HTTP/1.1's
+    // idle and head deadlines, and HTTP/2's preface, are the stream's: request::Deadlined).
+    let mut server_options = HttpServerOptions::default();
+    server_options.h2_idle_timeout = Some(launch.connection_timeouts.idle);
+    proxy_app.server_options = Some(server_options);
+    let timed_out = TimedOut::register(gateway.metrics.registry()).context("creating metrics")?;
     let mut proxy = pingora_core::services::listening::Service::new(
         "apiagg".to_string(),
-        connections::Counted::new(proxy_app, bound.clone()),
+        connections::Counted::new(proxy_app, bound.clone())
+            .with_deadlines(launch.connection_timeouts, timed_out),
     );
     proxy.set_connection_filter(Arc::new(connections::Filter(bound)));
     tracing::info!(
         max_connections,
         open_files,
-        "client connections are bounded below the open-file limit"
+        connection_budget = file_budget.budget(),
+        "client connections, and client and backend connections together, are bounded below \
+         the open-file limit"
     );
     let listener = listen::Listener::new(&listen, config.tls.as_ref())?;
     proxy.add_listener(listener.config(certificates, auth.certificates())?);

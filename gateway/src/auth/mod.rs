@@ -16,9 +16,11 @@ use apiagg_config::Authentication;
 use apiagg_config::Authorization;
 use http::{HeaderMap, HeaderName};
 
-pub use self::authz::{Authorizer, AuthzRequest, Refusal, Reviewer, IMPERSONATE_PREFIX};
+pub use self::authz::{
+    requested_impersonation, Authorizer, AuthzRequest, Refusal, Reviewer, IMPERSONATE_PREFIX,
+};
 use self::requestheader::{InvalidHeaderName, RequestHeaderNames};
-pub use self::token::{ReviewError, TokenCache};
+pub use self::token::{ReviewError, Source, TokenCache};
 use self::token::{TokenFile, TokenFileError, TokenReviewer};
 use self::x509::CaError;
 use crate::backends::{Clients, Reloadable, Upstream};
@@ -284,12 +286,13 @@ impl Authenticator {
             .is_some_and(|r| r.is_identity_header(name))
     }
 
-    /// Authenticates a request: `Err` says why, and which answer it gets
+    /// Authenticates a request from `peer`: `Err` says why, and which answer it gets
     /// ([`AuthError::status`]). The connection's client certificate is verified against the
     /// current CA bundles (reusing its last verdict while they are unchanged).
     pub async fn authenticate(
         &self,
         headers: &HeaderMap,
+        peer: Option<std::net::SocketAddr>,
         connection: Option<&ConnectionIdentity>,
         delegate: Option<&Upstream>,
         clients: &Clients,
@@ -325,7 +328,9 @@ impl Authenticator {
             match (&self.reviewer, delegate) {
                 (Some(reviewer), Some(delegate)) => {
                     // Boxed: a review's state stays out of every request's future.
-                    match Box::pin(reviewer.review(token, delegate, clients)).await {
+                    match Box::pin(reviewer.review(token, Source::of(peer), delegate, clients))
+                        .await
+                    {
                         Ok(user) => return Ok(found(user, Method::TokenReview)),
                         Err(ReviewError::TooMany) => return Err(AuthError::TooManyReviews),
                         Err(ReviewError::Identity(e)) => {

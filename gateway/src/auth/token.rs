@@ -2,7 +2,7 @@
 //! TokenReview at the delegate, cached by the token's SHA-256 (accepted tokens 2 min, refused
 //! ones 10 s by default, in separate bounded caches; transport errors are not cached;
 //! concurrent look-ups of one token share one review; reviews of unknown tokens are
-//! rate-limited).
+//! rate-limited process-wide and shared fairly between connections, `gate.rs`).
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -13,13 +13,18 @@ use std::time::Duration;
 
 use apiagg_config::TokenReview;
 use arc_swap::ArcSwap;
-use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
+use governor::{Quota, RateLimiter};
 use moka::future::Cache;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
 use super::user::{InvalidIdentity, User};
 use crate::backends::{Clients, Reload, Upstream};
+
+mod gate;
+
+use self::gate::ReviewGate;
+pub use self::gate::Source;
 
 /// Why the static token file is refused (the previous good file keeps serving; the file is
 /// read again when it changes).
@@ -296,10 +301,10 @@ impl TokenCache {
     }
 }
 
-/// TokenReview at the delegate, with a cache and a rate limit for unknown tokens.
+/// TokenReview at the delegate, with a cache and a fair rate limit for unknown tokens.
 pub struct TokenReviewer {
     cache: TokenCache,
-    limiter: DefaultDirectRateLimiter,
+    gate: Arc<ReviewGate>,
 }
 
 #[derive(Deserialize)]
@@ -349,15 +354,25 @@ impl TokenReviewer {
     fn with_quota(ttl: TokenReview, quota: Quota) -> TokenReviewer {
         TokenReviewer {
             cache: TokenCache::new(ttl.cache_ttl, ttl.failure_cache_ttl),
-            limiter: RateLimiter::direct(quota),
+            gate: ReviewGate::new(RateLimiter::direct(quota)),
         }
     }
 
-    /// Who `token` belongs to, as the delegate says (cached; one review for concurrent
-    /// look-ups of one token; rate-limited).
+    /// A reviewer whose queued reviews wait at most `max_wait` (tests).
+    #[cfg(test)]
+    fn waiting_at_most(ttl: TokenReview, quota: Quota, max_wait: Duration) -> TokenReviewer {
+        TokenReviewer {
+            cache: TokenCache::new(ttl.cache_ttl, ttl.failure_cache_ttl),
+            gate: ReviewGate::waiting_at_most(RateLimiter::direct(quota), max_wait),
+        }
+    }
+
+    /// Who `token`, sent from `source`, belongs to, as the delegate says (cached; one review
+    /// for concurrent look-ups of one token; rate-limited, each source taking its turn).
     pub async fn review(
         &self,
         token: &str,
+        source: Source,
         delegate: &Upstream,
         clients: &Clients,
     ) -> Result<Arc<User>, ReviewError> {
@@ -366,7 +381,8 @@ impl TokenReviewer {
             return outcome;
         }
         let review = async {
-            if self.limiter.check().is_err() {
+            if let Err(busy) = self.gate.admit(source).await {
+                tracing::debug!("TokenReview of an unknown token not sent: {busy}");
                 return Err(ReviewError::TooMany);
             }
             ask(token, delegate, clients).await

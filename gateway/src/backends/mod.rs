@@ -7,6 +7,7 @@ mod credentials;
 mod exhaustion;
 mod health;
 mod names;
+mod open_files;
 mod slots;
 mod table;
 mod tls;
@@ -19,6 +20,7 @@ pub use credentials::{BearerToken, ClientIdentity, CredentialError, Reload, Relo
 pub use exhaustion::own_exhaustion;
 pub use health::HealthBook;
 pub use names::{names_of, HostPort, Names};
+pub use open_files::{FileSlot, OpenFiles};
 pub use slots::Slot;
 pub use table::{build as build_table, RouteTable, TableError};
 pub(crate) use tls::verify_signature_with;

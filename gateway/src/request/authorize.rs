@@ -1,9 +1,12 @@
-//! Step 3b of `request_filter`: what the authenticated caller may do. Without an authorizer,
-//! apiagg's built-in rule guards what it serves itself (`auth::Builtin`). With
-//! `authorization.mode: Webhook` the caller's `Impersonate-*` headers are authorized first and,
-//! once allowed, replace the caller (the headers are removed: the impersonated user is what
-//! backends and the delegate see), then the request itself. Refusals are kube-apiserver's
-//! Status: 403 `Forbidden`, or 500 `InternalError` when the delegate could not decide.
+//! Impersonation and authorization, in kube-apiserver's order around flow control: the
+//! caller's `Impersonate-*` headers are authorized (webhook) and, once allowed, replace the
+//! caller before flow control classifies the request (the headers are removed: the
+//! impersonated user is what flow control, backends and the delegate see); the request itself
+//! is authorized after flow control admitted it, so a flood is throttled before it costs
+//! SubjectAccessReviews. Without an authorizer, apiagg's built-in rule guards what it serves
+//! itself (`auth::Builtin`) and `Impersonate-*` goes to the delegate, which decides (the audit
+//! records whom it asks for). Refusals are kube-apiserver's Status: 403 `Forbidden`, or 500
+//! `InternalError` when the delegate could not decide.
 
 use apiagg_requestinfo::RequestInfo;
 use http::HeaderName;
@@ -14,8 +17,56 @@ use super::{ApiaggProxy, RequestCtx};
 use crate::auth::{AuthzRequest, Refusal, Reviewer, IMPERSONATE_PREFIX};
 
 impl ApiaggProxy {
-    /// Authorizes the request of `ctx.caller`. `Ok`: it goes on (as the impersonated user when
-    /// it asked for one); `Err(reply)`: the answer instead.
+    /// Authorizes and applies the impersonation `ctx.caller` asks for. `Ok`: it goes on (as
+    /// the impersonated user when it asked for one); `Err(reply)`: the answer instead.
+    pub(super) async fn impersonate(
+        &self,
+        session: &mut Session,
+        ctx: &mut RequestCtx,
+        info: &RequestInfo<'_>,
+    ) -> Result<(), Reply> {
+        let authorizer = self.auth.authorizer();
+        let Some(caller) = ctx.caller.as_ref().filter(|_| authorizer.enabled()) else {
+            return Ok(());
+        };
+        let routes = self.gateway.routes.load();
+        let reviewer = Reviewer {
+            delegate: routes.delegate.as_deref(),
+            clients: &self.gateway.clients,
+            metrics: &self.gateway.metrics,
+        };
+        let outcome = {
+            let header = session.req_header();
+            let request = AuthzRequest {
+                info,
+                headers: &header.headers,
+            };
+            // Boxed: the webhook's state stays out of every request's future (pingora moves
+            // that future by value, so its size is paid on every request).
+            Box::pin(authorizer.impersonate(&request, caller, reviewer)).await
+        };
+        match outcome {
+            Ok(None) => Ok(()),
+            Err(refusal) => Err(self.refused(session, refusal)),
+            Ok(Some(impersonated)) => {
+                let header = session.req_header_mut();
+                let honoured: Vec<HeaderName> = header
+                    .headers
+                    .keys()
+                    .filter(|n| n.as_str().starts_with(IMPERSONATE_PREFIX))
+                    .cloned()
+                    .collect();
+                for name in honoured {
+                    header.remove_header(&name);
+                }
+                ctx.caller = Some(impersonated);
+                Ok(())
+            }
+        }
+    }
+
+    /// Authorizes the request of `ctx.caller`. `Ok`: it goes on; `Err(reply)`: the answer
+    /// instead.
     pub(super) async fn authorize(
         &self,
         session: &mut Session,
@@ -49,28 +100,10 @@ impl ApiaggProxy {
                 info,
                 headers: &header.headers,
             };
-            // Boxed: the webhook's state stays out of every request's future (pingora moves
-            // that future by value, so its size is paid on every request).
+            // Boxed, as above.
             Box::pin(authorizer.authorize(&request, caller, reviewer)).await
         };
-        match outcome {
-            Ok(None) => Ok(()),
-            Err(refusal) => Err(self.refused(session, refusal)),
-            Ok(Some(impersonated)) => {
-                let header = session.req_header_mut();
-                let honoured: Vec<HeaderName> = header
-                    .headers
-                    .keys()
-                    .filter(|n| n.as_str().starts_with(IMPERSONATE_PREFIX))
-                    .cloned()
-                    .collect();
-                for name in honoured {
-                    header.remove_header(&name);
-                }
-                ctx.caller = Some(impersonated);
-                Ok(())
-            }
-        }
+        outcome.map_err(|refusal| self.refused(session, refusal))
     }
 
     /// The answer to a refusal: 403 `Forbidden`, or 500 when nobody could decide.

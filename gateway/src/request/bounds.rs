@@ -5,7 +5,7 @@ use apiagg_requestinfo::RequestInfo;
 
 use super::reply::{self, Reply};
 use super::{ApiaggProxy, RequestCtx};
-use crate::backends::RouteTable;
+use crate::backends::Upstream;
 use crate::observe::RouteKind;
 
 impl ApiaggProxy {
@@ -35,26 +35,17 @@ impl ApiaggProxy {
     }
 
     /// One slow backend holds at most its share of the gateway: a request to a remote
-    /// APIService takes a place in its bound before it takes a flow-control seat, so a backend
-    /// at its bound holds no more seats either (long-running requests are bounded by the
-    /// connection bound instead). `Err`: the 429 to answer.
+    /// APIService takes a place in its bound once it holds its flow-control seat and was
+    /// authorized, just before it is sent (a request waiting in a queue holds no place, so one
+    /// caller's queued requests never lock others out of the backend). Long-running requests
+    /// are bounded by the connection bound instead. `Err`: the 429 to answer.
     pub(super) fn reserve_backend(
         &self,
         ctx: &mut RequestCtx,
-        routes: &RouteTable,
-        key: &str,
+        upstream: &Upstream,
         info: &RequestInfo<'_>,
     ) -> Result<(), Reply> {
-        if info.is_long_running() {
-            return Ok(());
-        }
-        let Some(index) = routes.registry.index_of(key) else {
-            return Ok(());
-        };
-        let Some(upstream) = routes.upstreams.get(index).and_then(Option::as_ref) else {
-            return Ok(());
-        };
-        if !upstream.remote || !upstream.available() {
+        if info.is_long_running() || !upstream.remote {
             return Ok(());
         }
         let cap = self.gateway.options.max_requests_per_apiservice;

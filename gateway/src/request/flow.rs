@@ -1,8 +1,9 @@
 //! Step 4 of `request_filter`: API Priority and Fairness, as kube-apiserver wraps the
 //! aggregator (`WithPriorityAndFairness`). The request is classified (FlowSchema → priority
 //! level → flow), then runs at once, waits in its flow's fair queue, or is refused with 429 and
-//! `Retry-After`. The seat is held until the answer ends; a watch gives it back once its
-//! response head arrived (its initial phase). Long-running requests other than watches (exec,
+//! `Retry-After`. The seat is held until the answer ends; a watch gives it back when it is
+//! handed to its backend or the delegate (kube-aggregator's `RequestDelegated`), an emulated
+//! streaming list once its initial events are sent. Long-running requests other than watches (exec,
 //! attach, port-forward, proxy, logs) are not held, as upstream. Every answer says where the
 //! request was classified (`X-Kubernetes-PF-FlowSchema-UID`, `-PriorityLevel-UID`).
 
@@ -81,6 +82,17 @@ impl ApiaggProxy {
 }
 
 impl RequestCtx {
+    /// The request is handed to a backend or the delegate, which run their own flow control:
+    /// its seat goes back now, as kube-aggregator's `RequestDelegated` gives back a watch's
+    /// (what a slow backend may hold is bounded by its per-APIService bound instead). The
+    /// classification stays for the answer's headers.
+    pub(super) fn delegated(&mut self) {
+        if let Some(seat) = self.seat.take() {
+            self.classified = Some(seat.decision().clone());
+        }
+        self.running = None;
+    }
+
     /// Where flow control classified the request, if it did.
     pub(super) fn classified(&self) -> Option<&Decision> {
         self.seat

@@ -13,6 +13,7 @@ mod body;
 mod bounds;
 mod classify;
 mod deadline;
+mod deadlines;
 mod errors;
 mod flow;
 mod forward;
@@ -33,13 +34,15 @@ use pingora_error::Result;
 use pingora_http::RequestHeader;
 use pingora_proxy::Session;
 
+pub use self::deadlines::{ConnectionTimeouts, Deadlined, TimedOut};
+
 use self::classify::Route;
 use self::forward::{Forwarding, Identity};
 use self::openapi::OpenApiPath;
 use self::reply::Reply;
 use crate::audit::{Auditor, RequestAudit, StatusSummary};
 use crate::auth::{Authenticated, Authenticator, User};
-use crate::backends::{RouteTable, Slot, Upstream};
+use crate::backends::{FileSlot, OpenFiles, RouteTable, Slot, Upstream};
 use crate::flowcontrol::{Decision, FlowControl, Seat};
 use crate::observe::{InFlight, OpenWatch, Repeats, RouteKind, Running, Tracer};
 use crate::state::Gateway;
@@ -82,6 +85,8 @@ pub struct RequestCtx {
     /// request ends); the endpoint bound applies when the backend's does.
     backend_slot: Option<Slot>,
     endpoint_slot: Option<Slot>,
+    /// The descriptor of the request's backend connection in the open-file budget.
+    file: Option<FileSlot>,
     /// Flow control's seat for the request (until its answer ends; a watch's, until its head).
     seat: Option<Seat>,
     /// Where flow control classified a request that holds no seat (exempt, refused).
@@ -108,6 +113,8 @@ pub struct Controls {
     pub audit: Auditor,
     /// Tracing (`--tracing-config-file`), when on.
     pub tracer: Option<Arc<Tracer>>,
+    /// The open-file budget client and backend connections share.
+    pub open_files: Arc<OpenFiles>,
 }
 
 /// The proxy service.
@@ -120,6 +127,8 @@ pub struct ApiaggProxy {
     audit: Auditor,
     /// Tracing (`--tracing-config-file`).
     tracer: Option<Arc<Tracer>>,
+    /// The open-file budget: every request to a backend takes a descriptor of it.
+    open_files: Arc<OpenFiles>,
     /// Backend failures logged so far, to log repeats on change and then rate-limited.
     repeats: Repeats,
 }
@@ -134,6 +143,7 @@ impl ApiaggProxy {
             flow: controls.flow,
             audit: controls.audit,
             tracer: controls.tracer,
+            open_files: controls.open_files,
             repeats: Repeats::new(std::time::Duration::from_secs(10)),
         }
     }
@@ -228,6 +238,23 @@ impl ApiaggProxy {
             );
             return self.answer(session, ctx, RouteKind::Refused, reply).await;
         }
+        if let Some(audit) = ctx.audit.as_mut() {
+            // `Impersonate-*` apiagg did not honour goes to the delegate, which acts as that
+            // user once it allowed it: the audit names whom the request asks to be.
+            if let Some(user) = crate::auth::requested_impersonation(&session.req_header().headers)
+            {
+                audit.impersonating(Arc::new(user));
+            }
+        }
+        // Every request to a backend holds a descriptor: within the budget, or refused before
+        // it connects (apiagg never runs into `EMFILE` on the proxy path).
+        match self.open_files.try_upstream() {
+            Some(file) => ctx.file = Some(file),
+            None => {
+                let reply = reply::out_of_files(self.open_files.budget());
+                return self.answer(session, ctx, RouteKind::Refused, reply).await;
+            }
+        }
         // Only WebSocket and SPDY/3.1 upgrades are tunnelled; any other mention of an upgrade
         // is refused, so pingora never proxies a request with an `Upgrade` header.
         let upgrade = match upgrade::is_upgrade(session.req_header()) {
@@ -278,6 +305,9 @@ impl ApiaggProxy {
                 }
                 ctx.streaming_list = true;
             }
+            // Handed to the backend or the delegate, which holds the watch's initial phase:
+            // the seat goes back now, not when (or if) the backend sends the head.
+            ctx.delegated();
         }
         ctx.kind = kind;
         ctx.upstream = Some(upstream);
@@ -295,6 +325,9 @@ impl ApiaggProxy {
     ) -> Result<bool> {
         if let Some(upstream) = routes.upstreams.get(index).cloned().flatten() {
             if upstream.available() {
+                if let Err(reply) = self.reserve_backend(ctx, &upstream, info) {
+                    return self.answer(session, ctx, RouteKind::Proxy, reply).await;
+                }
                 return self
                     .to_upstream(session, ctx, RouteKind::Proxy, upstream, info)
                     .await;

@@ -12,7 +12,7 @@ use pingora_proxy::{FailToProxy, ProxyHttp, Session};
 
 use super::classify::{classify, exempt_from_shutdown, non_canonical, Route};
 use super::reply::{self, Reply};
-use super::{apiservice_api, body, deadline, errors, forward, ApiaggProxy, RequestCtx};
+use super::{apiservice_api, body, deadline, errors, forward, ApiaggProxy, Deadlined, RequestCtx};
 use crate::auth::ConnectionIdentity;
 use crate::observe::{Milestone, RouteKind};
 
@@ -55,6 +55,7 @@ impl ProxyHttp for ApiaggProxy {
             streaming_list: false,
             backend_slot: None,
             endpoint_slot: None,
+            file: None,
             seat: None,
             classified: None,
             running: None,
@@ -69,6 +70,14 @@ impl ProxyHttp for ApiaggProxy {
     /// Runs once the request head is read. `Ok(true)`: apiagg answered; `Ok(false)`: pingora
     /// proxies to `ctx.upstream`.
     async fn request_filter(&self, session: &mut Session, ctx: &mut RequestCtx) -> Result<bool> {
+        // The head is in: the connection's head and idle deadlines stop until the answer ends;
+        // pingora's own per-read keep-alive timeout gives way to them.
+        if let Some(stream) = session.stream() {
+            Deadlined::request_started(stream);
+            if session.get_keepalive().is_some_and(|k| k != 0) {
+                session.set_keepalive(Some(0));
+            }
+        }
         // A Uri clone shares its bytes: no allocation on the request path.
         let uri = session.req_header().uri.clone();
         self.trace_begin(session.req_header(), ctx);
@@ -131,6 +140,7 @@ impl ProxyHttp for ApiaggProxy {
             .auth
             .authenticate(
                 &session.req_header().headers,
+                session.client_addr().and_then(|a| a.as_inet()).copied(),
                 connection,
                 routes.delegate.as_deref(),
                 &self.gateway.clients,
@@ -151,25 +161,18 @@ impl ProxyHttp for ApiaggProxy {
             }
         }
 
-        // 3b. What the caller may do (authorization.mode: Webhook): impersonation is authorized
-        // and applied, then the request; 403 Status when refused, 500 when nobody could decide.
-        ctx.trace_step("authorization");
-        let authorized = self.authorize(session, ctx, &info).await;
-        ctx.trace_step_end();
-        if let Err(reply) = authorized {
+        // 4. Impersonation (authorization.mode: Webhook): the caller's `Impersonate-*` headers
+        // are authorized and applied before flow control classifies the request, so flow
+        // control sees only an identity apiagg has authorized.
+        let impersonated = self.impersonate(session, ctx, &info).await;
+        if let Err(reply) = impersonated {
             ctx.audit_authorized(false, "");
             return self.answer(session, ctx, RouteKind::Refused, reply).await;
         }
-        ctx.audit_authorized(true, "");
 
-        // 4. A remote APIService's backend at its bound of requests in flight: 429 before the
-        // request takes a seat; then API Priority and Fairness: run now, wait in a fair queue,
-        // or 429.
-        if let Route::GroupVersion(key) = route {
-            if let Err(reply) = self.reserve_backend(ctx, &routes, key, &info) {
-                return self.answer(session, ctx, RouteKind::Proxy, reply).await;
-            }
-        }
+        // 5. API Priority and Fairness: run now, wait in a fair queue, or 429. Before
+        // authorization, as kube-apiserver's chain: a flood is throttled before it costs
+        // reviews at the delegate.
         if let Some(flow) = &self.flow {
             ctx.trace_step("flow-control");
             let admitted = self.admit(flow, ctx, &info).await;
@@ -179,12 +182,24 @@ impl ProxyHttp for ApiaggProxy {
             }
         }
 
-        // 4b. What apiagg answers itself.
+        // 6. What the caller may do: 403 Status when refused, 500 when nobody could decide.
+        ctx.trace_step("authorization");
+        let authorized = self.authorize(session, ctx, &info).await;
+        ctx.trace_step_end();
+        if let Err(reply) = authorized {
+            ctx.audit_authorized(false, "");
+            return self.answer(session, ctx, RouteKind::Refused, reply).await;
+        }
+        ctx.audit_authorized(true, "");
+        // Whose trace the request joins: the caller's only when it is privileged.
+        ctx.trace_authorized();
+
+        // 7. What apiagg answers itself.
         if let Some((kind, reply)) = self.served_here(session.req_header(), ctx, route) {
             return self.answer(session, ctx, kind, reply).await;
         }
 
-        // 5. The APIService API, served by apiagg itself (never by the delegate).
+        // 8. The APIService API, served by apiagg itself (never by the delegate).
         if info.group_version_key() == Some(crate::apiservices::GROUP_VERSION) {
             ctx.kind = RouteKind::Local;
             // Boxed: the API's state (patches, applies, watches) stays out of every request's
@@ -193,7 +208,8 @@ impl ProxyHttp for ApiaggProxy {
             return Ok(true);
         }
 
-        // 6. A remote APIService: its backend, or 503 while it is unavailable.
+        // 9. A remote APIService: its backend (a place in its bound taken only now, by a
+        // request about to be sent), or 503 while it is unavailable.
         if let Route::GroupVersion(key) = route {
             if let Some(index) = routes.registry.index_of(key) {
                 if !routes.registry.entries()[index].is_delegated() {
@@ -202,7 +218,7 @@ impl ProxyHttp for ApiaggProxy {
             }
         }
 
-        // 7. Everything else is the delegate's; without one, 404 (503 before mux completion).
+        // 10. Everything else is the delegate's; without one, 404 (503 before mux completion).
         self.to_delegate(session, ctx, &routes, &info).await
     }
 
@@ -362,14 +378,21 @@ impl ProxyHttp for ApiaggProxy {
         self.filter_head(response, ctx)
     }
 
-    /// Sends the replacement body instead of the upstream's, when the head was replaced.
+    /// Sends the replacement body instead of the upstream's, when the head was replaced; bounds
+    /// a watch's writes by its deadline.
     fn response_body_filter(
         &self,
-        _session: &mut Session,
+        session: &mut Session,
         body: &mut Option<Bytes>,
         end_of_stream: bool,
         ctx: &mut RequestCtx,
     ) -> Result<Option<std::time::Duration>> {
+        if let (Some(deadline), Some(_)) = (ctx.deadline, &ctx.watch) {
+            // A watch whose client stopped reading blocks in its write: the write may block
+            // only until the watch's deadline, so the watch ends then whatever the reader does.
+            let left = deadline.saturating_duration_since(Instant::now());
+            session.set_write_timeout(Some(left.max(std::time::Duration::from_millis(1))));
+        }
         self.filter_body(body, end_of_stream, ctx)
     }
 
@@ -396,6 +419,9 @@ impl ProxyHttp for ApiaggProxy {
 
     /// Runs last for every request: in-flight accounting and request metrics.
     async fn logging(&self, session: &mut Session, _e: Option<&Error>, ctx: &mut RequestCtx) {
+        if let Some(stream) = session.stream() {
+            Deadlined::answered(stream);
+        }
         let code = session
             .response_written()
             .map_or(ctx.code, |r| r.status.as_u16());

@@ -203,6 +203,21 @@ pub fn backend_full(backend: &str, cap: usize) -> Reply {
     .header(http::header::RETRY_AFTER, "1")
 }
 
+/// 503 for a request refused because client and backend connections spend apiagg's whole
+/// open-file budget (`budget` connections).
+pub fn out_of_files(budget: usize) -> Reply {
+    let message = format!(
+        "service unavailable: apiagg holds {budget} client and backend connections, all its \
+         open-file limit allows; please try again later"
+    );
+    let details = json!({ "retryAfterSeconds": 1 });
+    Reply::json(
+        503,
+        failure(503, "ServiceUnavailable", &message, Some(details)),
+    )
+    .header(http::header::RETRY_AFTER, "1")
+}
+
 /// 504 for a request that did not finish within its timeout (spec §3.5).
 pub fn timeout_reply() -> Reply {
     let message = "Timeout: request did not complete within the allotted timeout";

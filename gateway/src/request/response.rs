@@ -16,8 +16,7 @@ use crate::observe::RouteKind;
 const AUDIT_ID: &str = "Audit-ID";
 
 impl ApiaggProxy {
-    /// The backend's response head: classification and audit headers added, the watch's seat
-    /// given back, remote backends' CORS headers dropped, answers apiagg must not pass on
+    /// The backend's response head: classification and audit headers added, remote backends' CORS headers dropped, answers apiagg must not pass on
     /// replaced by a Status.
     pub(super) fn filter_head(
         &self,
@@ -34,11 +33,6 @@ impl ApiaggProxy {
         }
         if let Some(audit) = ctx.audit.as_mut() {
             audit.response_started(response.status.as_u16());
-        }
-        if ctx.watch.is_some() {
-            // A watch holds its seat only for its initial phase, as upstream.
-            ctx.seat = None;
-            ctx.running = None;
         }
         let cors = |name: &http::HeaderName| name.as_str().starts_with("access-control-allow-");
         if ctx.kind == RouteKind::Proxy && response.headers.keys().any(cors) {

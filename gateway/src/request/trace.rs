@@ -1,30 +1,48 @@
 //! The request's trace (`--tracing-config-file`): a server span from `request_filter` to
-//! `logging`, its parent the caller's `traceparent`, with child spans for `authentication`,
-//! `authorization`, the `flow-control` wait (when API Priority and Fairness is on), each
-//! `connect` to an endpoint (picked → connected or reused) and the `backend`'s answer (request
-//! sent → response ended). The backend and the delegate get the `backend` span as their
-//! `traceparent` (forward.rs stamps it). Off, `ctx.trace` is `None` and each phase checks it
-//! once.
+//! `logging`, with child spans for `authentication`, `flow-control` (when API Priority and
+//! Fairness is on) and `authorization`, each `connect` to an endpoint (picked → connected or
+//! reused) and the `backend`'s answer (request sent → response ended). The backend and the
+//! delegate get the `backend` span as their `traceparent` (forward.rs stamps it). Off,
+//! `ctx.trace` is `None` and each phase checks it once.
+//!
+//! Whose trace a request joins is decided once the caller is authorized, as kube-apiserver
+//! decides it (kubernetes#127053): a caller in `system:masters` or `system:monitoring`
+//! continues its `traceparent`; anyone else, and every request refused before, starts a new
+//! trace sampled by apiagg's rate alone, linked to the caller's. Until then the steps are
+//! noted with their times and become spans of the server span once it exists.
 
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use http::{HeaderName, HeaderValue};
-use opentelemetry::trace::{Span as _, SpanKind, Status, TraceContextExt};
+use opentelemetry::trace::{Span as _, SpanContext, SpanKind, Status, TraceContextExt};
 use opentelemetry::{Context, KeyValue};
 use opentelemetry_sdk::trace::Span;
 use pingora_http::RequestHeader;
 
 use super::{ApiaggProxy, RequestCtx};
+use crate::auth::User;
 use crate::backends::Upstream;
 use crate::observe::{Tracer, TRACEPARENT, TRACESTATE};
 
 /// kube-apiserver's name for the span of a request.
 const SERVER_SPAN: &str = "KubernetesAPI";
 
+/// Callers whose trace context is continued (kube-apiserver's privileged groups).
+const TRUSTED_GROUPS: [&str; 2] = ["system:masters", "system:monitoring"];
+
 /// The spans of one traced request.
 pub struct RequestTrace {
     tracer: Arc<Tracer>,
-    server: Context,
+    /// The caller's valid trace context, if any.
+    remote: Option<SpanContext>,
+    started: SystemTime,
+    /// The server span's attributes known from the head, until it starts.
+    attributes: Vec<KeyValue>,
+    /// The server span, once whose trace it joins is decided.
+    server: Option<Context>,
+    /// Steps that ran before that: name, start, end.
+    early: Vec<(&'static str, SystemTime, Option<SystemTime>)>,
     /// The step running now (authentication, authorization, flow control).
     step: Option<Span>,
     connect: Option<Span>,
@@ -43,7 +61,7 @@ impl ApiaggProxy {
     }
 }
 
-/// The server span of `req`, its attributes those known from the head.
+/// The trace of `req`, its server span's attributes those known from the head.
 #[inline(never)]
 fn begin(tracer: &Arc<Tracer>, req: &RequestHeader) -> Box<RequestTrace> {
     let mut attributes = vec![
@@ -54,10 +72,13 @@ fn begin(tracer: &Arc<Tracer>, req: &RequestHeader) -> Box<RequestTrace> {
         let agent = String::from_utf8_lossy(agent.as_bytes()).into_owned();
         attributes.push(KeyValue::new("user_agent.original", agent));
     }
-    let server = tracer.server(SERVER_SPAN, &req.headers, attributes);
     Box::new(RequestTrace {
         tracer: tracer.clone(),
-        server,
+        remote: tracer.extract(&req.headers),
+        started: SystemTime::now(),
+        attributes,
+        server: None,
+        early: Vec::new(),
         step: None,
         connect: None,
         backend: None,
@@ -66,20 +87,44 @@ fn begin(tracer: &Arc<Tracer>, req: &RequestHeader) -> Box<RequestTrace> {
 }
 
 impl RequestCtx {
+    /// The caller was authorized: the server span starts, continuing the caller's trace only
+    /// when the caller (the impersonated user, if any) is privileged.
+    #[inline]
+    pub(super) fn trace_authorized(&mut self) {
+        if let Some(trace) = self.trace.as_deref_mut() {
+            let user: Option<&User> = self.caller.as_ref().map(|c| &*c.user);
+            let trusted = user.is_some_and(|u| {
+                u.groups
+                    .iter()
+                    .any(|g| TRUSTED_GROUPS.contains(&g.as_str()))
+            });
+            trace.start_server(trusted);
+        }
+    }
+
     /// Starts the step `name` of `request_filter` (ended by [`RequestCtx::trace_step_end`]).
     #[inline]
     pub(super) fn trace_step(&mut self, name: &'static str) {
         if let Some(trace) = self.trace.as_deref_mut() {
-            let span = trace.child(name, SpanKind::Internal, Vec::new());
-            trace.step = Some(span);
+            match &trace.server {
+                Some(_) => {
+                    let span = trace.child(name, SpanKind::Internal, Vec::new());
+                    trace.step = Some(span);
+                }
+                None => trace.early.push((name, SystemTime::now(), None)),
+            }
         }
     }
 
     /// Ends the running step.
     #[inline]
     pub(super) fn trace_step_end(&mut self) {
-        if let Some(mut span) = self.trace.as_deref_mut().and_then(|t| t.step.take()) {
-            span.end();
+        if let Some(trace) = self.trace.as_deref_mut() {
+            if let Some(mut span) = trace.step.take() {
+                span.end();
+            } else if let Some((_, _, end @ None)) = trace.early.last_mut() {
+                *end = Some(SystemTime::now());
+            }
         }
     }
 
@@ -143,8 +188,32 @@ impl RequestCtx {
 }
 
 impl RequestTrace {
-    fn child(&self, name: &'static str, kind: SpanKind, attributes: Vec<KeyValue>) -> Span {
-        self.tracer.child(&self.server, name, kind, attributes)
+    /// Starts the server span (once): the caller's trace continued when `trusted`, else a new
+    /// root linked to it; the steps noted so far become its children.
+    fn start_server(&mut self, trusted: bool) -> &Context {
+        if self.server.is_none() {
+            let attributes = std::mem::take(&mut self.attributes);
+            let server = self.tracer.server(
+                SERVER_SPAN,
+                self.remote.as_ref(),
+                trusted,
+                self.started,
+                attributes,
+            );
+            let now = SystemTime::now();
+            for (name, start, end) in self.early.drain(..) {
+                self.tracer
+                    .finished_child(&server, name, start, end.unwrap_or(now));
+            }
+            self.server = Some(server);
+        }
+        self.server.get_or_insert_with(Context::new)
+    }
+
+    fn child(&mut self, name: &'static str, kind: SpanKind, attributes: Vec<KeyValue>) -> Span {
+        let tracer = self.tracer.clone();
+        let server = self.start_server(false);
+        tracer.child(server, name, kind, attributes)
     }
 
     #[inline(never)]
@@ -182,7 +251,7 @@ fn end(
         span.set_attribute(status.clone());
         span.end();
     }
-    let server = trace.server.span();
+    let server = trace.start_server(false).span();
     server.set_attribute(status);
     server.set_attribute(KeyValue::new("apiagg.route", route));
     if let Some(backend) = backend {

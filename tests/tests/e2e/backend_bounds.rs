@@ -158,9 +158,10 @@ async fn closed_at_once(port: u16) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn client_connections_beyond_the_bound_are_dropped_at_accept() {
     let backend = sample(G, "wardle", false);
+    // Idle connections are held on purpose: no head deadline closes them during the test.
     let gw = Apiagg::start(
         &one_backend("wardle", &backend),
-        &["--max-connections", "20"],
+        &["--max-connections", "20", "--read-header-timeout", "10m"],
     );
     gw.wait_ready().await;
     // Twenty idle connections are served (a request on each would be read).
@@ -205,7 +206,12 @@ async fn running_out_of_open_files_never_ejects_a_backend() {
     let backend = sample(G, "wardle", false);
     let gw = Apiagg::start_logged(
         &one_backend("wardle", &backend),
-        &["--max-connections", "100000"],
+        &[
+            "--max-connections",
+            "100000",
+            "--read-header-timeout",
+            "10m",
+        ],
     );
     gw.wait_ready().await;
     let pid = gw.proc.child.id();
@@ -283,4 +289,101 @@ async fn running_out_of_open_files_never_ejects_a_backend() {
         !log.contains("endpoint ejected") && !log.contains("\"False\""),
         "apiagg blamed the backend for its own exhaustion:\n{log}"
     );
+}
+
+/// Security round 2 (suspicion): one HTTP/2 connection carries 100 streams, each a watch with
+/// a backend connection of its own, so bounding client connections alone did not keep apiagg
+/// below its open-file limit. Client and backend connections now share one budget (here 450
+/// of a limit of 600): six HTTP/2 clients asking for 600 watches of an HTTP/1.1 backend get
+/// what fits, the rest a 503 saying why before anything connects, and apiagg never runs into
+/// `EMFILE` (no "open files" exhaustion answer, the backend never marked unavailable). Once the
+/// watches end, requests are served again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http2_watches_share_the_open_file_budget_with_client_connections() {
+    use apiagg_tests::pki::Ca;
+
+    let backend = sample(G, "wardle", false);
+    let ca = Ca::new("serving-ca");
+    let dir = tempfile::tempdir().expect("tempdir");
+    apiagg_tests::pki::write_pair(dir.path(), "serving", &ca.server(&["localhost"]));
+    let config = format!(
+        "tls: {{certFile: {}, keyFile: {}}}\n{}",
+        dir.path().join("serving.crt").display(),
+        dir.path().join("serving.key").display(),
+        one_backend("wardle", &backend)
+    );
+    let gw = Apiagg::start_with_open_files(&config, &[], 600);
+    let clients: Vec<reqwest::Client> = (0..6)
+        .map(|_| {
+            let ca = reqwest::Certificate::from_pem(ca.cert_pem.as_bytes()).expect("CA");
+            reqwest::Client::builder()
+                .add_root_certificate(ca)
+                .resolve("localhost", ([127, 0, 0, 1], gw.port).into())
+                .http2_prior_knowledge()
+                .timeout(Duration::from_secs(60))
+                .build()
+                .expect("client")
+        })
+        .collect();
+    let url = format!(
+        "https://localhost:{}{GV}/flunders?watch=true&timeoutSeconds=20",
+        gw.port
+    );
+    let ready = eventually(Duration::from_secs(20), || async {
+        clients[0]
+            .get(format!("https://localhost:{}/readyz", gw.port))
+            .send()
+            .await
+            .is_ok_and(|r| r.status() == 200)
+    })
+    .await;
+    assert!(ready, "apiagg never became ready");
+    let mut watches = Vec::new();
+    for c in &clients {
+        for _ in 0..100 {
+            watches.push(tokio::spawn(c.get(&url).send()));
+        }
+    }
+    let mut open = Vec::new();
+    let (mut refused, mut other) = (0, Vec::new());
+    for w in watches {
+        match w.await.expect("join") {
+            Ok(r) if r.status() == 200 => open.push(r),
+            Ok(r) => {
+                let code = r.status().as_u16();
+                let text = r.text().await.unwrap_or_default();
+                if code == 503 && text.contains("open-file limit allows") {
+                    refused += 1;
+                } else {
+                    other.push(format!("{code} {text}"));
+                }
+            }
+            Err(e) => other.push(e.to_string()),
+        }
+    }
+    eprintln!(
+        "{} watches open, {refused} refused by the budget",
+        open.len()
+    );
+    assert!(other.is_empty(), "answers besides the budget's: {other:?}");
+    assert!(
+        refused > 0 && open.len() >= 400,
+        "{} open, {refused} refused",
+        open.len()
+    );
+    let log = gw.log();
+    assert!(
+        !log.contains("EMFILE"),
+        "apiagg ran out of open files:\n{log}"
+    );
+    drop(open);
+    let served = eventually(Duration::from_secs(20), || async {
+        clients[0]
+            .get(format!("https://localhost:{}{GV}/flunders", gw.port))
+            .send()
+            .await
+            .is_ok_and(|r| r.status() == 200)
+    })
+    .await;
+    assert!(served, "requests not served again once the watches ended");
 }

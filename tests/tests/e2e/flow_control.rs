@@ -21,29 +21,10 @@ tok-carol,carol,5,\n";
 /// Two small levels (one seat each, lending and borrowing nothing): `tiny` queues fairly per
 /// user, `refuser` rejects; a FlowSchema sends each group to one of them.
 fn objects(refused_level: &str) -> String {
-    let level = |name: &str, response: &str| {
-        format!(
-            "apiVersion: flowcontrol.apiserver.k8s.io/v1\nkind: PriorityLevelConfiguration\n\
-             metadata: {{name: {name}}}\nspec:\n  type: Limited\n  limited:\n    \
-             nominalConcurrencyShares: 1\n    lendablePercent: 0\n    borrowingLimitPercent: 0\n    \
-             limitResponse: {response}\n---\n"
-        )
-    };
-    let schema = |name: &str, group: &str, level: &str| {
-        format!(
-            "apiVersion: flowcontrol.apiserver.k8s.io/v1\nkind: FlowSchema\nmetadata: {{name: {name}}}\n\
-             spec:\n  priorityLevelConfiguration: {{name: {level}}}\n  matchingPrecedence: 500\n  \
-             distinguisherMethod: {{type: ByUser}}\n  rules:\n  - subjects: [{{kind: Group, group: {{name: {group}}}}}]\n    \
-             resourceRules: [{{verbs: ['*'], apiGroups: ['*'], resources: ['*'], namespaces: ['*'], clusterScope: true}}]\n    \
-             nonResourceRules: [{{verbs: ['*'], nonResourceURLs: ['*']}}]\n---\n"
-        )
-    };
-    // One queue per flow (a hand of one): shuffle sharding with larger hands lets two flows
-    // share queues, and then fairness between them is only approximate, as upstream.
-    let queue = "{type: Queue, queuing: {queues: 64, handSize: 1, queueLengthLimit: 100}}";
+    use apiagg_tests::flow::{level, schema, QUEUE_PER_FLOW};
     format!(
         "{}{}{}{}",
-        level("tiny", queue),
+        level("tiny", QUEUE_PER_FLOW),
         level("refuser", "{type: Reject}"),
         schema("flooders", "flooders", "tiny"),
         schema("refused", "refused", refused_level),

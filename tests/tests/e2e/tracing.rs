@@ -2,10 +2,11 @@
 //! collector receiver (gRPC `TraceService` on loopback) gets one trace per sampled request,
 //! the server span with its `authentication`, `authorization`, `flow-control`, `connect` and
 //! `backend` children, and the backend (the sample-apiserver's `echo`, which answers with the
-//! headers it received) and the delegate get the same trace ID in `traceparent`. A caller's
-//! sampled `traceparent` is continued even at rate 0; unsampled requests export nothing; a
-//! full export queue drops spans and counts them; without the flag the caller's trace-context
-//! headers pass unchanged.
+//! headers it received) and the delegate get the same trace ID in `traceparent`. A privileged
+//! caller's (`system:masters`, `system:monitoring`) sampled `traceparent` is continued even at
+//! rate 0; anyone else's, and a refused request's, never picks the trace ID nor forces
+//! sampling; unsampled requests export nothing; a full export queue drops spans and counts
+//! them; without the flag the caller's trace-context headers pass unchanged.
 
 use std::collections::BTreeSet;
 use std::process::{Command, Stdio};
@@ -24,6 +25,10 @@ const CALLER_TRACE: &str = "0af7651916cd43dd8448eb211c80319c";
 const CALLER_SPAN: &str = "b7ad6b7169203331";
 const CALLER_STATE: &str = "congo=t61rcWkgMzE";
 
+/// A privileged caller, whose trace context apiagg continues, and one who is not.
+const TOKENS: &str = "tok-admin,admin,1,\"system:masters\"\ntok-alice,alice,2,\n";
+const ADMIN: (&str, &str) = ("authorization", "Bearer tok-admin");
+
 struct Traced {
     gw: Apiagg,
     _backends: [Sample; 2],
@@ -34,12 +39,15 @@ struct Traced {
 async fn start(endpoint: &str, rate: Option<u32>) -> Traced {
     let wardle = sample(G, "traced", false);
     let delegate = kube_delegate(false, &[]);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tokens = dir.path().join("tokens.csv");
+    std::fs::write(&tokens, TOKENS).expect("tokens");
     let config = format!(
-        "delegate: {{url: \"{}\"}}\n{}",
+        "authentication: {{anonymous: true, tokenFile: {}}}\ndelegate: {{url: \"{}\"}}\n{}",
+        tokens.display(),
         delegate.url,
         one_backend("traced", &wardle)
     );
-    let dir = tempfile::tempdir().expect("tempdir");
     let file = dir.path().join("tracing.yaml");
     let file = file.to_str().expect("utf8").to_string();
     let mut extra = vec![];
@@ -176,6 +184,9 @@ async fn an_upgrade_tunnel_carries_its_backend_span_to_the_backend() {
             .parse()
             .expect("header"),
     );
+    request
+        .headers_mut()
+        .insert(ADMIN.0, ADMIN.1.parse().expect("header"));
     let (mut ws, response) = tokio_tungstenite::connect_async(request)
         .await
         .expect("upgrade");
@@ -227,11 +238,12 @@ async fn a_callers_sampled_trace_is_continued_and_unsampled_ones_are_not_exporte
     let quiet = echo(&t.gw, ECHO, &[]).await;
     let (quiet_trace, _, quiet_flags) = parts(received(&quiet, "traceparent"));
     assert_eq!(quiet_flags, "00", "not sampled");
-    // The caller sampled: continued, its tracestate kept.
+    // A privileged caller sampled: continued, its tracestate kept.
     let caller = format!("00-{CALLER_TRACE}-{CALLER_SPAN}-01");
     let headers = [
         ("traceparent", caller.as_str()),
         ("tracestate", CALLER_STATE),
+        ADMIN,
     ];
     let got = echo(&t.gw, ECHO, &headers).await;
     let (trace, upstream_parent, flags) = parts(received(&got, "traceparent"));
@@ -396,4 +408,61 @@ async fn a_forged_trace_context_is_replaced_not_continued() {
         );
         assert!(got.get("tracestate").is_none(), "{what}: {got}");
     }
+}
+
+/// Hostile rows (security round 2): an anonymous caller, an authenticated one outside the
+/// privileged groups, and requests refused before authentication (401) or by flow control
+/// send a sampled `traceparent` at rate 0. None is continued: the backend gets a new,
+/// unsampled trace ID and no `tracestate`, and nothing is exported under the caller's trace
+/// ID. The control: the same context from `system:masters` is continued and exported.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_privileged_callers_pick_the_trace_and_force_sampling() {
+    let receiver = OtlpReceiver::start().await;
+    let t = start(&receiver.endpoint, Some(0)).await;
+    let caller = format!("00-{CALLER_TRACE}-{CALLER_SPAN}-01");
+    let context = [
+        ("traceparent", caller.as_str()),
+        ("tracestate", CALLER_STATE),
+    ];
+    let alice = ("authorization", "Bearer tok-alice");
+    for (who, extra) in [("anonymous", None), ("alice", Some(alice))] {
+        let mut headers = context.to_vec();
+        headers.extend(extra);
+        let got = echo(&t.gw, ECHO, &headers).await;
+        let (trace, _, flags) = parts(received(&got, "traceparent"));
+        assert_ne!(trace, CALLER_TRACE, "{who}: the caller's trace ID went on");
+        assert_eq!(flags, "00", "{who}: sampling forced at rate 0");
+        assert!(got.get("tracestate").is_none(), "{who}: {got}");
+    }
+    // Refused before authentication: a bad token gets 401.
+    let refused = client()
+        .get(t.gw.url(ECHO))
+        .header("traceparent", caller.as_str())
+        .bearer_auth("not-a-token")
+        .send()
+        .await
+        .expect("GET");
+    assert_eq!(refused.status(), 401);
+    // The control: the privileged caller's context is continued and exported.
+    let mut headers = context.to_vec();
+    headers.push(ADMIN);
+    let got = echo(&t.gw, ECHO, &headers).await;
+    let (trace, _, flags) = parts(received(&got, "traceparent"));
+    assert_eq!((trace.as_str(), flags.as_str()), (CALLER_TRACE, "01"));
+    let spans = receiver
+        .wait_for(WAIT, |s| of_trace(s, CALLER_TRACE).len() >= 6)
+        .await;
+    // Exactly one server span under the caller's trace ID: the privileged caller's.
+    let servers: Vec<_> = of_trace(&spans, CALLER_TRACE)
+        .into_iter()
+        .filter(|s| s.name == "KubernetesAPI")
+        .collect();
+    assert_eq!(servers.len(), 1, "{servers:#?}");
+    assert_eq!(servers[0].parent_span_id, CALLER_SPAN);
+    // Nothing else was sampled at rate 0.
+    let others: Vec<_> = spans
+        .iter()
+        .filter(|s| s.trace_id != CALLER_TRACE)
+        .collect();
+    assert!(others.is_empty(), "{others:#?}");
 }

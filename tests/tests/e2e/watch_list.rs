@@ -181,8 +181,8 @@ async fn hostile_streaming_lists_change_neither_identity_nor_mode() {
     ignores.create("a", json!({})).await;
     let c = client();
 
-    // Forged identity headers on a streaming list that apiagg emulates: the probe, the list
-    // and the watch all go in the caller's real name.
+    // Forged identity headers on a streaming list that apiagg emulates: the list and the
+    // watch go in the caller's real name, the probe (which selects nothing) in apiagg's own.
     let url = gw.url(&format!("{}?{}", ignores.path(), streaming_list("")));
     let mut watch = c
         .get(url)
@@ -213,7 +213,12 @@ async fn hostile_streaming_lists_change_neither_identity_nor_mode() {
     let queries = ignores.queries().await;
     assert!(queries.len() >= 3, "probe, list and watch: {queries:?}");
     for query in &queries {
-        assert!(query.ends_with(" as system:anonymous"), "{query}");
+        let who = if query.contains("APIAGG-WATCH-LIST-PROBE") {
+            " as system:kube-aggregator"
+        } else {
+            " as system:anonymous"
+        };
+        assert!(query.ends_with(who), "{query}");
     }
 
     // A native APIService: a client's refused options make apiagg probe again, and the probe
@@ -324,4 +329,57 @@ async fn an_http2_client_gets_the_emulated_stream_and_leaving_ends_it() {
     })
     .await;
     assert!(ended, "the emulated watch outlived its HTTP/2 stream");
+}
+
+/// Security round 2, item 7: a caller's own path never decides an APIService's mode. The first
+/// streaming list comes on the deprecated `/watch/<resource>/<name>` path, which the backend
+/// refuses with 400: the caller gets that 400, while apiagg's probe (on a collection it picks
+/// from the backend's discovery, in its own name) finds the backend native, and native it
+/// stays for everyone. Before, the probe went to the caller's path and its 400 switched the
+/// APIService to emulation. The control: the backend does refuse that path.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_callers_own_path_never_decides_the_mode() {
+    let honours = Backend::start("native.example.com", "honours", &["--watch-list", "native"]);
+    let gw = gateway(&[&honours]);
+    gw.wait_ready().await;
+    let c = client();
+    let legacy = format!("/apis/native.example.com/{V}/watch/flunders/x");
+    let direct = c
+        .get(format!(
+            "{}{legacy}?{}",
+            honours.sample.url,
+            streaming_list("")
+        ))
+        .send()
+        .await
+        .expect("direct");
+    assert_eq!(direct.status(), 400, "the control: the backend refuses it");
+    let refused = c
+        .get(gw.url(&format!("{legacy}?{}", streaming_list(""))))
+        .send()
+        .await
+        .expect("legacy path");
+    assert_eq!(
+        refused.status(),
+        400,
+        "the caller gets the backend's answer"
+    );
+    let _ = refused.bytes().await;
+    let probe = honours.wait_query(&["APIAGG-WATCH-LIST-PROBE"]).await;
+    assert!(probe.ends_with(" as system:kube-aggregator"), "{probe}");
+    let support = watch_list_status(&gw, &honours.apiservice()).await;
+    assert_eq!(support["mode"], "native", "{support}");
+    // Everyone else's streaming list is passed through: the backend itself answers it.
+    let url = gw.url(&format!("{}?{}", honours.path(), streaming_list("")));
+    let mut watch = c.get(url).send().await.expect("watch");
+    assert_eq!(watch.status(), 200);
+    let mut buffer = Vec::new();
+    read_until(&mut watch, &mut buffer, is_initial_events_end).await;
+    let passed = honours.queries().await;
+    assert!(
+        passed
+            .iter()
+            .any(|q| q.contains("sendInitialEvents=true") && q.ends_with(" as system:anonymous")),
+        "{passed:?}"
+    );
 }

@@ -5,7 +5,7 @@
 //! | request | allowed to |
 //! |---|---|
 //! | APIService API writes (create, update, patch, delete) | `system:masters` |
-//! | APIService API reads (get, list, watch, discovery) | authenticated callers (not anonymous) |
+//! | APIService API reads (get, list, watch) | authenticated callers (not anonymous) |
 //! | `/metrics`, `/debug/apiagg/…`, `/debug/api_priority_and_fairness/…` | `system:masters`, `system:monitoring` |
 //! | everything else | everybody apiagg let in |
 //!
@@ -32,6 +32,10 @@ impl Protected {
     /// What `info` asks for, if the rule protects it.
     pub fn of(info: &RequestInfo<'_>) -> Option<Protected> {
         if info.group_version_key() == Some(apiagg_apis::GROUP_VERSION) {
+            // The group-version's discovery document is discovery, open as `/apis` is.
+            if info.resource.is_empty() && !info.is_write() {
+                return None;
+            }
             return Some(if info.is_write() {
                 Protected::ApiServiceWrite
             } else {
@@ -155,10 +159,8 @@ mod tests {
             of("GET", &format!("{api}?watch=1")),
             Some(Protected::ApiServiceRead)
         );
-        assert_eq!(
-            of("GET", "/apis/apiregistration.k8s.io/v1"),
-            Some(Protected::ApiServiceRead)
-        );
+        // The group-version's discovery document is discovery, as `/apis` is.
+        assert_eq!(of("GET", "/apis/apiregistration.k8s.io/v1"), None);
         assert_eq!(of("GET", "/metrics"), Some(Protected::Monitoring));
         assert_eq!(
             of("GET", "/debug/apiagg/status"),

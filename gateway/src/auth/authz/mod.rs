@@ -249,51 +249,76 @@ impl Authorizer {
         }
     }
 
-    /// Authorizes `request` of `caller`: its impersonation first (then the request as the
-    /// impersonated user), then the request. `Ok(Some(user))`: allowed, as that impersonated
-    /// user (the `Impersonate-*` headers are honoured and must not pass on); `Ok(None)`: allowed
-    /// as the caller.
-    pub async fn authorize(
+    /// Authorizes the `Impersonate-*` headers of `request` for `caller` (kube-apiserver's
+    /// impersonation filter, which runs before flow control). `Ok(Some(user))`: allowed, the
+    /// request now acts as that user (the headers are honoured and must not pass on);
+    /// `Ok(None)`: nothing to impersonate here (no headers, the path is open to all, or no
+    /// webhook: then the headers go to the delegate, which decides).
+    pub async fn impersonate(
         &self,
         request: &AuthzRequest<'_>,
         caller: &Authenticated,
         reviewer: Reviewer<'_>,
     ) -> Result<Option<Authenticated>, Refusal> {
         let Some(webhook) = &self.webhook else {
-            return self.builtin.check(request, &caller.user).map(|()| None);
+            return Ok(None);
         };
         if always_allowed(request.info.path) {
             return Ok(None);
         }
-        let impersonation = impersonation(request.headers).map_err(|e| internal(request, &e))?;
-        let mut user = caller.user.clone();
-        let mut impersonated = None;
-        if let Some(wanted) = impersonation {
-            for attributes in &wanted.checks {
-                // As upstream: an impersonation that cannot be checked is forbidden, not a 500.
-                let reason = match webhook.check(&user, attributes, reviewer).await {
-                    Ok(d) if d.allowed => continue,
-                    Ok(d) => d.reason,
-                    Err(e) => {
-                        tracing::warn!("impersonation check failed: {e}");
-                        String::new()
-                    }
-                };
-                return Err(forbidden(&user, attributes, &reason));
-            }
-            user = Arc::new(wanted.user);
-            impersonated = Some(Authenticated {
-                user: user.clone(),
-                method: Method::Impersonation,
-            });
+        let Some(wanted) = impersonation(request.headers).map_err(|e| internal(request, &e))?
+        else {
+            return Ok(None);
+        };
+        for attributes in &wanted.checks {
+            // As upstream: an impersonation that cannot be checked is forbidden, not a 500.
+            let reason = match webhook.check(&caller.user, attributes, reviewer).await {
+                Ok(d) if d.allowed => continue,
+                Ok(d) => d.reason,
+                Err(e) => {
+                    tracing::warn!("impersonation check failed: {e}");
+                    String::new()
+                }
+            };
+            return Err(forbidden(&caller.user, attributes, &reason));
+        }
+        Ok(Some(Authenticated {
+            user: Arc::new(wanted.user),
+            method: Method::Impersonation,
+        }))
+    }
+
+    /// Authorizes `request` of `caller` (the impersonated user once impersonation was
+    /// allowed): the webhook's decision, or the built-in rule without one. Runs after flow
+    /// control, so a flood is throttled before it costs reviews.
+    pub async fn authorize(
+        &self,
+        request: &AuthzRequest<'_>,
+        caller: &Authenticated,
+        reviewer: Reviewer<'_>,
+    ) -> Result<(), Refusal> {
+        let Some(webhook) = &self.webhook else {
+            return self.builtin.check(request, &caller.user);
+        };
+        if always_allowed(request.info.path) {
+            return Ok(());
         }
         let attributes = attributes(request);
-        match webhook.check(&user, &attributes, reviewer).await {
-            Ok(d) if d.allowed => Ok(impersonated),
-            Ok(d) => Err(forbidden(&user, &attributes, &d.reason)),
+        match webhook.check(&caller.user, &attributes, reviewer).await {
+            Ok(d) if d.allowed => Ok(()),
+            Ok(d) => Err(forbidden(&caller.user, &attributes, &d.reason)),
             Err(e) => Err(internal(request, &e)),
         }
     }
+}
+
+/// The user `Impersonate-*` headers ask for, when they name one that can be forwarded exactly
+/// (for the audit of a request that carries them to the delegate, which decides).
+pub fn requested_impersonation(headers: &HeaderMap) -> Option<User> {
+    impersonation(headers)
+        .ok()
+        .flatten()
+        .map(|wanted| wanted.user)
 }
 
 impl Webhook {

@@ -201,7 +201,8 @@ async fn concurrent_look_ups_of_one_token_make_one_review() {
     for token in ["good-alice", "unknown"] {
         let before = delegate.reviews();
         // `join_all` polls every look-up before any review can be answered.
-        let look_ups = (0..50).map(|_| reviewer.review(token, &upstream, &clients));
+        let look_ups =
+            (0..50).map(|_| reviewer.review(token, Source::of(None), &upstream, &clients));
         let outcomes = futures_util::future::join_all(look_ups).await;
         assert_eq!(delegate.reviews() - before, 1, "{token}");
         let said: Vec<_> = outcomes
@@ -214,24 +215,30 @@ async fn concurrent_look_ups_of_one_token_make_one_review() {
             .collect();
         assert!(said.iter().all(|o| *o == said[0]), "{said:?}");
     }
-    let accepted = reviewer.review("good-alice", &upstream, &clients).await;
+    let accepted = reviewer
+        .review("good-alice", Source::of(None), &upstream, &clients)
+        .await;
     assert_eq!(
         accepted.expect("accepted").groups,
         ["dev", "system:authenticated"]
     );
-    let refused = reviewer.review("unknown", &upstream, &clients).await;
+    let refused = reviewer
+        .review("unknown", Source::of(None), &upstream, &clients)
+        .await;
     assert!(
         matches!(&refused, Err(ReviewError::Refused(why)) if why == "unknown token"),
         "{refused:?}"
     );
     // An answer naming a user that cannot be forwarded is a refusal, remembered as one.
-    let spaced = reviewer.review("spaced", &upstream, &clients).await;
+    let spaced = reviewer
+        .review("spaced", Source::of(None), &upstream, &clients)
+        .await;
     assert!(
         matches!(spaced, Err(ReviewError::Identity(_))),
         "{spaced:?}"
     );
     assert!(reviewer
-        .review("spaced", &upstream, &clients)
+        .review("spaced", Source::of(None), &upstream, &clients)
         .await
         .is_err());
     assert_eq!(delegate.reviews(), 3, "each token reviewed once");
@@ -242,13 +249,15 @@ async fn reviews_of_unknown_tokens_are_rate_limited() {
     let delegate = Delegate::start().await;
     let upstream = delegate.upstream();
     let clients = Clients::new(1 << 20, std::time::Duration::from_secs(5));
-    // Five at once, then one an hour: the test cannot outrun the refill.
+    // Five at once, then one an hour: the test cannot outrun the refill. Past the burst, a
+    // few wait their turn (which never comes) and the rest of the source is refused at once.
     let quota = Quota::per_hour(nonzero(1)).allow_burst(nonzero(5));
-    let reviewer = TokenReviewer::with_quota(ttl(), quota);
+    let wait = std::time::Duration::from_millis(50);
+    let reviewer = TokenReviewer::waiting_at_most(ttl(), quota, wait);
     let mut limited = 0;
     for i in 0..40 {
         match reviewer
-            .review(&format!("flood-{i}"), &upstream, &clients)
+            .review(&format!("flood-{i}"), Source::of(None), &upstream, &clients)
             .await
         {
             Err(ReviewError::TooMany) => limited += 1,
@@ -260,7 +269,9 @@ async fn reviews_of_unknown_tokens_are_rate_limited() {
     assert_eq!(limited, 35);
     // Known tokens are answered from the caches, without a permit.
     assert!(matches!(
-        reviewer.review("flood-0", &upstream, &clients).await,
+        reviewer
+            .review("flood-0", Source::of(None), &upstream, &clients)
+            .await,
         Err(ReviewError::Refused(_))
     ));
     // A rate-limited look-up is not remembered: it is reviewed once permits return.
@@ -286,7 +297,7 @@ async fn the_authenticator_answers_401_for_an_unforwardable_reviewed_user() {
         headers
     };
     let refused = auth
-        .authenticate(&bearer("spaced"), None, Some(&upstream), &clients)
+        .authenticate(&bearer("spaced"), None, None, Some(&upstream), &clients)
         .await
         .expect_err("refused, not anonymous");
     assert!(
@@ -309,7 +320,7 @@ async fn the_authenticator_answers_401_for_an_unforwardable_reviewed_user() {
     );
     assert_eq!(AuthError::TooManyReviews.retry_after(), Some(1));
     let ok = auth
-        .authenticate(&bearer("good-bob"), None, Some(&upstream), &clients)
+        .authenticate(&bearer("good-bob"), None, None, Some(&upstream), &clients)
         .await
         .expect("accepted");
     assert_eq!(

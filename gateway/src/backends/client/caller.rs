@@ -1,6 +1,7 @@
 //! Requests in a caller's name, for apiagg's streaming-list emulation: the headers come from
 //! the request path's forwarding policy (the caller as `X-Remote-*`, its credentials removed),
-//! over the same connections and TLS identity as the controllers' requests to that endpoint.
+//! over the same connections and TLS identity as the controllers' requests to that endpoint;
+//! and the streaming-list probe's, in apiagg's own name.
 
 use std::time::Duration;
 
@@ -18,8 +19,29 @@ impl Client {
         within: Duration,
     ) -> Result<(String, reqwest::Response), FetchError> {
         let url = format!("{}{path}", self.base);
-        let sent = self.http.get(&url).headers(headers).send();
-        match tokio::time::timeout(within, sent).await {
+        let request = self.http.get(&url).headers(headers);
+        Self::opened(url, request, within).await
+    }
+
+    /// `GET path` in apiagg's own name (the controllers' identity); the answer's head must
+    /// arrive within `within`.
+    pub async fn open_own(
+        &self,
+        path: &str,
+        within: Duration,
+    ) -> Result<(String, reqwest::Response), FetchError> {
+        let url = format!("{}{path}", self.base);
+        let request = self.identified(self.http.get(&url));
+        Self::opened(url, request, within).await
+    }
+
+    /// Sends `request` to `url`, its answer's head due within `within`.
+    async fn opened(
+        url: String,
+        request: reqwest::RequestBuilder,
+        within: Duration,
+    ) -> Result<(String, reqwest::Response), FetchError> {
+        match tokio::time::timeout(within, request.send()).await {
             Ok(Ok(response)) => Ok((url, response)),
             Ok(Err(e)) => Err(if let Some(why) = super::super::own_exhaustion(&e) {
                 FetchError::Exhausted { url, why }

@@ -1,6 +1,6 @@
 //! OpenTelemetry tracing (`--tracing-config-file`, as kube-apiserver): the tracer of the
-//! process, sampling `ParentBased(TraceIdRatioBased(samplingRatePerMillion / 10⁶))` (a caller's
-//! sampled `traceparent` is always continued), W3C trace context in and out, spans exported as
+//! process, sampling `ParentBased(TraceIdRatioBased(samplingRatePerMillion / 10⁶))` (the
+//! sampled `traceparent` of a privileged caller is continued; anyone else's is only linked), W3C trace context in and out, spans exported as
 //! `service.name=apiagg` over OTLP/gRPC off the request path (export.rs). Without the flag
 //! there is no tracer at all: the request path checks one `Option`.
 
@@ -8,11 +8,13 @@ mod config;
 mod export;
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use http::{HeaderMap, HeaderName, HeaderValue};
 use opentelemetry::propagation::{Extractor, Injector, TextMapPropagator};
-use opentelemetry::trace::{SpanBuilder, SpanKind, TraceContextExt, Tracer as _, TracerProvider};
+use opentelemetry::trace::{
+    Link, SpanBuilder, SpanContext, SpanKind, TraceContextExt, Tracer as _, TracerProvider,
+};
 use opentelemetry::{Context, KeyValue};
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::{Sampler, SdkTracer, SdkTracerProvider, Span};
@@ -80,24 +82,59 @@ impl Tracer {
         }))
     }
 
-    /// A server span named `name` whose parent is the caller's `traceparent` / `tracestate`
-    /// in `headers` (if valid), returned as the context its children start from.
+    /// The caller's trace context in `headers` (`traceparent` / `tracestate`), when valid.
+    pub fn extract(&self, headers: &HeaderMap) -> Option<SpanContext> {
+        let context = self
+            .propagator
+            .extract_with_context(&Context::new(), &Headers(headers));
+        let remote = context.span().span_context().clone();
+        remote.is_valid().then_some(remote)
+    }
+
+    /// A server span named `name` that began at `start`, returned as the context its children
+    /// start from. The caller's context `remote` is its parent only when `trusted` (as
+    /// kube-apiserver continues only privileged callers' traces, kubernetes#127053); otherwise
+    /// the span is a new root, sampled by apiagg's rate alone, with a link to `remote`.
     pub fn server(
         &self,
         name: &'static str,
-        headers: &HeaderMap,
+        remote: Option<&SpanContext>,
+        trusted: bool,
+        start: SystemTime,
         attributes: Vec<KeyValue>,
     ) -> Context {
-        let parent = self
-            .propagator
-            .extract_with_context(&Context::new(), &Headers(headers));
-        let span = self.tracer.build_with_context(
-            SpanBuilder::from_name(name)
-                .with_kind(SpanKind::Server)
-                .with_attributes(attributes),
-            &parent,
-        );
+        let mut builder = SpanBuilder::from_name(name)
+            .with_kind(SpanKind::Server)
+            .with_start_time(start)
+            .with_attributes(attributes);
+        let parent = match remote {
+            Some(remote) if trusted => Context::new().with_remote_span_context(remote.clone()),
+            Some(remote) => {
+                builder = builder.with_links(vec![Link::with_context(remote.clone())]);
+                Context::new()
+            }
+            None => Context::new(),
+        };
+        let span = self.tracer.build_with_context(builder, &parent);
         parent.with_span(span)
+    }
+
+    /// A span `name` inside `parent` that ran from `start` to `end`.
+    pub fn finished_child(
+        &self,
+        parent: &Context,
+        name: &'static str,
+        start: SystemTime,
+        end: SystemTime,
+    ) {
+        use opentelemetry::trace::Span as _;
+        let mut span = self.tracer.build_with_context(
+            SpanBuilder::from_name(name)
+                .with_kind(SpanKind::Internal)
+                .with_start_time(start),
+            parent,
+        );
+        span.end_with_timestamp(end);
     }
 
     /// A span `name` of `kind` inside `parent`.

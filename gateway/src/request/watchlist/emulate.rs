@@ -20,6 +20,9 @@ use crate::request::RequestCtx;
 /// Pages larger than this are parsed on a blocking thread, off the async workers.
 const PARSE_INLINE: usize = 256 << 10;
 
+/// Most list pages of one streaming list's initial phase (of `protocol::PAGE` objects each).
+const MAX_PAGES: usize = 2_000;
+
 /// How often an idle stream checks its deadline and the shutdown drain.
 const TICK: Duration = Duration::from_secs(1);
 
@@ -63,6 +66,8 @@ enum Failed {
     Answer(Fetched),
     Fetch(FetchError),
     Parse(String),
+    /// The initial phase outlived its bound.
+    Timeout(Duration),
 }
 
 impl Stream<'_> {
@@ -78,8 +83,24 @@ impl Stream<'_> {
         if !send(session, first.events).await {
             return Ok(200);
         }
+        // The initial phase holds a flow-control seat: it is bounded as a list is, in time
+        // (`--request-timeout`) and in pages, whatever `continue` tokens the backend keeps
+        // answering.
+        let until = tokio::time::Instant::now() + self.request_timeout;
+        let mut pages = 1;
         while let Some(token) = next.take() {
-            match self.page(Some(&token)).await {
+            pages += 1;
+            let page = if pages > MAX_PAGES {
+                Err(Failed::Parse(format!(
+                    "the backend answered more than {MAX_PAGES} pages of {} objects",
+                    protocol::PAGE
+                )))
+            } else {
+                tokio::time::timeout_at(until, self.page(Some(&token)))
+                    .await
+                    .unwrap_or_else(|_| Err(Failed::Timeout(self.request_timeout)))
+            };
+            match page {
                 Ok(page) => {
                     next = page.next;
                     if !send(session, page.events).await {
@@ -101,8 +122,7 @@ impl Stream<'_> {
             return Ok(200);
         }
         // The initial phase is over: the flow-control seat goes back, as for any watch.
-        ctx.seat = None;
-        ctx.running = None;
+        ctx.delegated();
         self.watch(session, ctx, &resource_version).await;
         self.end(session).await
     }
@@ -180,6 +200,10 @@ impl Stream<'_> {
             Failed::Parse(why) => {
                 let message = format!("listing for a streaming list: {why}");
                 reply::failure_reply(500, "InternalError", &message)
+            }
+            Failed::Timeout(bound) => {
+                let message = format!("listing for a streaming list took longer than {bound:?}");
+                reply::failure_reply(504, "Timeout", &message)
             }
         };
         let code = reply.code();
@@ -271,6 +295,10 @@ fn error_line(failed: Failed, what: &str) -> Vec<u8> {
         Failed::Answer(fetched) => protocol::error_event(fetched.status, &fetched.body, what),
         Failed::Fetch(e) => protocol::error_event(503, b"", &format!("{what}: {e}")),
         Failed::Parse(why) => protocol::error_event(500, b"", &format!("{what}: {why}")),
+        Failed::Timeout(bound) => {
+            let message = format!("{what}: the initial events took longer than {bound:?}");
+            protocol::error_event(504, &reply::failure(504, "Timeout", &message, None), what)
+        }
     }
 }
 

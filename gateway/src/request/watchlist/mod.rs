@@ -7,8 +7,9 @@
 //! the caller's name, sends every object as `ADDED`, the annotated BOOKMARK at the list's
 //! resourceVersion, then watches from there and relays the backend's events.
 //!
-//! Which backends honour it is learned by a probe (`probe.rs`): a streaming list that selects
-//! nothing and ends after a second. The first streaming list to an APIService waits for it;
+//! Which backends honour it is learned by apiagg's own probe (`probe.rs`): a streaming list of
+//! a collection it picks from the backend's discovery, selecting nothing and ending after a
+//! second. The first streaming list to an APIService waits for it;
 //! later probes (every ten minutes) run beside a request served by the old
 //! verdict. A passed-through request the backend refuses (400, 422) makes the next one probe again (the
 //! client's own options decide nothing: only the probe, whose options are apiagg's).
@@ -89,19 +90,20 @@ impl ApiaggProxy {
             forward::fetch_headers(session.req_header(), &forwarding, authority, audit_id)?
         };
         let connect = self.gateway.options.connect_timeout;
+        // The probe is apiagg's own, on a collection of the APIService it picks itself.
+        let group_version = format!("/apis/{}/{}", info.group, info.version);
         let plan = match plan {
             WatchListPlan::Probe(probing) => match probing.meanwhile() {
                 Some(plan) => {
-                    let (client, headers) = (client.clone(), headers.clone());
-                    let path = info.path.to_string();
+                    let client = client.clone();
                     // Beside this request, which the old verdict serves.
                     tokio::spawn(async move {
-                        probing.finish(probe::run(&client, &path, headers, connect).await);
+                        probing.finish(probe::run(&client, &group_version, connect).await);
                     });
                     plan
                 }
                 None => {
-                    let verdict = probe::run(&client, info.path, headers.clone(), connect).await;
+                    let verdict = probe::run(&client, &group_version, connect).await;
                     let native = verdict == Some(Verdict::Honours);
                     probing.finish(verdict);
                     if native {

@@ -69,7 +69,10 @@ async fn collection_as(
                 Err(message) => return bad_request(&message),
             };
             match listing::watch_params(query, info.watch_list, filter.clone(), format) {
-                Ok(Some(params)) => watch::respond(store, namespace.map(str::to_string), params),
+                Ok(Some(params)) => {
+                    store.watches_released().await;
+                    watch::respond(store, namespace.map(str::to_string), params)
+                }
                 Ok(None) => listing::list(info, store, namespace, query, &filter).await,
                 Err(refused) => *refused,
             }

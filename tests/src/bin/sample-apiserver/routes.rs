@@ -161,6 +161,12 @@ async fn route(state: &Arc<State>, req: Request<Incoming>) -> Response<Body> {
         state.store.hold_lists(path == "/debug/hold-lists");
         return json(StatusCode::OK, &json!({}));
     }
+    if let ("/debug/hold-watches" | "/debug/release-watches", &Method::POST) =
+        (path.as_str(), req.method())
+    {
+        state.store.hold_watches(path == "/debug/hold-watches");
+        return json(StatusCode::OK, &json!({}));
+    }
     if path == "/debug/whoami" {
         return match *req.method() {
             Method::GET | Method::HEAD => debug::whoami(&req),
@@ -209,6 +215,10 @@ async fn group_version(state: &Arc<State>, rest: &str, req: Request<Incoming>) -
         ["slow"] if is_get => debug::slow(req.uri().query()).await,
         ["redirect"] if is_get => debug::redirect(&state.gv_path),
         ["slow" | "redirect" | "whoami"] => method_not_allowed(req.method()),
+        // The deprecated `/watch/<resource>[/<name>]` form, which this server refuses.
+        ["watch", ..] => crate::response::bad_request(
+            "the deprecated /watch/ paths are not served: use ?watch=true on the resource",
+        ),
         [r] if *r == info.resource => {
             let namespace = if state.namespaced { None } else { Some("") };
             resource::collection(info, &state.store, namespace, req).await

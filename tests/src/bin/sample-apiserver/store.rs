@@ -62,6 +62,9 @@ pub struct Store {
     history_limit: usize,
     /// Lists wait while this is `true` (`/debug/hold-lists`, `/debug/release-lists`).
     lists_held: tokio::sync::watch::Sender<bool>,
+    /// Watches wait before their head while this is `true` (`/debug/hold-watches`,
+    /// `/debug/release-watches`): a backend that withholds a watch's head.
+    watches_held: tokio::sync::watch::Sender<bool>,
     /// The content type and bytes of the last create or update body (`/debug/last-body`).
     last_body: Mutex<Option<(Option<String>, Bytes)>>,
 }
@@ -81,6 +84,7 @@ impl Store {
             events,
             history_limit,
             lists_held: tokio::sync::watch::Sender::new(false),
+            watches_held: tokio::sync::watch::Sender::new(false),
             last_body: Mutex::default(),
         }
     }
@@ -93,6 +97,17 @@ impl Store {
     /// Waits until lists are not held.
     pub async fn lists_released(&self) {
         let mut held = self.lists_held.subscribe();
+        let _ = held.wait_for(|h| !*h).await;
+    }
+
+    /// Holds (`true`) or releases the heads of watches waiting and to come.
+    pub fn hold_watches(&self, held: bool) {
+        self.watches_held.send_replace(held);
+    }
+
+    /// Waits until watches are not held.
+    pub async fn watches_released(&self) {
+        let mut held = self.watches_held.subscribe();
         let _ = held.wait_for(|h| !*h).await;
     }
 

@@ -1,0 +1,408 @@
+//! Hostile rows of security round 2, item 3: client connections that never finish a request
+//! head, trickle it, sit idle between requests, or (HTTP/2) never send the preface are closed
+//! within kube-apiserver's timeouts (shortened here by their flags) and counted by phase, while
+//! a legitimate client is served throughout, a slow request body and a quiet watch are never
+//! cut, and apiagg's memory returns to its base once they are gone. Also: a watch whose reader
+//! stopped reading ends at its deadline.
+
+use std::time::{Duration, Instant};
+
+use apiagg_tests::pki::Ca;
+use apiagg_tests::*;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+const GV: &str = "/apis/wardle.example.com/v1alpha1";
+const TIMEOUTS: [&str; 6] = [
+    "--read-header-timeout",
+    "2s",
+    "--idle-timeout",
+    "3s",
+    "--http2-preface-timeout",
+    "1s",
+];
+
+/// Resident memory of `pid`, in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS")
+}
+
+/// Sends a request head a byte every 250 ms on `stream` until the peer closes it; the time
+/// that took from `since`.
+async fn trickle(mut stream: TcpStream, since: Instant, limit: Duration) -> Option<Duration> {
+    let head = b"GET /apis HTTP/1.1\r\nHost: x\r\nX-Slow: ";
+    let mut bytes = head.iter().chain(std::iter::repeat(&b'a'));
+    let mut buf = [0u8; 1024];
+    let sending = async {
+        loop {
+            tokio::select! {
+                read = stream.read(&mut buf) => match read {
+                    Ok(0) | Err(_) => return since.elapsed(),
+                    Ok(_) => {}
+                },
+                _ = tokio::time::sleep(Duration::from_millis(250)) => {
+                    let byte = *bytes.next().unwrap_or(&b'a');
+                    if stream.write_all(&[byte]).await.is_err() {
+                        return since.elapsed();
+                    }
+                }
+            }
+        }
+    };
+    tokio::time::timeout(limit, sending).await.ok()
+}
+
+/// Waits until the peer closes `stream` (reading whatever it sends); the time it took.
+async fn closed_after(mut stream: TcpStream, since: Instant, limit: Duration) -> Option<Duration> {
+    let mut buf = [0u8; 1024];
+    let read = async {
+        loop {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => return since.elapsed(),
+                Ok(_) => {}
+            }
+        }
+    };
+    tokio::time::timeout(limit, read).await.ok()
+}
+
+async fn timed_out(gw: &Apiagg, phase: &str) -> f64 {
+    let series = format!("apiagg_client_connections_timed_out_total{{phase=\"{phase}\"}}");
+    gw.metric(&series).await.unwrap_or(0.0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_and_trickling_connections_are_closed_and_a_client_is_served_throughout() {
+    let backend = sample_with(G, "wardle", false, &["--namespaced"]);
+    let gw = Apiagg::start(&one_backend("wardle", &backend), &TIMEOUTS);
+    gw.wait_ready().await;
+    let pid = gw.proc.child.id();
+    let base = rss_kib(pid);
+
+    // A legitimate client, one request every 100 ms on fresh connections, all along.
+    let served = {
+        let url = gw.url(&format!("{GV}/flunders"));
+        tokio::spawn(async move {
+            let c = client();
+            let until = Instant::now() + Duration::from_secs(6);
+            let mut codes = Vec::new();
+            while Instant::now() < until {
+                codes.push(c.get(&url).send().await.map_or(0, |r| r.status().as_u16()));
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            codes
+        })
+    };
+
+    // 1,000 connections that send nothing, 1,000 that trickle a head a byte at a time.
+    let opened = Instant::now();
+    let mut silent = Vec::new();
+    let mut trickling = Vec::new();
+    for i in 0..2000 {
+        let stream = TcpStream::connect(("127.0.0.1", gw.port))
+            .await
+            .expect("connect");
+        if i % 2 == 0 {
+            silent.push(stream);
+        } else {
+            trickling.push(stream);
+        }
+    }
+    let limit = Duration::from_secs(10);
+    let trickled: Vec<_> = trickling
+        .into_iter()
+        .map(|s| tokio::spawn(trickle(s, opened, limit)))
+        .collect();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let peak = rss_kib(pid);
+    let silent_closed: Vec<_> =
+        futures_util::future::join_all(silent.into_iter().map(|s| closed_after(s, opened, limit)))
+            .await;
+    let mut trickled_closed = Vec::new();
+    for t in trickled {
+        trickled_closed.push(t.await.expect("trickle"));
+    }
+    for (what, closed) in [("silent", &silent_closed), ("trickling", &trickled_closed)] {
+        let latest = closed
+            .iter()
+            .map(|c| c.unwrap_or_else(|| panic!("a {what} connection still open after {limit:?}")))
+            .max()
+            .expect("some");
+        eprintln!("{what}: the last of 1,000 closed {latest:?} after opening");
+        assert!(latest < Duration::from_secs(5), "{what}: {latest:?}");
+    }
+    let codes = served.await.expect("client");
+    assert!(
+        codes.iter().all(|&c| c == 200),
+        "the legitimate client: {codes:?}"
+    );
+    assert!(timed_out(&gw, "request-head").await >= 2000.0);
+
+    // What the waiting connections held is given back or kept for reuse: a second wave of
+    // 2,000 reuses it (apiagg's memory does not grow from wave to wave).
+    let after = rss_kib(pid);
+    let opened = Instant::now();
+    let mut second = Vec::new();
+    for _ in 0..2000 {
+        second.push(
+            TcpStream::connect(("127.0.0.1", gw.port))
+                .await
+                .expect("connect"),
+        );
+    }
+    let second_closed =
+        futures_util::future::join_all(second.into_iter().map(|s| closed_after(s, opened, limit)))
+            .await;
+    assert!(
+        second_closed.iter().all(Option::is_some),
+        "a second-wave connection stayed"
+    );
+    let after_second = rss_kib(pid);
+    eprintln!(
+        "RSS: base {base} KiB, 2,000 waiting connections {peak} KiB ({:.1} KiB each), after \
+         {after} KiB, after a second wave {after_second} KiB",
+        peak.saturating_sub(base) as f64 / 2000.0
+    );
+    assert!(
+        peak.saturating_sub(base) <= 2000 * 64,
+        "more than 64 KiB per waiting connection: base {base}, peak {peak} KiB"
+    );
+    assert!(
+        after_second <= peak + peak / 5,
+        "memory grew from wave to wave: peak {peak}, after {after}, after the second \
+         {after_second} KiB"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_keep_alive_is_closed_but_slow_bodies_and_quiet_watches_are_not_cut() {
+    let backend = sample_with(G, "wardle", false, &["--namespaced"]);
+    let gw = Apiagg::start(&one_backend("wardle", &backend), &TIMEOUTS);
+    gw.wait_ready().await;
+
+    // A keep-alive connection after one answer: closed once idle for 3 s.
+    let mut stream = TcpStream::connect(("127.0.0.1", gw.port))
+        .await
+        .expect("connect");
+    stream
+        .write_all(b"GET /livez HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .expect("write");
+    let mut buf = [0u8; 4096];
+    let n = stream.read(&mut buf).await.expect("answer");
+    assert!(buf[..n].starts_with(b"HTTP/1.1 200"));
+    let answered = Instant::now();
+    let closed = closed_after(stream, answered, Duration::from_secs(10))
+        .await
+        .expect("idle connection closed");
+    assert!(
+        closed >= Duration::from_millis(2800) && closed < Duration::from_secs(6),
+        "{closed:?}"
+    );
+    assert!(timed_out(&gw, "idle").await >= 1.0);
+
+    // A body trickled over four seconds (longer than the head timeout): served.
+    let body = br#"{"apiVersion":"wardle.example.com/v1alpha1","kind":"Flunder","metadata":{"name":"slow"}}"#;
+    let mut stream = TcpStream::connect(("127.0.0.1", gw.port))
+        .await
+        .expect("connect");
+    let head = format!(
+        "POST {GV}/namespaces/default/flunders HTTP/1.1\r\nHost: x\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).await.expect("head");
+    for piece in body.chunks(body.len() / 4 + 1) {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        stream.write_all(piece).await.expect("body");
+    }
+    let n = tokio::time::timeout(Duration::from_secs(10), stream.read(&mut buf))
+        .await
+        .expect("answer in time")
+        .expect("answer");
+    let answer = String::from_utf8_lossy(&buf[..n]);
+    assert!(answer.starts_with("HTTP/1.1 201"), "{answer}");
+
+    // A watch with no events for five seconds (longer than every connection timeout): it
+    // ends when it asked to, with its stream complete.
+    let started = Instant::now();
+    let url = gw.url(&format!("{GV}/flunders?watch=true&timeoutSeconds=5"));
+    let watch = client().get(url).send().await.expect("watch");
+    assert_eq!(watch.status(), 200);
+    watch.bytes().await.expect("the watch ends cleanly");
+    assert!(started.elapsed() >= Duration::from_millis(4900));
+}
+
+/// TLS with ALPN `h2`: a client that completes the handshake and never sends the HTTP/2
+/// preface is closed after `--http2-preface-timeout`; one that sends it is served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http2_client_without_its_preface_is_closed() {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, ServerName};
+
+    let backend = sample(G, "wardle", false);
+    let ca = Ca::new("serving-ca");
+    let dir = tempfile::tempdir().expect("tempdir");
+    apiagg_tests::pki::write_pair(
+        dir.path(),
+        "serving",
+        &ca.server(&["localhost", "127.0.0.1"]),
+    );
+    let config = format!(
+        "tls: {{certFile: serving.crt, keyFile: serving.key}}\n{}",
+        one_backend("wardle", &backend)
+    );
+    let gw = Apiagg::start_in(dir, &config, &TIMEOUTS, &[]);
+
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(ca.cert_pem.as_bytes()) {
+        roots.add(cert.expect("CA")).expect("root");
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let mut tls = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    tls.alpn_protocols = vec![b"h2".to_vec()];
+    let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(tls));
+    let connect = || async {
+        let tcp = TcpStream::connect(("127.0.0.1", gw.port))
+            .await
+            .expect("connect");
+        let name = ServerName::try_from("localhost").expect("name");
+        connector.connect(name, tcp).await.expect("TLS handshake")
+    };
+    let mut quiet = connect().await;
+    assert_eq!(quiet.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
+    let handshaken = Instant::now();
+    let mut buf = [0u8; 4096];
+    let closed = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            match quiet.read(&mut buf).await {
+                Ok(0) | Err(_) => return handshaken.elapsed(),
+                Ok(_) => {}
+            }
+        }
+    })
+    .await
+    .expect("closed without its preface");
+    assert!(closed < Duration::from_secs(4), "{closed:?}");
+
+    // The control: an HTTP/2 client that speaks is served (and not cut by the preface
+    // deadline while it waits for its answer).
+    let ca_cert = reqwest::Certificate::from_pem(ca.cert_pem.as_bytes()).expect("CA");
+    let h2 = reqwest::Client::builder()
+        .add_root_certificate(ca_cert)
+        .resolve("localhost", ([127, 0, 0, 1], gw.port).into())
+        .http2_prior_knowledge()
+        .build()
+        .expect("client");
+    let url = format!("https://localhost:{}{GV}/slow?ms=1500", gw.port);
+    let answer = h2.get(url).send().await.expect("h2 request");
+    assert_eq!(answer.version(), reqwest::Version::HTTP_2);
+    assert_eq!(answer.status(), 200);
+    let metrics = h2
+        .get(format!("https://localhost:{}/metrics", gw.port))
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("metrics text");
+    let series = "apiagg_client_connections_timed_out_total{phase=\"http2-preface\"} ";
+    let count = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(series))
+        .and_then(|v| v.trim().parse::<f64>().ok());
+    assert!(count >= Some(1.0), "{series}: {count:?}");
+}
+
+/// Suspicion: a watch whose client stopped reading outlived its `timeoutSeconds` (the cut was
+/// checked only as a chunk passed, and the write blocked forever). An HTTP/2 client with a
+/// 1 KiB window asks for a watch of 2 s and never reads; 100 events fill its window. The watch
+/// ends at its deadline all the same: apiagg's requests in flight fall back to the scrape's
+/// own. The control: after the events, before its deadline, the watch was still in flight.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_whose_reader_stalled_ends_at_its_deadline() {
+    use apiagg_tests::pki::Ca;
+    use apiagg_tests::streaming::Backend;
+    use serde_json::json;
+
+    let backend = Backend::start(G, "wardle", &[]);
+    let ca = Ca::new("serving-ca");
+    let dir = tempfile::tempdir().expect("tempdir");
+    apiagg_tests::pki::write_pair(dir.path(), "serving", &ca.server(&["localhost"]));
+    let config = format!(
+        "tls: {{certFile: serving.crt, keyFile: serving.key}}\n{}",
+        one_backend("wardle", &backend.sample)
+    );
+    let gw = Apiagg::start_in(dir, &config, &[], &[]);
+    let ca_cert = reqwest::Certificate::from_pem(ca.cert_pem.as_bytes()).expect("CA");
+    let base = format!("https://localhost:{}", gw.port);
+    let stalled = reqwest::Client::builder()
+        .add_root_certificate(ca_cert.clone())
+        .resolve("localhost", ([127, 0, 0, 1], gw.port).into())
+        .http2_prior_knowledge()
+        .http2_initial_stream_window_size(1024)
+        .http2_initial_connection_window_size(1024)
+        .build()
+        .expect("client");
+    let scraper = reqwest::Client::builder()
+        .add_root_certificate(ca_cert)
+        .resolve("localhost", ([127, 0, 0, 1], gw.port).into())
+        .build()
+        .expect("client");
+    let in_flight = || async {
+        let text = scraper
+            .get(format!("{base}/metrics"))
+            .send()
+            .await
+            .expect("metrics")
+            .text()
+            .await
+            .expect("metrics text");
+        text.lines()
+            .find_map(|l| l.strip_prefix("apiagg_requests_in_flight "))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .unwrap_or(-1.0)
+    };
+    let ready = eventually(Duration::from_secs(20), || async {
+        scraper
+            .get(format!("{base}/readyz"))
+            .send()
+            .await
+            .is_ok_and(|r| r.status() == 200)
+    })
+    .await;
+    assert!(ready);
+    let started = Instant::now();
+    let watch = stalled
+        .get(format!(
+            "{base}{}?watch=true&timeoutSeconds=2",
+            backend.path()
+        ))
+        .send()
+        .await
+        .expect("watch");
+    assert_eq!(watch.status(), 200);
+    for i in 0..100 {
+        backend
+            .create(&format!("stalled-{i}"), json!({"padding": "x".repeat(40)}))
+            .await;
+    }
+    assert_eq!(in_flight().await, 2.0, "the stalled watch and the scrape");
+    let ended = eventually(Duration::from_secs(15), || async {
+        in_flight().await == 1.0
+    })
+    .await;
+    let took = started.elapsed();
+    assert!(ended, "the stalled watch outlived its deadline ({took:?})");
+    assert!(took < Duration::from_secs(10), "{took:?}");
+    drop(watch);
+}
