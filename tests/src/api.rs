@@ -61,12 +61,22 @@ pub fn remote(group: &str, version: &str, service: &str) -> Value {
 
 /// The peak resident set (`VmHWM`, KiB) of process `pid`.
 pub fn peak_rss_kib(pid: u32) -> u64 {
+    status_kib(pid, "VmHWM:")
+}
+
+/// The resident set now (`VmRSS`, KiB) of process `pid`.
+pub fn rss_kib(pid: u32) -> u64 {
+    status_kib(pid, "VmRSS:")
+}
+
+/// A `kB` field of `/proc/<pid>/status`.
+fn status_kib(pid: u32, field: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
     status
         .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .find_map(|l| l.strip_prefix(field))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmHWM in /proc/<pid>/status")
+        .unwrap_or_else(|| panic!("{field} in /proc/{pid}/status"))
 }
 
 /// A delegate that serves only `wardle.example.com/v1alpha1` (and an empty core `/api`): the

@@ -64,12 +64,17 @@ impl Apiagg {
         )
     }
 
-    /// [`Apiagg::start_logged`] under an open-file limit of `open_files` (soft and hard, set by
-    /// `prlimit`, which apiagg cannot raise).
-    pub fn start_with_open_files(config: &str, extra: &[&str], open_files: u64) -> Apiagg {
+    /// [`Apiagg::start_logged`] with the config in `dir`, under an open-file limit of
+    /// `open_files` (soft and hard, set by `prlimit`, which apiagg cannot raise).
+    pub fn start_with_open_files(
+        dir: tempfile::TempDir,
+        config: &str,
+        extra: &[&str],
+        open_files: u64,
+    ) -> Apiagg {
         let limit = format!("--nofile={open_files}:{open_files}");
         Self::spawn_in(
-            tempfile::tempdir().expect("tempdir"),
+            dir,
             config,
             extra,
             &[],

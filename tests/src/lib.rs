@@ -3,7 +3,8 @@
 //! certificates, configs and raw-wire tools they share.
 //!
 //! Everything a suite usually needs is re-exported here (`use apiagg_tests::*;`); the modules
-//! `api`, `audit`, `flow`, `openapi`, `pki`, `trust` and `wire` hold what only some suites use.
+//! `api`, `audit`, `flow`, `openapi`, `pki`, `served_tls`, `trust` and `wire` hold what only
+//! some suites use.
 
 #![warn(missing_docs)]
 
@@ -18,6 +19,7 @@ pub mod openapi;
 pub mod otlp;
 pub mod pki;
 mod process;
+pub mod served_tls;
 pub mod streaming;
 pub mod trust;
 pub mod wire;

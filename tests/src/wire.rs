@@ -335,23 +335,11 @@ pub async fn tls_apiagg(config: &str) -> (crate::Apiagg, String) {
 
 /// [`tls_apiagg`] with extra command-line arguments.
 pub async fn tls_apiagg_with(config: &str, extra: &[&str]) -> (crate::Apiagg, String) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let ca = crate::pki::Ca::new("apiagg-serving-ca");
-    crate::pki::write_pair(dir.path(), "serving", &ca.server(&["127.0.0.1"]));
-    let config = format!("tls: {{certFile: serving.crt, keyFile: serving.key}}\n{config}");
-    let gw = crate::Apiagg::start_in(dir, &config, extra, &[]);
-    let client = https_client(&ca.cert_pem);
-    let url = format!("https://127.0.0.1:{}/readyz", gw.port);
-    let ready = crate::eventually(std::time::Duration::from_secs(20), || async {
-        client
-            .get(&url)
-            .send()
-            .await
-            .is_ok_and(|r| r.status() == 200)
-    })
-    .await;
-    assert!(ready, "apiagg never became ready over TLS");
-    (gw, ca.cert_pem)
+    let served = crate::served_tls::ServedTls::start(config, |dir, config| {
+        crate::Apiagg::start_in(dir, config, extra, &[])
+    });
+    served.wait_ready(&https_client(&served.ca.cert_pem)).await;
+    (served.gw, served.ca.cert_pem)
 }
 
 /// An HTTP/1.1 client trusting `ca_pem`.

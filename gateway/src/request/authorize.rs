@@ -15,6 +15,7 @@ use pingora_proxy::Session;
 use super::reply::{self, Reply};
 use super::{ApiaggProxy, RequestCtx};
 use crate::auth::{AuthzRequest, Refusal, Reviewer, IMPERSONATE_PREFIX};
+use crate::backends::RouteTable;
 
 impl ApiaggProxy {
     /// Authorizes and applies the impersonation `ctx.caller` asks for. `Ok`: it goes on (as
@@ -30,17 +31,12 @@ impl ApiaggProxy {
             return Ok(());
         };
         let routes = self.gateway.routes.load();
-        let reviewer = Reviewer {
-            delegate: routes.delegate.as_deref(),
-            clients: &self.gateway.clients,
-            metrics: &self.gateway.metrics,
-        };
         let outcome = {
-            let header = session.req_header();
             let request = AuthzRequest {
                 info,
-                headers: &header.headers,
+                headers: &session.req_header().headers,
             };
+            let reviewer = self.reviewer(&routes);
             // Boxed: the webhook's state stays out of every request's future (pingora moves
             // that future by value, so its size is paid on every request).
             Box::pin(authorizer.impersonate(&request, caller, reviewer)).await
@@ -89,21 +85,25 @@ impl ApiaggProxy {
                 .map_err(|refusal| self.refused(session, refusal));
         }
         let routes = self.gateway.routes.load();
-        let reviewer = Reviewer {
-            delegate: routes.delegate.as_deref(),
-            clients: &self.gateway.clients,
-            metrics: &self.gateway.metrics,
-        };
         let outcome = {
-            let header = session.req_header();
             let request = AuthzRequest {
                 info,
-                headers: &header.headers,
+                headers: &session.req_header().headers,
             };
+            let reviewer = self.reviewer(&routes);
             // Boxed, as above.
             Box::pin(authorizer.authorize(&request, caller, reviewer)).await
         };
         outcome.map_err(|refusal| self.refused(session, refusal))
+    }
+
+    /// Where reviews go: the delegate of `routes`, with apiagg's own clients.
+    fn reviewer<'a>(&'a self, routes: &'a RouteTable) -> Reviewer<'a> {
+        Reviewer {
+            delegate: routes.delegate.as_deref(),
+            clients: &self.gateway.clients,
+            metrics: &self.gateway.metrics,
+        }
     }
 
     /// The answer to a refusal: 403 `Forbidden`, or 500 when nobody could decide.

@@ -296,48 +296,27 @@ async fn running_out_of_open_files_never_ejects_a_backend() {
 /// below its open-file limit. Client and backend connections now share one budget (here 450
 /// of a limit of 600): six HTTP/2 clients asking for 600 watches of an HTTP/1.1 backend get
 /// what fits, the rest a 503 saying why before anything connects, and apiagg never runs into
-/// `EMFILE` (no "open files" exhaustion answer, the backend never marked unavailable). Once the
-/// watches end, requests are served again.
+/// `EMFILE` (no "open files" exhaustion in its log). Once the watches end, requests are served
+/// again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http2_watches_share_the_open_file_budget_with_client_connections() {
-    use apiagg_tests::pki::Ca;
+    use apiagg_tests::served_tls::ServedTls;
 
     let backend = sample(G, "wardle", false);
-    let ca = Ca::new("serving-ca");
-    let dir = tempfile::tempdir().expect("tempdir");
-    apiagg_tests::pki::write_pair(dir.path(), "serving", &ca.server(&["localhost"]));
-    let config = format!(
-        "tls: {{certFile: {}, keyFile: {}}}\n{}",
-        dir.path().join("serving.crt").display(),
-        dir.path().join("serving.key").display(),
-        one_backend("wardle", &backend)
-    );
-    let gw = Apiagg::start_with_open_files(&config, &[], 600);
+    let served = ServedTls::start(&one_backend("wardle", &backend), |dir, config| {
+        Apiagg::start_with_open_files(dir, config, &[], 600)
+    });
     let clients: Vec<reqwest::Client> = (0..6)
         .map(|_| {
-            let ca = reqwest::Certificate::from_pem(ca.cert_pem.as_bytes()).expect("CA");
-            reqwest::Client::builder()
-                .add_root_certificate(ca)
-                .resolve("localhost", ([127, 0, 0, 1], gw.port).into())
-                .http2_prior_knowledge()
+            let builder = served.client().http2_prior_knowledge();
+            builder
                 .timeout(Duration::from_secs(60))
                 .build()
                 .expect("client")
         })
         .collect();
-    let url = format!(
-        "https://localhost:{}{GV}/flunders?watch=true&timeoutSeconds=20",
-        gw.port
-    );
-    let ready = eventually(Duration::from_secs(20), || async {
-        clients[0]
-            .get(format!("https://localhost:{}/readyz", gw.port))
-            .send()
-            .await
-            .is_ok_and(|r| r.status() == 200)
-    })
-    .await;
-    assert!(ready, "apiagg never became ready");
+    served.wait_ready(&clients[0]).await;
+    let url = served.url(&format!("{GV}/flunders?watch=true&timeoutSeconds=20"));
     let mut watches = Vec::new();
     for c in &clients {
         for _ in 0..100 {
@@ -371,19 +350,23 @@ async fn http2_watches_share_the_open_file_budget_with_client_connections() {
         "{} open, {refused} refused",
         open.len()
     );
-    let log = gw.log();
+    let log = served.gw.log();
     assert!(
         !log.contains("EMFILE"),
         "apiagg ran out of open files:\n{log}"
     );
     drop(open);
-    let served = eventually(Duration::from_secs(20), || async {
+    let again = served.url(&format!("{GV}/flunders"));
+    let served_again = eventually(Duration::from_secs(20), || async {
         clients[0]
-            .get(format!("https://localhost:{}{GV}/flunders", gw.port))
+            .get(&again)
             .send()
             .await
             .is_ok_and(|r| r.status() == 200)
     })
     .await;
-    assert!(served, "requests not served again once the watches ended");
+    assert!(
+        served_again,
+        "requests not served again once the watches ended"
+    );
 }

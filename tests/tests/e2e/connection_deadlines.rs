@@ -7,7 +7,9 @@
 
 use std::time::{Duration, Instant};
 
-use apiagg_tests::pki::Ca;
+use apiagg_tests::api::rss_kib;
+use apiagg_tests::audit::metric;
+use apiagg_tests::served_tls::ServedTls;
 use apiagg_tests::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -21,16 +23,6 @@ const TIMEOUTS: [&str; 6] = [
     "--http2-preface-timeout",
     "1s",
 ];
-
-/// Resident memory of `pid`, in KiB.
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS")
-}
 
 /// Sends a request head a byte every 250 ms on `stream` until the peer closes it; the time
 /// that took from `since`.
@@ -246,21 +238,11 @@ async fn an_http2_client_without_its_preface_is_closed() {
     use rustls::pki_types::{CertificateDer, ServerName};
 
     let backend = sample(G, "wardle", false);
-    let ca = Ca::new("serving-ca");
-    let dir = tempfile::tempdir().expect("tempdir");
-    apiagg_tests::pki::write_pair(
-        dir.path(),
-        "serving",
-        &ca.server(&["localhost", "127.0.0.1"]),
-    );
-    let config = format!(
-        "tls: {{certFile: serving.crt, keyFile: serving.key}}\n{}",
-        one_backend("wardle", &backend)
-    );
-    let gw = Apiagg::start_in(dir, &config, &TIMEOUTS, &[]);
-
+    let served = ServedTls::start(&one_backend("wardle", &backend), |dir, config| {
+        Apiagg::start_in(dir, config, &TIMEOUTS, &[])
+    });
     let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_slice_iter(ca.cert_pem.as_bytes()) {
+    for cert in CertificateDer::pem_slice_iter(served.ca.cert_pem.as_bytes()) {
         roots.add(cert.expect("CA")).expect("root");
     }
     let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
@@ -270,15 +252,14 @@ async fn an_http2_client_without_its_preface_is_closed() {
         .with_root_certificates(roots)
         .with_no_client_auth();
     tls.alpn_protocols = vec![b"h2".to_vec()];
-    let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(tls));
-    let connect = || async {
-        let tcp = TcpStream::connect(("127.0.0.1", gw.port))
-            .await
-            .expect("connect");
-        let name = ServerName::try_from("localhost").expect("name");
-        connector.connect(name, tcp).await.expect("TLS handshake")
-    };
-    let mut quiet = connect().await;
+    let tcp = TcpStream::connect(("127.0.0.1", served.gw.port))
+        .await
+        .expect("connect");
+    let name = ServerName::try_from("localhost").expect("name");
+    let mut quiet = tokio_rustls::TlsConnector::from(std::sync::Arc::new(tls))
+        .connect(name, tcp)
+        .await
+        .expect("TLS handshake");
     assert_eq!(quiet.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
     let handshaken = Instant::now();
     let mut buf = [0u8; 4096];
@@ -296,31 +277,21 @@ async fn an_http2_client_without_its_preface_is_closed() {
 
     // The control: an HTTP/2 client that speaks is served (and not cut by the preface
     // deadline while it waits for its answer).
-    let ca_cert = reqwest::Certificate::from_pem(ca.cert_pem.as_bytes()).expect("CA");
-    let h2 = reqwest::Client::builder()
-        .add_root_certificate(ca_cert)
-        .resolve("localhost", ([127, 0, 0, 1], gw.port).into())
+    let h2 = served
+        .client()
         .http2_prior_knowledge()
         .build()
         .expect("client");
-    let url = format!("https://localhost:{}{GV}/slow?ms=1500", gw.port);
-    let answer = h2.get(url).send().await.expect("h2 request");
-    assert_eq!(answer.version(), reqwest::Version::HTTP_2);
-    assert_eq!(answer.status(), 200);
-    let metrics = h2
-        .get(format!("https://localhost:{}/metrics", gw.port))
+    let answer = h2
+        .get(served.url(&format!("{GV}/slow?ms=1500")))
         .send()
         .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("metrics text");
-    let series = "apiagg_client_connections_timed_out_total{phase=\"http2-preface\"} ";
-    let count = metrics
-        .lines()
-        .find_map(|l| l.strip_prefix(series))
-        .and_then(|v| v.trim().parse::<f64>().ok());
-    assert!(count >= Some(1.0), "{series}: {count:?}");
+        .expect("h2 request");
+    assert_eq!(answer.version(), reqwest::Version::HTTP_2);
+    assert_eq!(answer.status(), 200);
+    let metrics = served.metrics(&h2).await;
+    let series = "apiagg_client_connections_timed_out_total{phase=\"http2-preface\"}";
+    assert!(metric(&metrics, series) >= 1.0, "{series}");
 }
 
 /// Suspicion: a watch whose client stopped reading outlived its `timeoutSeconds` (the cut was
@@ -330,63 +301,27 @@ async fn an_http2_client_without_its_preface_is_closed() {
 /// own. The control: after the events, before its deadline, the watch was still in flight.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_watch_whose_reader_stalled_ends_at_its_deadline() {
-    use apiagg_tests::pki::Ca;
     use apiagg_tests::streaming::Backend;
     use serde_json::json;
 
     let backend = Backend::start(G, "wardle", &[]);
-    let ca = Ca::new("serving-ca");
-    let dir = tempfile::tempdir().expect("tempdir");
-    apiagg_tests::pki::write_pair(dir.path(), "serving", &ca.server(&["localhost"]));
-    let config = format!(
-        "tls: {{certFile: serving.crt, keyFile: serving.key}}\n{}",
-        one_backend("wardle", &backend.sample)
-    );
-    let gw = Apiagg::start_in(dir, &config, &[], &[]);
-    let ca_cert = reqwest::Certificate::from_pem(ca.cert_pem.as_bytes()).expect("CA");
-    let base = format!("https://localhost:{}", gw.port);
-    let stalled = reqwest::Client::builder()
-        .add_root_certificate(ca_cert.clone())
-        .resolve("localhost", ([127, 0, 0, 1], gw.port).into())
+    let served = ServedTls::start(&one_backend("wardle", &backend.sample), |dir, config| {
+        Apiagg::start_in(dir, config, &[], &[])
+    });
+    let stalled = served
+        .client()
         .http2_prior_knowledge()
         .http2_initial_stream_window_size(1024)
         .http2_initial_connection_window_size(1024)
         .build()
         .expect("client");
-    let scraper = reqwest::Client::builder()
-        .add_root_certificate(ca_cert)
-        .resolve("localhost", ([127, 0, 0, 1], gw.port).into())
-        .build()
-        .expect("client");
-    let in_flight = || async {
-        let text = scraper
-            .get(format!("{base}/metrics"))
-            .send()
-            .await
-            .expect("metrics")
-            .text()
-            .await
-            .expect("metrics text");
-        text.lines()
-            .find_map(|l| l.strip_prefix("apiagg_requests_in_flight "))
-            .and_then(|v| v.trim().parse::<f64>().ok())
-            .unwrap_or(-1.0)
-    };
-    let ready = eventually(Duration::from_secs(20), || async {
-        scraper
-            .get(format!("{base}/readyz"))
-            .send()
-            .await
-            .is_ok_and(|r| r.status() == 200)
-    })
-    .await;
-    assert!(ready);
+    let scraper = served.client().build().expect("client");
+    let in_flight =
+        || async { metric(&served.metrics(&scraper).await, "apiagg_requests_in_flight") };
+    served.wait_ready(&scraper).await;
     let started = Instant::now();
     let watch = stalled
-        .get(format!(
-            "{base}{}?watch=true&timeoutSeconds=2",
-            backend.path()
-        ))
+        .get(served.url(&format!("{}?watch=true&timeoutSeconds=2", backend.path())))
         .send()
         .await
         .expect("watch");
