@@ -172,8 +172,9 @@ struct ServeArgs {
     /// of the open-file limit, keeping the rest for connections to backends).
     #[arg(long)]
     max_connections: Option<usize>,
-    /// A client's request head must arrive within this of its first byte (the first request's
-    /// within this of the connection's start), as kube-apiserver's `ReadHeaderTimeout`.
+    /// A client's TLS handshake must end within this, and a request head arrive within this of
+    /// its first byte (the first request's, of the handshake's end), as kube-apiserver's
+    /// `ReadHeaderTimeout`.
     #[arg(long, value_parser = interval, default_value = "32s")]
     read_header_timeout: Duration,
     /// A client connection with no request in progress (HTTP/1.1 between requests, HTTP/2 with

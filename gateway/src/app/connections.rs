@@ -11,7 +11,9 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use pingora_core::apps::ServerApp;
+use pingora_core::listeners::tls::Acceptor;
 use pingora_core::listeners::ConnectionFilter;
+use pingora_core::protocols::l4::stream::Stream as TcpStream;
 use pingora_core::protocols::Stream;
 use pingora_core::server::ShutdownWatch;
 use prometheus::{IntCounter, IntGauge};
@@ -96,12 +98,14 @@ impl ConnectionFilter for Filter {
     }
 }
 
-/// A server application counted as one open connection while it serves one, each connection
-/// under the deadlines of its phase (`request::Deadlined`).
+/// A server application counted as one open connection while it serves one, from before its
+/// TLS handshake (run here, bounded by the request-head timeout as Go bounds kube-apiserver's)
+/// to its end, each connection under the deadlines of its phase (`request::Deadlined`).
 pub struct Counted<A> {
     inner: Arc<A>,
     bound: Arc<ConnectionBound>,
     deadlines: Option<(ConnectionTimeouts, TimedOut)>,
+    tls: Option<Arc<Acceptor>>,
 }
 
 impl<A> Counted<A> {
@@ -111,6 +115,43 @@ impl<A> Counted<A> {
             inner: Arc::new(inner),
             bound,
             deadlines: None,
+            tls: None,
+        }
+    }
+
+    /// The same, running the TLS handshake of each connection with `tls` (plain TCP when
+    /// `None`).
+    pub fn with_tls(mut self, tls: Option<Arc<Acceptor>>) -> Self {
+        self.tls = tls;
+        self
+    }
+
+    /// The TLS session of `stream`, or `None` when its handshake fails or outlasts the
+    /// request-head timeout (counted).
+    async fn handshake(&self, acceptor: &Acceptor, stream: Stream) -> Option<Stream> {
+        let Ok(tcp) = stream.into_any().downcast::<TcpStream>() else {
+            tracing::warn!("a client connection that is not TCP cannot be served over TLS");
+            return None;
+        };
+        let limit = self
+            .deadlines
+            .as_ref()
+            .map_or(ConnectionTimeouts::default().read_header, |(t, _)| {
+                t.read_header
+            });
+        match tokio::time::timeout(limit, acceptor.tls_handshake(*tcp)).await {
+            Ok(Ok(tls)) => Some(Box::new(tls)),
+            Ok(Err(e)) => {
+                // A client that went away or speaks something else: expected, not an error.
+                tracing::debug!("TLS handshake with a client failed: {e}");
+                None
+            }
+            Err(_) => {
+                if let Some((_, timed_out)) = &self.deadlines {
+                    timed_out.tls_handshake();
+                }
+                None
+            }
         }
     }
 
@@ -143,6 +184,10 @@ impl<A: ServerApp + Send + Sync + 'static> ServerApp for Counted<A> {
         bound.files.client_opened();
         bound.gauge.inc();
         let _open = Open(bound);
+        let session = match &self.tls {
+            Some(acceptor) => self.handshake(acceptor, session).await?,
+            None => session,
+        };
         let session = match &self.deadlines {
             Some((timeouts, timed_out)) => Deadlined::wrap(session, *timeouts, timed_out.clone()),
             None => session,

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use apiagg_config::ServingTls;
-use pingora_core::listeners::tls::TlsSettings;
+use pingora_core::listeners::tls::{Acceptor, TlsSettings};
 use pingora_core::listeners::{L4BufferSettings, ListenerConfig, TcpSocketOptions};
 
 use super::serving::ServingCertificates;
@@ -59,16 +59,18 @@ impl Listener {
         format!("{scheme}://{}", self.address)
     }
 
-    /// pingora's listener: no read buffer; a write buffer large enough for a response head plus
-    /// a typical document, so both leave in one write (pingora flushes wherever streaming needs
-    /// it; only what is written is touched, about 4 KiB for a watch); TLS
-    /// with HTTP/2 when configured, from `certificates` (SNI, reloaded), asking for client
-    /// certificates when `clients` has CAs to check them against.
+    /// pingora's listener (TCP): no read buffer; a write buffer large enough for a response head
+    /// plus a typical document, so both leave in one write (pingora flushes wherever streaming
+    /// needs it; only what is written is touched, about 4 KiB for a watch). With TLS, the
+    /// acceptor apiagg runs the handshake with itself (`connections::Counted`, so a handshake is
+    /// counted and bounded like the rest of a connection): HTTP/2 by ALPN, certificates from
+    /// `certificates` (SNI, reloaded), asking for client certificates when `clients` has CAs to
+    /// check them against.
     pub fn config(
         &self,
         certificates: Option<Arc<ServingCertificates>>,
         clients: Option<Arc<ClientCertificates>>,
-    ) -> anyhow::Result<ListenerConfig> {
+    ) -> anyhow::Result<(ListenerConfig, Option<Arc<Acceptor>>)> {
         // No read buffer: pingora's HTTP sessions buffer what they parse themselves, and an L4
         // read buffer is a zeroed 64 KiB per connection: 4.6 KiB of RSS per open watch measured
         // on fresh memory (tests/bench/watch-scale.sh), all of it where zeroing reused memory.
@@ -102,8 +104,8 @@ impl Listener {
             };
             settings.set_cert_resolver(certificates);
             settings.enable_h2();
-            config = config.tls(settings);
+            return Ok((config, Some(Arc::new(settings.build()))));
         }
-        Ok(config)
+        Ok((config, None))
     }
 }

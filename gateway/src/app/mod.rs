@@ -150,10 +150,13 @@ pub fn serve(launch: Launch) -> anyhow::Result<()> {
     server_options.h2_idle_timeout = Some(launch.connection_timeouts.idle);
     proxy_app.server_options = Some(server_options);
     let timed_out = TimedOut::register(gateway.metrics.registry()).context("creating metrics")?;
+    let listener = listen::Listener::new(&listen, config.tls.as_ref())?;
+    let (listening, tls) = listener.config(certificates, auth.certificates())?;
     let mut proxy = pingora_core::services::listening::Service::new(
         "apiagg".to_string(),
         connections::Counted::new(proxy_app, bound.clone())
-            .with_deadlines(launch.connection_timeouts, timed_out),
+            .with_deadlines(launch.connection_timeouts, timed_out)
+            .with_tls(tls),
     );
     proxy.set_connection_filter(Arc::new(connections::Filter(bound)));
     tracing::info!(
@@ -163,8 +166,7 @@ pub fn serve(launch: Launch) -> anyhow::Result<()> {
         "client connections, and client and backend connections together, are bounded below \
          the open-file limit"
     );
-    let listener = listen::Listener::new(&listen, config.tls.as_ref())?;
-    proxy.add_listener(listener.config(certificates, auth.certificates())?);
+    proxy.add_listener(listening);
 
     controllers::add(
         &mut server,

@@ -1,6 +1,7 @@
-//! Client connection deadlines, as kube-apiserver's server sets them: a request head must
-//! arrive within `--read-header-timeout` (32 s) of its first byte, or of the connection's start
-//! for the first request; an HTTP/1.1 connection idle between requests for `--idle-timeout`
+//! Client connection deadlines, as kube-apiserver's server sets them: the TLS handshake and
+//! then a request head must each arrive within `--read-header-timeout` (32 s), the head from
+//! its first byte (the first request's from the handshake's end; Go bounds the handshake by
+//! the same timeout); an HTTP/1.1 connection idle between requests for `--idle-timeout`
 //! (90 s) is closed; an HTTP/2 connection must send its preface and first SETTINGS frame within
 //! `--http2-preface-timeout` (10 s) (pingora closes one with no open stream for
 //! `--idle-timeout`). Someone with no credentials can otherwise hold connections forever, and
@@ -57,6 +58,7 @@ impl Default for ConnectionTimeouts {
 /// Connections closed by each deadline.
 #[derive(Debug, Clone)]
 pub struct TimedOut {
+    handshake: IntCounter,
     head: IntCounter,
     idle: IntCounter,
     preface: IntCounter,
@@ -68,17 +70,25 @@ impl TimedOut {
         let counter = IntCounterVec::new(
             Opts::new(
                 "apiagg_client_connections_timed_out_total",
-                "Client connections closed because a request head, the next request or the \
-                 HTTP/2 preface did not arrive in time.",
+                "Client connections closed because the TLS handshake, a request head, the \
+                 next request or the HTTP/2 preface did not come in time.",
             ),
             &["phase"],
         )?;
         registry.register(Box::new(counter.clone()))?;
         Ok(TimedOut {
+            handshake: counter.with_label_values(&["tls-handshake"]),
             head: counter.with_label_values(&["request-head"]),
             idle: counter.with_label_values(&["idle"]),
             preface: counter.with_label_values(&["http2-preface"]),
         })
+    }
+}
+
+impl TimedOut {
+    /// A TLS handshake outlasted the request-head timeout.
+    pub fn tls_handshake(&self) {
+        self.handshake.inc();
     }
 }
 

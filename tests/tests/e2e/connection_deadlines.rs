@@ -1,5 +1,6 @@
-//! Hostile rows of security round 2, item 3: client connections that never finish a request
-//! head, trickle it, sit idle between requests, or (HTTP/2) never send the preface are closed
+//! Hostile rows of security round 2, item 3: client connections that never finish their TLS
+//! handshake or a request head, trickle it, sit idle between requests, or (HTTP/2) never send
+//! the preface are closed
 //! within kube-apiserver's timeouts (shortened here by their flags) and counted by phase, while
 //! a legitimate client is served throughout, a slow request body and a quiet watch are never
 //! cut, and apiagg's memory returns to its base once they are gone. Also: a watch whose reader
@@ -230,10 +231,12 @@ async fn idle_keep_alive_is_closed_but_slow_bodies_and_quiet_watches_are_not_cut
     assert!(started.elapsed() >= Duration::from_millis(4900));
 }
 
-/// TLS with ALPN `h2`: a client that completes the handshake and never sends the HTTP/2
-/// preface is closed after `--http2-preface-timeout`; one that sends it is served.
+/// TLS: a client that never finishes its handshake is closed after `--read-header-timeout`
+/// (and counted against `--max-connections` meanwhile: apiagg runs the handshake itself); with
+/// ALPN `h2`, one that completes the handshake and never sends the HTTP/2 preface is closed
+/// after `--http2-preface-timeout`; one that sends it is served.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_http2_client_without_its_preface_is_closed() {
+async fn tls_and_http2_clients_that_never_speak_are_closed() {
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::{CertificateDer, ServerName};
 
@@ -241,6 +244,22 @@ async fn an_http2_client_without_its_preface_is_closed() {
     let served = ServedTls::start(&one_backend("wardle", &backend), |dir, config| {
         Apiagg::start_in(dir, config, &TIMEOUTS, &[])
     });
+    // Half a ClientHello, then nothing.
+    let mut stalled = TcpStream::connect(("127.0.0.1", served.gw.port))
+        .await
+        .expect("connect");
+    stalled
+        .write_all(&[0x16, 0x03, 0x01, 0x02, 0x00, 0x01])
+        .await
+        .expect("write");
+    let closed = closed_after(stalled, Instant::now(), Duration::from_secs(10))
+        .await
+        .expect("a stalled TLS handshake closed");
+    assert!(
+        closed >= Duration::from_millis(1800) && closed < Duration::from_secs(5),
+        "{closed:?}"
+    );
+
     let mut roots = rustls::RootCertStore::empty();
     for cert in CertificateDer::pem_slice_iter(served.ca.cert_pem.as_bytes()) {
         roots.add(cert.expect("CA")).expect("root");
@@ -290,8 +309,10 @@ async fn an_http2_client_without_its_preface_is_closed() {
     assert_eq!(answer.version(), reqwest::Version::HTTP_2);
     assert_eq!(answer.status(), 200);
     let metrics = served.metrics(&h2).await;
-    let series = "apiagg_client_connections_timed_out_total{phase=\"http2-preface\"}";
-    assert!(metric(&metrics, series) >= 1.0, "{series}");
+    for phase in ["tls-handshake", "http2-preface"] {
+        let series = format!("apiagg_client_connections_timed_out_total{{phase=\"{phase}\"}}");
+        assert!(metric(&metrics, &series) >= 1.0, "{series}");
+    }
 }
 
 /// Suspicion: a watch whose client stopped reading outlived its `timeoutSeconds` (the cut was
