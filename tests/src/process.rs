@@ -7,11 +7,13 @@ use std::process::{Child, ChildStdout, Command};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// Path of a workspace binary in the test's own `target/<profile>` folder. `cargo test
-/// --workspace` builds every binary first; when one is missing (a single package was tested) it
-/// is built once.
+/// Path of a workspace binary in the test's own `target/<profile>` folder, brought up to date
+/// by `cargo build` the first time this process asks for it (a single suite run after an edit
+/// of the gateway tests the edited gateway).
 pub fn binary(name: &str, package: &str) -> PathBuf {
-    static BUILD: Mutex<()> = Mutex::new(());
+    // Built once per test process, both packages at once as the Makefile builds them (the same
+    // features, so nothing is compiled twice); cargo does nothing when they are up to date.
+    static BUILT: Mutex<bool> = Mutex::new(false);
     let exe = std::env::current_exe().expect("current exe");
     let dir = exe
         .parent()
@@ -19,20 +21,28 @@ pub fn binary(name: &str, package: &str) -> PathBuf {
         .expect("target/<profile> folder")
         .to_path_buf();
     let path = dir.join(name);
-    let _guard = BUILD.lock().unwrap_or_else(|e| e.into_inner());
-    if !path.exists() {
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    if !*built {
         let profile: &[&str] = if cfg!(debug_assertions) {
             &[]
         } else {
             &["--release"]
         };
         let status = Command::new(env!("CARGO"))
-            .args(["build", "--bins", "-p", package])
+            .args([
+                "build",
+                "--bins",
+                "-p",
+                "apiagg-gateway",
+                "-p",
+                "apiagg-tests",
+            ])
             .args(profile)
             .current_dir(env!("CARGO_MANIFEST_DIR"))
             .status()
             .expect("run cargo build");
-        assert!(status.success(), "cargo build -p {package} failed");
+        assert!(status.success(), "cargo build of {package} failed");
+        *built = true;
     }
     assert!(path.exists(), "binary {} missing", path.display());
     path
