@@ -231,6 +231,11 @@ impl Deadlined {
     }
 
     /// `Err(TimedOut)` once the phase's deadline passed (counted once).
+    ///
+    /// The timer is never set later than the deadline, and is moved only when it fires early
+    /// or would fire late: it is armed at most `--read-header-timeout` ahead, so the deadlines
+    /// of a keep-alive connection's next idle spell and next head (each later than the last)
+    /// need no timer operation per request; an early firing re-arms it.
     fn check_deadline(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let counter = match self.phase {
             Phase::Off => return Poll::Pending,
@@ -238,22 +243,29 @@ impl Deadlined {
             Phase::Idle => &self.timed_out.idle,
             Phase::Preface { .. } => &self.timed_out.preface,
         };
-        if self.sleep.deadline() != self.deadline {
-            let deadline = self.deadline;
-            self.sleep.as_mut().reset(deadline);
-        }
-        match self.sleep.as_mut().poll(cx) {
-            Poll::Ready(()) => {
-                counter.inc();
-                let what = match self.phase {
-                    Phase::Head => "the request head did not arrive in time",
-                    Phase::Idle => "the connection was idle too long",
-                    _ => "the HTTP/2 preface did not arrive in time",
-                };
-                self.phase = Phase::Off;
-                Poll::Ready(Err(io::Error::new(io::ErrorKind::TimedOut, what)))
+        loop {
+            if self.sleep.deadline() > self.deadline {
+                let deadline = self.deadline;
+                self.sleep.as_mut().reset(deadline);
             }
-            Poll::Pending => Poll::Pending,
+            if self.sleep.as_mut().poll(cx).is_pending() {
+                return Poll::Pending;
+            }
+            let now = Instant::now();
+            if now < self.deadline {
+                // Early: the deadline moved on since the timer was set.
+                let next = self.deadline.min(now + self.timeouts.read_header);
+                self.sleep.as_mut().reset(next);
+                continue;
+            }
+            counter.inc();
+            let what = match self.phase {
+                Phase::Head => "the request head did not arrive in time",
+                Phase::Idle => "the connection was idle too long",
+                _ => "the HTTP/2 preface did not arrive in time",
+            };
+            self.phase = Phase::Off;
+            return Poll::Ready(Err(io::Error::new(io::ErrorKind::TimedOut, what)));
         }
     }
 }
