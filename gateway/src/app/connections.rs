@@ -185,7 +185,9 @@ impl<A: ServerApp + Send + Sync + 'static> ServerApp for Counted<A> {
         bound.gauge.inc();
         let _open = Open(bound);
         let session = match &self.tls {
-            Some(acceptor) => self.handshake(acceptor, session).await?,
+            // Boxed: the handshake's state is freed once it is done, never part of the
+            // connection's future (measured: 8 KiB more per idle connection unboxed).
+            Some(acceptor) => Box::pin(self.handshake(acceptor, session)).await?,
             None => session,
         };
         let session = match &self.deadlines {
