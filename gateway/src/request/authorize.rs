@@ -32,11 +32,7 @@ impl ApiaggProxy {
         };
         let routes = self.gateway.routes.load();
         let outcome = {
-            let request = AuthzRequest {
-                info,
-                headers: &session.req_header().headers,
-            };
-            let reviewer = self.reviewer(&routes);
+            let (request, reviewer) = self.review(session, info, &routes);
             // Boxed: the webhook's state stays out of every request's future (pingora moves
             // that future by value, so its size is paid on every request).
             Box::pin(authorizer.impersonate(&request, caller, reviewer)).await
@@ -86,24 +82,31 @@ impl ApiaggProxy {
         }
         let routes = self.gateway.routes.load();
         let outcome = {
-            let request = AuthzRequest {
-                info,
-                headers: &session.req_header().headers,
-            };
-            let reviewer = self.reviewer(&routes);
+            let (request, reviewer) = self.review(session, info, &routes);
             // Boxed, as above.
             Box::pin(authorizer.authorize(&request, caller, reviewer)).await
         };
         outcome.map_err(|refusal| self.refused(session, refusal))
     }
 
-    /// Where reviews go: the delegate of `routes`, with apiagg's own clients.
-    fn reviewer<'a>(&'a self, routes: &'a RouteTable) -> Reviewer<'a> {
-        Reviewer {
+    /// The request in `session` as the authorizer sees it, and where its reviews go (the
+    /// delegate of `routes`, with apiagg's own clients).
+    fn review<'a>(
+        &'a self,
+        session: &'a Session,
+        info: &'a RequestInfo<'a>,
+        routes: &'a RouteTable,
+    ) -> (AuthzRequest<'a>, Reviewer<'a>) {
+        let request = AuthzRequest {
+            info,
+            headers: &session.req_header().headers,
+        };
+        let reviewer = Reviewer {
             delegate: routes.delegate.as_deref(),
             clients: &self.gateway.clients,
             metrics: &self.gateway.metrics,
-        }
+        };
+        (request, reviewer)
     }
 
     /// The answer to a refusal: 403 `Forbidden`, or 500 when nobody could decide.
