@@ -348,18 +348,10 @@ impl TokenReviewer {
     pub fn new(ttl: TokenReview) -> TokenReviewer {
         let quota =
             Quota::per_second(nonzero(REVIEWS_PER_SECOND)).allow_burst(nonzero(REVIEW_BURST));
-        TokenReviewer::with_quota(ttl, quota)
+        TokenReviewer::waiting_at_most(ttl, quota, gate::MAX_WAIT)
     }
 
-    fn with_quota(ttl: TokenReview, quota: Quota) -> TokenReviewer {
-        TokenReviewer {
-            cache: TokenCache::new(ttl.cache_ttl, ttl.failure_cache_ttl),
-            gate: ReviewGate::new(RateLimiter::direct(quota)),
-        }
-    }
-
-    /// A reviewer whose queued reviews wait at most `max_wait` (tests).
-    #[cfg(test)]
+    /// A reviewer at `quota` whose queued reviews wait at most `max_wait`.
     fn waiting_at_most(ttl: TokenReview, quota: Quota, max_wait: Duration) -> TokenReviewer {
         TokenReviewer {
             cache: TokenCache::new(ttl.cache_ttl, ttl.failure_cache_ttl),

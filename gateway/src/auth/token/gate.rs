@@ -21,7 +21,7 @@ const PER_CONNECTION: usize = 4;
 /// Reviews waiting in all; past it new ones are refused at once.
 const WAITING: usize = 1_024;
 /// The longest a review waits for its turn before the caller gets 429.
-const MAX_WAIT: Duration = Duration::from_secs(5);
+pub const MAX_WAIT: Duration = Duration::from_secs(5);
 
 /// Where a review comes from: the client's address and port (one TCP connection).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -83,11 +83,6 @@ pub struct ReviewGate {
 }
 
 impl ReviewGate {
-    /// A gate letting reviews through at `limiter`'s rate.
-    pub fn new(limiter: DefaultDirectRateLimiter) -> Arc<ReviewGate> {
-        ReviewGate::waiting_at_most(limiter, MAX_WAIT)
-    }
-
     /// A gate whose reviews wait at most `max_wait` for their turn.
     pub fn waiting_at_most(limiter: DefaultDirectRateLimiter, max_wait: Duration) -> Arc<Self> {
         Arc::new(ReviewGate {
