@@ -5,7 +5,7 @@ use apiagg_strategy::WriteError;
 use serde_json::{json, Value};
 
 use super::Answer;
-use crate::store::StoreError;
+use apiagg_store::StoreError;
 
 pub fn status(code: u16, reason: &str, message: &str, details: Option<Value>) -> Answer {
     let mut body = json!({"kind": "Status", "apiVersion": "v1", "metadata": {},

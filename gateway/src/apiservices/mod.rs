@@ -22,7 +22,7 @@ use apiagg_requestinfo::RequestInfo;
 use serde_json::{json, Value};
 
 use self::query::Query;
-use crate::store::{Store, StoreError};
+use apiagg_store::{Store, StoreError};
 
 pub use self::discovery::{discovery_entry, resource_list};
 pub use self::openapi::{v2_spec, v3_document, V3_KEY};

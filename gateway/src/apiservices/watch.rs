@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 use tokio::sync::broadcast::error::RecvError;
 
 use super::query::Query;
-use crate::store::{Event, Watch};
+use apiagg_store::{Event, Watch};
 
 /// The events of one watch, encoded as they are sent.
 pub struct WatchStream {
@@ -32,7 +32,7 @@ impl WatchStream {
         if query.send_initial_events == Some(true) && query.bookmarks {
             let latest = initial
                 .iter()
-                .map(|(_, o)| crate::store::revision_of(o))
+                .map(|(_, o)| apiagg_store::revision_of(o))
                 .max();
             let rv = watch
                 .backlog

@@ -16,7 +16,7 @@ use super::media::{self, BodyFormat};
 use super::query::Query;
 use super::work::{self, WorkError};
 use super::{Answer, Api, ApiRequest, LocalGroupVersion};
-use crate::store::{revision_of, StoreError};
+use apiagg_store::{revision_of, StoreError};
 
 /// The checked options of a write, or the 422 that refuses them.
 fn options(verb: Verb, query: &Query, req: &ApiRequest<'_>) -> Result<WriteOptions, Answer> {

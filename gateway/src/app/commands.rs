@@ -34,7 +34,7 @@ pub fn check(config: &Path) -> anyhow::Result<()> {
 
 /// Validates a tracing file (`--tracing-config-file`) without starting anything.
 pub fn check_tracing(path: &Path) -> anyhow::Result<()> {
-    let settings = crate::observe::load_tracing(path)?;
+    let settings = apiagg_observe::load_tracing(path)?;
     println!(
         "{}: ok (endpoint {}, {} sampled per million)",
         path.display(),

@@ -3,7 +3,7 @@
 //! from a file, reloaded on change, or followed in the delegate's cluster) and auditing (its
 //! backends run before the first request and are flushed after the last).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
@@ -12,11 +12,14 @@ use async_trait::async_trait;
 use pingora_core::server::ShutdownWatch;
 use pingora_core::services::background::BackgroundService;
 
-use crate::audit::{AuditError, Auditor, Settings as AuditSettings};
-use crate::backends::{Reload, Reloadable};
+use crate::backends::{kubeconfig_client, Reload, Reloadable};
 use crate::controllers::FlowControlWatch;
-use crate::flowcontrol::{from_file, ConfigError, FlowControl, Settings};
 use crate::state::Gateway;
+use apiagg_audit::{AuditError, Auditor, Authorization, Settings as AuditSettings, WebhookTarget};
+use apiagg_flowcontrol::{from_file, ConfigError, FlowControl, Settings};
+
+/// Upper bound of connecting to a webhook.
+const WEBHOOK_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Where flow control takes its FlowSchemas and PriorityLevelConfigurations from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -75,11 +78,26 @@ pub fn flow_control(
 /// Starts auditing as `settings` ask (off without a policy file and a backend); an invalid
 /// policy or an unwritable log stops the start with the reason.
 pub fn auditor(settings: AuditSettings, gateway: &Gateway) -> anyhow::Result<Auditor> {
-    let auditor = Auditor::start(settings, gateway.metrics.registry()).context("audit")?;
+    let auditor =
+        Auditor::start(settings, gateway.metrics.registry(), &audit_webhook).context("audit")?;
     if auditor.is_enabled() {
         tracing::info!("auditing is on");
     }
     Ok(auditor)
+}
+
+/// The audit webhook's client, from its kubeconfig.
+fn audit_webhook(path: &Path) -> Result<WebhookTarget, String> {
+    let client = kubeconfig_client(path, WEBHOOK_CONNECT_TIMEOUT)?;
+    let authorization = client.token.map(|token| {
+        let token = Arc::new(token);
+        Arc::new(move || token.header()) as Authorization
+    });
+    Ok(WebhookTarget {
+        http: client.http,
+        url: client.url,
+        authorization,
+    })
 }
 
 /// Why a [`WatchedFile`] was not applied; what serves stays. Retryable: the file watcher tries

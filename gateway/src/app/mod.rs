@@ -27,8 +27,8 @@ use crate::request::{ApiaggProxy, Controls, TimedOut};
 use crate::state::{Gateway, Options};
 use pingora_core::apps::HttpServerOptions;
 
-pub use crate::audit::{LogFormat, LogSettings, Settings as AuditSettings, WebhookSettings};
 pub use crate::request::ConnectionTimeouts;
+pub use apiagg_audit::{LogFormat, LogSettings, Settings as AuditSettings, WebhookSettings};
 pub use commands::{check, check_tracing, print_status};
 pub use front_door::{FlowOptions, FlowSource};
 pub use stores::StoreChoice;

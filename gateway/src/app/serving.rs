@@ -13,7 +13,7 @@ use rustls::sign::CertifiedKey;
 use x509_parser::prelude::{FromDer, GeneralName, X509Certificate};
 
 use crate::backends::{check_pair, earliest_not_after, CertError, Purpose, Reload};
-use crate::observe::CertificateKind;
+use apiagg_observe::CertificateKind;
 
 /// One certificate and the names it is served for.
 struct Pair {

@@ -8,9 +8,9 @@ use async_trait::async_trait;
 use pingora_core::server::{ShutdownSignal, ShutdownSignalWatch};
 use tokio::signal::unix::{signal, SignalKind};
 
-use crate::audit::Auditor;
-use crate::observe::{Lifecycle, Milestone, Tracer, Watches};
 use crate::state::{Gateway, Options};
+use apiagg_audit::Auditor;
+use apiagg_observe::{Lifecycle, Milestone, Tracer, Watches};
 
 /// Upper bound on flushing the audit backends at exit.
 const AUDIT_FLUSH: std::time::Duration = std::time::Duration::from_secs(10);

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 
-use crate::store::{Embedded, Etcd, EtcdOptions, Store};
+use apiagg_store::{Embedded, Etcd, EtcdOptions, Store};
 
 /// Where APIServices registered through the API are kept.
 #[derive(Debug, Clone)]

@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use anyhow::Context;
 
-use crate::observe::{load_tracing, Tracer};
 use crate::state::Gateway;
+use apiagg_observe::{load_tracing, Tracer};
 
 /// The tracer the file at `path` asks for, its counters in `gateway`'s metrics.
 pub fn tracer(path: &Path, gateway: &Gateway) -> anyhow::Result<Arc<Tracer>> {

@@ -24,7 +24,7 @@ pub use self::token::{ReviewError, Source, TokenCache};
 use self::token::{TokenFile, TokenFileError, TokenReviewer};
 use self::x509::CaError;
 use crate::backends::{Clients, Reloadable, Upstream};
-use crate::observe::CertificateKind;
+use apiagg_observe::CertificateKind;
 
 pub use self::user::{InvalidIdentity, User};
 pub use self::x509::{

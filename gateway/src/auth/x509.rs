@@ -28,7 +28,7 @@ use x509_parser::prelude::{FromDer, X509Certificate};
 
 use super::user::{InvalidIdentity, User};
 use crate::backends::{bundle_not_after, verify_signature_with, Reload};
-use crate::observe::CertificateKind;
+use apiagg_observe::CertificateKind;
 
 fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())

@@ -18,6 +18,7 @@ pub use lines::Lines;
 
 use super::credentials::BearerToken;
 use super::upstream::Upstream;
+use apiagg_observe::error_chain;
 
 /// The identity of the controllers' requests to remote backends (spec §6.3, §9.3), presented
 /// with the proxy client certificate.
@@ -379,17 +380,4 @@ async fn read_capped(
         joined.extend_from_slice(&block);
     }
     Ok(joined.freeze())
-}
-
-/// An error with its causes, the way operators need to read it (reqwest hides the interesting
-/// part in them).
-pub fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
 }

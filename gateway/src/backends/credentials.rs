@@ -14,7 +14,7 @@ use pingora_core::utils::tls::CertKey;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
 use super::certs::{check_pair, earliest_not_after, CertError, CheckedPair, Purpose};
-use crate::observe::CertificateKind;
+use apiagg_observe::CertificateKind;
 
 /// Why credentials cannot be loaded. Retryable once the files are fixed.
 #[derive(Debug, thiserror::Error)]

@@ -14,7 +14,7 @@ use super::credentials::ClientIdentity;
 use super::health::HealthBook;
 use super::names::Names;
 use super::upstream::{build_upstream, trust_anchors, Own, TlsSettings, Upstream};
-use crate::observe::Metrics;
+use apiagg_observe::Metrics;
 
 /// Why a route table cannot be built (the previous one keeps serving).
 #[derive(Debug, thiserror::Error)]

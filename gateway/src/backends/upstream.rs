@@ -22,7 +22,7 @@ use super::names::Names;
 use super::slots::Slots;
 use super::tls::{self, TlsError};
 use super::watch_list::WatchListSupport;
-use crate::observe::GroupVersionMetrics;
+use apiagg_observe::GroupVersionMetrics;
 
 /// Why an upstream cannot be built. Only [`BuildError::Resolve`] may heal by itself (DNS).
 #[derive(Debug, thiserror::Error)]

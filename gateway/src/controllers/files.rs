@@ -11,7 +11,7 @@ use pingora_core::server::ShutdownWatch;
 use pingora_core::services::background::BackgroundService;
 
 use crate::backends::Reloadable;
-use crate::observe::Metrics;
+use apiagg_observe::Metrics;
 
 /// Re-reads every item each interval.
 pub struct FileWatcher {
@@ -90,7 +90,7 @@ mod tests {
 
     use super::*;
     use crate::backends::Reload;
-    use crate::observe::CertificateKind;
+    use apiagg_observe::CertificateKind;
 
     /// A certificate file whose next reload reports a change when told so.
     struct Fake {

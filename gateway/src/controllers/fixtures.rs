@@ -7,7 +7,7 @@ use std::sync::Arc;
 use apiagg_config::{LocalGroupVersion, Registry, Sources};
 
 use crate::backends::{build_delegate, build_table, HealthBook, Names, RouteTable};
-use crate::observe::Metrics;
+use apiagg_observe::Metrics;
 
 /// A delegate, two backend Services and an APIService file: `wardle` serves two versions,
 /// `flunder` one, `nowhere` is not in the `services` table.

@@ -18,7 +18,7 @@ use tokio::task::JoinHandle;
 use super::backoff::Backoff;
 use super::reflector::{self, Ended, Watch};
 use crate::backends::{Clients, FetchError, Upstream};
-use crate::flowcontrol::{FlowControl, Object, API_VERSION};
+use apiagg_flowcontrol::{FlowControl, Object, API_VERSION};
 
 /// Changes closer together than this are applied together.
 const DEBOUNCE: Duration = Duration::from_millis(250);
@@ -163,7 +163,7 @@ fn lock(known: &Mutex<Known>) -> MutexGuard<'_, Known> {
 }
 
 /// Logs the outcome of applying the cluster's objects when it differs from the last one.
-fn report(last: &mut Option<String>, outcome: Result<String, crate::flowcontrol::ConfigError>) {
+fn report(last: &mut Option<String>, outcome: Result<String, apiagg_flowcontrol::ConfigError>) {
     let now = match &outcome {
         Ok(summary) => format!("ok: {summary}"),
         Err(e) => format!("error: {e}"),

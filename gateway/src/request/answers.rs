@@ -8,8 +8,8 @@ use pingora_http::RequestHeader;
 
 use super::reply::{self, Reply};
 use crate::backends::RouteTable;
-use crate::observe::{health_answer, HealthEndpoint, Lifecycle, Metrics};
 use crate::state::{Discovery, StatusBook};
+use apiagg_observe::{health_answer, HealthEndpoint, Lifecycle, Metrics};
 
 fn header<'a>(req: &'a RequestHeader, name: &str) -> Option<&'a str> {
     req.headers.get(name).and_then(|v| v.to_str().ok())

@@ -12,8 +12,8 @@ use serde_json::{json, Value};
 use super::reply::{self, Reply};
 use super::RequestCtx;
 use crate::apiservices::{Answer, Api, ApiRequest, WatchStream};
-use crate::observe::{Lifecycle, Milestone};
 use crate::state::Gateway;
+use apiagg_observe::{Lifecycle, Milestone};
 
 /// Largest request body the API reads (kube-apiserver's limit is 3 MiB; patches and applies are
 /// bounded by the same figure).

@@ -15,8 +15,8 @@ use pingora_proxy::Session;
 
 use super::reply::Reply;
 use super::{ApiaggProxy, RequestCtx};
-use crate::audit::{AuditId, Begin, Identity, StatusSummary, AUDIT_ID_HEADER};
 use crate::auth::User;
+use apiagg_audit::{AuditId, Begin, Identity, StatusSummary, AUDIT_ID_HEADER};
 
 /// The request headers the audit reads, parsed once (a `&str` name is parsed at every lookup).
 const X_FORWARDED_FOR: http::HeaderName = http::HeaderName::from_static("x-forwarded-for");

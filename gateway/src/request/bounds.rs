@@ -6,7 +6,7 @@ use apiagg_requestinfo::RequestInfo;
 use super::reply::{self, Reply};
 use super::{ApiaggProxy, RequestCtx};
 use crate::backends::Upstream;
-use crate::observe::RouteKind;
+use apiagg_observe::RouteKind;
 
 impl ApiaggProxy {
     /// A watch ends, as kube-apiserver ends it, after the `timeoutSeconds` the client asked for

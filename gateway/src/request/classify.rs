@@ -3,7 +3,7 @@
 use apiagg_requestinfo::RequestInfo;
 
 use super::openapi::OpenApiPath;
-use crate::observe::HealthEndpoint;
+use apiagg_observe::HealthEndpoint;
 
 /// The route of a path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -6,7 +6,7 @@ use pingora_error::{Error, ErrorSource, ErrorType};
 
 use super::reply::{self, Reply};
 use crate::backends::{own_exhaustion, HealthBook, Upstream};
-use crate::observe::RouteKind;
+use apiagg_observe::RouteKind;
 
 /// Passive failure detection: the endpoint is ejected at once and the availability controller
 /// publishes it without waiting for its next probe.

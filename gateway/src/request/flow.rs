@@ -13,7 +13,7 @@ use serde_json::json;
 use super::reply::{self, Reply};
 use super::{ApiaggProxy, RequestCtx};
 use crate::auth::User;
-use crate::flowcontrol::{
+use apiagg_flowcontrol::{
     Admission, Decision, FlowControl, Rejection, Request, FLOW_SCHEMA_UID_HEADER,
     PRIORITY_LEVEL_UID_HEADER,
 };
@@ -144,7 +144,7 @@ fn rejected(ctx: &mut RequestCtx, rejection: Rejection) -> Reply {
 mod tests {
     #[test]
     fn reply_header_names_are_the_flow_control_headers() {
-        use crate::flowcontrol::{FLOW_SCHEMA_UID_HEADER, PRIORITY_LEVEL_UID_HEADER};
+        use apiagg_flowcontrol::{FLOW_SCHEMA_UID_HEADER, PRIORITY_LEVEL_UID_HEADER};
         assert!(FLOW_SCHEMA_UID_HEADER.eq_ignore_ascii_case("x-kubernetes-pf-flowschema-uid"));
         assert!(PRIORITY_LEVEL_UID_HEADER.eq_ignore_ascii_case("x-kubernetes-pf-prioritylevel-uid"));
     }

@@ -40,12 +40,12 @@ use self::classify::Route;
 use self::forward::{Forwarding, Identity};
 use self::openapi::OpenApiPath;
 use self::reply::Reply;
-use crate::audit::{Auditor, RequestAudit, StatusSummary};
 use crate::auth::{Authenticated, Authenticator, User};
 use crate::backends::{FileSlot, OpenFiles, RouteTable, Slot, Upstream};
-use crate::flowcontrol::{Decision, FlowControl, Seat};
-use crate::observe::{InFlight, OpenWatch, Repeats, RouteKind, Running, Tracer};
 use crate::state::Gateway;
+use apiagg_audit::{Auditor, RequestAudit, StatusSummary};
+use apiagg_flowcontrol::{Decision, FlowControl, Seat};
+use apiagg_observe::{InFlight, OpenWatch, Repeats, RouteKind, Running, Tracer};
 
 /// Per-request state.
 pub struct RequestCtx {

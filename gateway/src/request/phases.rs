@@ -14,7 +14,7 @@ use super::classify::{classify, exempt_from_shutdown, non_canonical, Route};
 use super::reply::{self, Reply};
 use super::{apiservice_api, body, deadline, errors, forward, ApiaggProxy, Deadlined, RequestCtx};
 use crate::auth::ConnectionIdentity;
-use crate::observe::{Milestone, RouteKind};
+use apiagg_observe::{Milestone, RouteKind};
 
 /// The header carrying a request's audit ID.
 const AUDIT_ID: &str = "Audit-ID";

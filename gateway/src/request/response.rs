@@ -10,7 +10,7 @@ use pingora_proxy::{FailToProxy, Session};
 
 use super::reply;
 use super::{deadline, errors, ApiaggProxy, RequestCtx};
-use crate::observe::RouteKind;
+use apiagg_observe::RouteKind;
 
 /// The header carrying a request's audit ID.
 const AUDIT_ID: &str = "Audit-ID";

@@ -23,7 +23,7 @@ use pingora_http::RequestHeader;
 use super::{ApiaggProxy, RequestCtx};
 use crate::auth::User;
 use crate::backends::Upstream;
-use crate::observe::{Tracer, TRACEPARENT, TRACESTATE};
+use apiagg_observe::{Tracer, TRACEPARENT, TRACESTATE};
 
 /// kube-apiserver's name for the span of a request.
 const SERVER_SPAN: &str = "KubernetesAPI";

@@ -11,8 +11,8 @@ use apiagg_discovery::{AggregatedDocs, NegotiateOptions};
 use apiagg_openapi_merge::OpenApiDocs;
 
 use crate::backends::{Clients, HealthBook, RouteTable};
-use crate::observe::{Lifecycle, Metrics, Watches};
-use crate::store::Store;
+use apiagg_observe::{Lifecycle, Metrics, Watches};
+use apiagg_store::Store;
 
 pub use snapshot::{snapshot, Publisher, Snapshot};
 pub use status::{ApiServiceStatus, Condition, EndpointStatus, StatusBook};

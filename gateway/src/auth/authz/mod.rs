@@ -21,7 +21,7 @@ use sha2::{Digest, Sha256};
 use super::user::{unescape_key, InvalidIdentity, User, ANONYMOUS, AUTHENTICATED, UNAUTHENTICATED};
 use super::{Authenticated, Method};
 use crate::backends::{Clients, FetchError, Upstream};
-use crate::observe::Metrics;
+use apiagg_observe::Metrics;
 
 mod attributes;
 mod builtin;

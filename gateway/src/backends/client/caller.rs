@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{error_chain, Client, FetchError, Fetched, Lines};
+use super::{Client, FetchError, Fetched, Lines};
+use apiagg_observe::error_chain;
 
 impl Client {
     /// `GET path` with exactly `headers`; the answer's head must arrive within `within`. The

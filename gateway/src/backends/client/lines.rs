@@ -6,7 +6,8 @@ use std::time::Duration;
 use bytes::{Buf, BytesMut};
 use tokio::time::Instant;
 
-use super::{error_chain, Client, FetchError};
+use super::{Client, FetchError};
+use apiagg_observe::error_chain;
 
 /// The lines of a streamed answer (a Kubernetes watch: one JSON event per line).
 pub struct Lines {

@@ -27,9 +27,9 @@ use self::probe::probe;
 use self::stored::{status_writes, StatusWrite};
 use super::targets::group_version_path;
 use crate::backends::{Clients, HealthBook, RouteTable, Upstream};
-use crate::observe::Metrics;
 use crate::state::{EndpointStatus, ProbeOptions, Routes, StatusBook};
-use crate::store::Store;
+use apiagg_observe::Metrics;
+use apiagg_store::Store;
 
 /// Now, as condition and managed-field time stamps write it.
 fn now_rfc3339() -> String {

@@ -9,7 +9,7 @@ use apiagg_strategy::{self as strategy, managed_fields};
 use serde_json::Value;
 
 use crate::state::Condition;
-use crate::store;
+use apiagg_store::revision_of;
 
 /// The field manager of the `Available` conditions apiagg writes (kube-apiserver's name).
 const STATUS_MANAGER: &str = "kube-apiserver";
@@ -83,7 +83,7 @@ pub fn status_writes(
         writes.push(StatusWrite {
             name: name.to_string(),
             object: next,
-            expected: store::revision_of(object),
+            expected: revision_of(object),
         });
     }
     writes

@@ -13,7 +13,7 @@ use apiagg_discovery::{
 use super::plan::{DelegateReads, GvState};
 use crate::backends::{Client, Clients, FetchError, Fetched};
 use crate::controllers::targets::{group_version_path, Target};
-use crate::observe::Repeats;
+use apiagg_observe::Repeats;
 
 /// What backends are asked for at `/apis`.
 const AGGREGATED_ACCEPT: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json";

@@ -23,8 +23,8 @@ use self::fetch::{fetch_local, fetch_service, ServiceState};
 use self::plan::{entries, plan, GvState};
 use super::targets::ServiceKey;
 use crate::backends::{Clients, RouteTable};
-use crate::observe::{Lifecycle, Metrics, Milestone, Repeats};
 use crate::state::{Publisher, Routes, StatusBook};
+use apiagg_observe::{Lifecycle, Metrics, Milestone, Repeats};
 
 /// How often a failure that goes on is logged again (with the count of repeats).
 const REPEAT_INTERVAL: Duration = Duration::from_secs(600);

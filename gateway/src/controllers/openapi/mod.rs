@@ -40,8 +40,8 @@ use self::plan::{plan, Scope};
 use self::sources::{refresh_local, refresh_service, LocalSource, Sources};
 use super::backoff::Backoff;
 use crate::backends::{Client, Clients, FetchError, RouteTable, Upstream};
-use crate::observe::{Lifecycle, Metrics, Milestone, Repeats};
 use crate::state::{Options, Publisher, Routes};
+use apiagg_observe::{Lifecycle, Metrics, Milestone, Repeats};
 
 /// How often a download failure that goes on is logged again (with the count of repeats).
 const REPEAT_INTERVAL: Duration = Duration::from_secs(600);

@@ -15,7 +15,7 @@ use tokio::sync::watch;
 use super::inputs::{delegate_names, fingerprints, proxy_identity, Backends, Loaded};
 use super::Error;
 use crate::backends::{HealthBook, Names};
-use crate::observe::Metrics;
+use apiagg_observe::Metrics;
 
 /// Upper bound of resolving the delegate's host names.
 pub(super) const RESOLVE_TIMEOUT: Duration = Duration::from_secs(5);

@@ -12,7 +12,7 @@ use crate::backends::{
     build_delegate, delegate_credentials, names_of, BuildError, ClientIdentity, HealthBook,
     HostPort, Names, RouteTable, Upstream,
 };
-use crate::observe::CertificateKind;
+use apiagg_observe::CertificateKind;
 
 /// An accepted config and what it loaded; replaced whole when the files or the credentials
 /// change.

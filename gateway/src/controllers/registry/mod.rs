@@ -33,9 +33,9 @@ use crate::backends::{
     build_table, BuildError, Clients, CredentialError, HealthBook, HostPort, Names, RouteTable,
     TableError,
 };
-use crate::observe::{Lifecycle, Metrics, Milestone};
 use crate::state::{Options, Publisher};
-use crate::store::Store;
+use apiagg_observe::{Lifecycle, Metrics, Milestone};
+use apiagg_store::Store;
 
 /// How often endpoint names are resolved again.
 const NAME_REFRESH: std::time::Duration = std::time::Duration::from_secs(30);

@@ -10,7 +10,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use tokio::sync::{broadcast, watch};
 use tokio::task::JoinHandle;
 
-use crate::store::Store;
+use apiagg_store::Store;
 
 /// The routing part of every stored APIService, sorted by name.
 pub fn routable(store: &dyn Store) -> Arc<[APIService]> {
@@ -73,7 +73,7 @@ pub fn follow(store: Arc<dyn Store>) -> (watch::Receiver<Arc<[APIService]>>, Joi
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::Embedded;
+    use apiagg_store::Embedded;
 
     fn object(name: &str, service: &str) -> serde_json::Value {
         serde_json::json!({

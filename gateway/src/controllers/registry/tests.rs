@@ -9,7 +9,7 @@ use rcgen::{
 use super::*;
 use crate::backends::HealthBook;
 use crate::state::Gateway;
-use crate::store::Embedded;
+use apiagg_store::Embedded;
 
 /// Unix seconds of January 1st, 00:00:00 UTC, of 2030 … 2034.
 const JAN_1: [(i32, i64); 5] = [

@@ -13,9 +13,9 @@ use pingora_proxy::Session;
 
 use super::protocol::{self, ItemType, Page};
 use crate::backends::{Client, FetchError, Fetched};
-use crate::observe::Watches;
 use crate::request::reply::{self, Reply};
 use crate::request::RequestCtx;
+use apiagg_observe::Watches;
 
 /// Pages larger than this are parsed on a blocking thread, off the async workers.
 const PARSE_INLINE: usize = 256 << 10;

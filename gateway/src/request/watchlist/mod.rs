@@ -30,7 +30,7 @@ use self::protocol::Encoding;
 use super::reply::{self, Reply};
 use super::{forward, ApiaggProxy, RequestCtx};
 use crate::backends::{Upstream, Verdict, WatchListPlan};
-use crate::observe::RouteKind;
+use apiagg_observe::RouteKind;
 
 pub use protocol::asked;
 
