@@ -1,5 +1,6 @@
 //! The `apiregistration.k8s.io/v1` APIService object: parsing, defaulting and validation with the
-//! messages kube-apiserver gives (spec §1.3).
+//! messages kube-apiserver gives (kube-aggregator's
+//! `pkg/apis/apiregistration/validation/validation.go`).
 
 use std::fmt;
 
@@ -116,7 +117,8 @@ fn is_valid_path_segment(value: &str) -> bool {
     value != "." && value != ".." && !value.contains('/') && !value.contains('%')
 }
 
-/// Validates an APIService (after [`apply_defaults`]) with the rules and messages of spec §1.3.
+/// Validates an APIService (after [`apply_defaults`]) with the rules and messages of
+/// kube-aggregator's `pkg/apis/apiregistration/validation/validation.go`.
 pub fn validate(api_service: &APIService) -> Result<()> {
     let name = api_service.metadata.name.clone().unwrap_or_default();
     let mut errors = Vec::new();

@@ -1,8 +1,10 @@
 //! What every apiagg crate needs to know about APIServices, and nothing else: the
 //! `apiregistration.k8s.io/v1` APIService object with kube-apiserver's defaulting and validation
-//! (spec §1.3), the kube-aware order of versions and APIServices (spec §2), the priorities
-//! kube-apiserver gives its built-in groups, and the content hash used for ETags and OpenAPI v3
-//! `hash` values.
+//! (kube-aggregator's `pkg/apis/apiregistration/validation/validation.go`), the kube-aware order
+//! of versions and APIServices (k8s.io/apimachinery's `pkg/version/helpers.go`, kube-aggregator's
+//! `pkg/apis/apiregistration/v1/helper/helpers.go`), the priorities kube-apiserver gives its
+//! built-in groups, the content hash used for ETags and OpenAPI v3 `hash` values, and the
+//! `metav1.Status` failure every crate answers with.
 //!
 //! Pure and small on purpose: `apiagg-discovery` and `apiagg-openapi-merge` depend on this crate
 //! only, so they build without the config loader (YAML, kube-client) or the write strategy
@@ -11,6 +13,7 @@
 mod apiservice;
 mod content_hash;
 mod priorities;
+mod status;
 mod version;
 mod watch_list;
 
@@ -20,5 +23,6 @@ pub use apiservice::{
 };
 pub use content_hash::{sha512_upper_hex, strong_etag};
 pub use priorities::{builtin_priority, GROUP_PRIORITIES};
+pub use status::{failure_status, reason_for};
 pub use version::{compare_apiservices, compare_kube_aware, compare_versions};
 pub use watch_list::{WatchListMode, WATCH_LIST_ANNOTATION};

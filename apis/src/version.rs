@@ -1,4 +1,4 @@
-//! Kube-aware version ordering (spec §2.1).
+//! Kube-aware version ordering (k8s.io/apimachinery's `pkg/version/helpers.go`).
 //!
 //! A version is "kube-like" when it reads `v<major>[(alpha|beta)<minor>]` with numbers that fit an
 //! `i32`. Kube-like versions sort before all others; among them GA beats beta beats alpha, then the
@@ -57,7 +57,8 @@ fn parse(version: &str) -> Option<KubeVersion> {
     })
 }
 
-/// Legacy discovery order of APIServices (spec §2.2): `groupPriorityMinimum` descending, then
+/// Legacy discovery order of APIServices (kube-aggregator's
+/// `pkg/apis/apiregistration/v1/helper/helpers.go`): `groupPriorityMinimum` descending, then
 /// APIService name; arguments are `(groupPriorityMinimum, name)`.
 pub fn compare_apiservices(a: (i32, &str), b: (i32, &str)) -> Ordering {
     b.0.cmp(&a.0).then_with(|| a.1.cmp(b.1))

@@ -1,6 +1,7 @@
 //! Services and EndpointSlices as a cluster reports them, and how `spec.service` resolves through
-//! them (spec §4.1): to the Service's cluster IP, as kube-apiserver does by default, or to every
-//! ready endpoint, as with `--enable-aggregator-routing`. Pure: the caller feeds the objects.
+//! them (k8s.io/apiserver's `pkg/util/proxy/proxy.go`, `ResolveCluster` and `ResolveEndpoint`): to
+//! the Service's cluster IP, as kube-apiserver does by default, or to every ready endpoint, as
+//! with `--enable-aggregator-routing`. Pure: the caller feeds the objects.
 
 use std::collections::{BTreeSet, HashMap};
 use std::fmt::Display;
@@ -29,7 +30,8 @@ pub enum ServiceResolution {
     Endpoints,
 }
 
-/// Why a Service yields no endpoints: the `Available` condition it leads to (spec §1.5).
+/// Why a Service yields no endpoints: the `Available` condition it leads to (kube-aggregator's
+/// `pkg/controllers/status/remote/remote_available_controller.go`).
 /// Retryable when `status` is `Unknown` (`ServiceAccessError`: the next list or watch may
 /// succeed); with `False` it holds until the cluster or the config changes, which re-resolves.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -1,5 +1,6 @@
 //! The registry: an immutable snapshot of every APIService, ordered as legacy discovery orders
-//! them (spec §2.2), with its backend resolved and an O(1) route table keyed by group/version.
+//! them (kube-aggregator's `pkg/apis/apiregistration/v1/helper/helpers.go`), with its backend
+//! resolved and an O(1) route table keyed by group/version.
 
 use std::cmp::Ordering;
 use std::collections::HashMap;

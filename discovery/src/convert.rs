@@ -1,4 +1,5 @@
-//! Legacy `APIResourceList` → aggregated `APIVersionDiscovery` (spec §6.3), and the
+//! Legacy `APIResourceList` → aggregated `APIVersionDiscovery` (k8s.io/apiserver's
+//! `ConvertGroupVersionIntoToDiscovery` in `pkg/endpoints/installer.go`), and the
 //! normalisation the aggregator applies to documents it downloads.
 
 use std::collections::HashMap;

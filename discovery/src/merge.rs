@@ -1,4 +1,6 @@
-//! Aggregated `/apis` built from per-group-version entries (spec §2.3, §6.3, §6.5, §6.6).
+//! Aggregated `/apis` built from per-group-version entries (k8s.io/apiserver's
+//! `pkg/endpoints/discovery/aggregated/handler.go`, fed by kube-aggregator's
+//! `pkg/apiserver/handler_discovery.go`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -75,7 +77,8 @@ pub struct GroupVersionEntry {
 }
 
 impl GroupVersionEntry {
-    /// A remote group-version as §6.3 publishes it after a fetch.
+    /// A remote group-version as kube-aggregator's discovery manager
+    /// (`pkg/apiserver/handler_discovery.go`) publishes it after a fetch.
     ///
     /// `cached` is this group-version's entry from the backend's last good document, if any
     /// (`None` also when that document lacked the group-version); `fetch_ok` is whether the

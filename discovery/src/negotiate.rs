@@ -1,4 +1,6 @@
-//! Accept-header negotiation for `/apis`, `/api` and `/apis/<group>` (spec §5.5, §6.1).
+//! Accept-header negotiation for `/apis`, `/api` and `/apis/<group>` (k8s.io/apiserver's
+//! `pkg/endpoints/handlers/negotiation/negotiate.go` and
+//! `pkg/endpoints/discovery/aggregated/negotiation.go`).
 //!
 //! Clauses are parsed the way Kubernetes does (goautoneg): split on `,`, parameters on `;`,
 //! `q` read as a float (unparsable = 0), then ordered by `q` descending with concrete types

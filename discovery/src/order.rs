@@ -1,4 +1,5 @@
-//! Legacy `/apis` and `/apis/<group>` built from APIService records (spec §2.2, §5.1, §5.2).
+//! Legacy `/apis` and `/apis/<group>` built from APIService records (kube-aggregator's
+//! `pkg/apiserver/handler_apis.go`, ordered as `pkg/apis/apiregistration/v1/helper/helpers.go`).
 
 use std::collections::HashMap;
 

@@ -1,4 +1,5 @@
-//! Rendering documents to bytes with a strong ETag, and If-None-Match matching (spec §6.7).
+//! Rendering documents to bytes with a strong ETag, and If-None-Match matching (k8s.io/apiserver's
+//! `pkg/endpoints/discovery/aggregated/etag.go`).
 
 use apiagg_apis::strong_etag;
 use bytes::Bytes;

@@ -1,4 +1,4 @@
-//! The errors of the flow-control room.
+//! The errors of the flow-control crate.
 
 use std::fmt;
 use std::path::PathBuf;

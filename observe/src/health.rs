@@ -1,5 +1,5 @@
 //! `/healthz`, `/livez`, `/readyz` with named checks, per-check paths, `verbose` and `exclude`
-//! (spec §11.2).
+//! (k8s.io/apiserver's `pkg/server/healthz/healthz.go`).
 
 use super::lifecycle::{Lifecycle, Milestone};
 

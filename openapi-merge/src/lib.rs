@@ -2,9 +2,12 @@
 //! protobuf encoding (no I/O).
 //!
 //! * [`merge_v2`] merges the delegate's documents and one document per remote APIService into
-//!   the `/openapi/v2` document (spec §7.3), rendered once to bytes with a strong ETag.
+//!   the `/openapi/v2` document (as kube-aggregator's
+//!   `pkg/controllers/openapi/aggregator/aggregator.go`), rendered once to bytes with a strong
+//!   ETag.
 //! * [`build_v3_index`] builds the `/openapi/v3` index from per-group-version documents
-//!   (spec §8), with kube-openapi's content hashes.
+//!   (kube-aggregator's `pkg/controllers/openapiv3/aggregator/aggregator.go`), with
+//!   kube-openapi's content hashes.
 //! * [`render_v2`] and [`render_v3`] turn the current inputs into what is served
 //!   ([`OpenApiDocs`]), and [`encode_document`] writes `/openapi/v2` as gnostic protobuf for kubectl ≤ 1.27.
 //!

@@ -56,7 +56,8 @@ pub struct OpenApiDocs {
     pub v3: HashMap<String, Arc<V3Served>>,
 }
 
-/// Bodies at least this large are sent gzip-compressed to clients that accept it (spec §7.4).
+/// Bodies at least this large are sent gzip-compressed to clients that accept it (kube-openapi's
+/// `pkg/handler/handler.go`).
 pub const GZIP_THRESHOLD: usize = 1400;
 
 /// The inputs of one v2 merge. Two input sets are the same when they hold the same prepared

@@ -1,10 +1,11 @@
-//! What the APIService API does to a write before it is stored (spec §1.4), as kube-apiserver
-//! does it: the strategy (create wipes status and a local APIService is born
-//! `Available=True/Local`, update keeps the stored status, a `/status` update keeps spec and
-//! metadata), the patch formats kubectl sends, the request options (`fieldManager`, `force`,
-//! `fieldValidation`) and the writes as a whole ([`create`], [`update`], [`apply`]) with field
-//! ownership in `metadata.managedFields` and unknown-field warnings. Patches and applies are
-//! bounded as kube-apiserver bounds them ([`MAX_OBJECT_BYTES`], [`MAX_JSON_PATCH_OPERATIONS`]).
+//! What the APIService API does to a write before it is stored (kube-aggregator's
+//! `pkg/registry/apiservice/strategy.go`), as kube-apiserver does it: the strategy (create wipes
+//! status and a local APIService is born `Available=True/Local`, update keeps the stored status,
+//! a `/status` update keeps spec and metadata), the patch formats kubectl sends, the request
+//! options (`fieldManager`, `force`, `fieldValidation`) and the writes as a whole ([`create`],
+//! [`update`], [`apply`]) with field ownership in `metadata.managedFields` and unknown-field
+//! warnings. Patches and applies are bounded as kube-apiserver bounds them
+//! ([`MAX_OBJECT_BYTES`], [`MAX_JSON_PATCH_OPERATIONS`]).
 //!
 //! Pure: the caller supplies the time, the UID and the stored object; no I/O, no async. Every
 //! refusal is a [`WriteError`], one variant per Kubernetes Status reason.

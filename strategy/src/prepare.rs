@@ -1,6 +1,7 @@
-//! What the API server does to an APIService on its way into storage (spec §1.4): create wipes
-//! status (a local APIService is born `Available=True/Local`), update keeps the stored status,
-//! a `/status` update keeps spec and metadata.
+//! What the API server does to an APIService on its way into storage (kube-aggregator's
+//! `pkg/registry/apiservice/strategy.go`): create wipes status (a local APIService is born
+//! `Available=True/Local`), update keeps the stored status, a `/status` update keeps spec and
+//! metadata.
 
 use serde_json::{json, Map, Value};
 

@@ -1,4 +1,4 @@
-//! Tests of the flow-control room through its API.
+//! Tests of the flow-control crate through its API.
 
 mod classify;
 mod configure;

@@ -1,6 +1,7 @@
 //! The answers of the API: objects, `Status` errors with the upstream reasons, and the
 //! server-set values (UIDs, timestamps).
 
+use apiagg_apis::failure_status;
 use apiagg_strategy::WriteError;
 use serde_json::{json, Value};
 
@@ -8,13 +9,7 @@ use super::Answer;
 use apiagg_store::StoreError;
 
 pub fn status(code: u16, reason: &str, message: &str, details: Option<Value>) -> Answer {
-    let mut body = json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
-        "status": "Failure", "message": message, "reason": reason});
-    if let Some(details) = details {
-        body["details"] = details;
-    }
-    body["code"] = json!(code);
-    done(code, &body)
+    done(code, &failure_status(code, reason, message, details))
 }
 
 pub fn done(code: u16, value: &Value) -> Answer {
@@ -32,9 +27,8 @@ pub fn warned(code: u16, value: &Value, warnings: Vec<String>) -> Answer {
 
 /// A 503 `ServiceUnavailable` Status sent with `Retry-After: <seconds>`.
 pub fn unavailable(message: &str, retry_after: u32) -> Answer {
-    let body = json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
-        "status": "Failure", "message": message, "reason": "ServiceUnavailable",
-        "details": {"retryAfterSeconds": retry_after}, "code": 503});
+    let details = json!({"retryAfterSeconds": retry_after});
+    let body = failure_status(503, "ServiceUnavailable", message, Some(details));
     Answer::Retry {
         body: body.to_string().into_bytes(),
         retry_after,

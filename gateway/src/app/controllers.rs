@@ -39,6 +39,8 @@ pub fn add(
         config,
     )
     .with_context(|| format!("config {}", path.display()))?;
+    let mut watched = watched;
+    watched.push(registry.config_files());
     server.add_service(background_service("registry controller", registry));
     let availability = AvailabilityController::new(AvailabilityHandles {
         routes: gateway.routes.clone(),

@@ -4,18 +4,14 @@
 //! backends run before the first request and are flushed after the last).
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context;
-use async_trait::async_trait;
-use pingora_core::server::ShutdownWatch;
-use pingora_core::services::background::BackgroundService;
 
-use crate::backends::{kubeconfig_client, Reload, Reloadable};
-use crate::controllers::FlowControlWatch;
+use crate::backends::{kubeconfig_client, Reloadable, WatchedFile};
 use crate::state::Gateway;
-use apiagg_audit::{AuditError, Auditor, Authorization, Settings as AuditSettings, WebhookTarget};
+use apiagg_audit::{Auditor, Authorization, Settings as AuditSettings, WebhookTarget};
 use apiagg_flowcontrol::{from_file, ConfigError, FlowControl, Settings};
 
 /// Upper bound of connecting to a webhook.
@@ -100,133 +96,16 @@ fn audit_webhook(path: &Path) -> Result<WebhookTarget, String> {
     })
 }
 
-/// Why a [`WatchedFile`] was not applied; what serves stays. Retryable: the file watcher tries
-/// again when the file changes.
-#[derive(Debug, thiserror::Error)]
-pub enum WatchedFileError {
-    /// The file's modification time cannot be read (the file is gone, or not readable).
-    /// Retryable: it is tried again on the next round.
-    #[error("{}: {error}", path.display())]
-    Modified {
-        /// The file.
-        path: PathBuf,
-        /// What reading it said (in the message, not a `source()`).
-        error: std::io::Error,
-    },
-    /// The flow-control objects cannot be read or do not compile. Retryable once the file
-    /// changes.
-    #[error(transparent)]
-    FlowControl(#[from] ConfigError),
-    /// The audit policy cannot be read or is invalid. Retryable once the file changes.
-    #[error(transparent)]
-    AuditPolicy(#[from] AuditError),
+/// The flow-control objects of `flow`, applied again when their file changes.
+pub fn flow_objects(path: PathBuf, flow: Arc<FlowControl>) -> Reloadable {
+    WatchedFile::new("flow control objects", path, move |path| {
+        let report = flow.configure(from_file(path)?)?;
+        tracing::info!("flow control from {}: {report}", path.display());
+        Ok::<(), ConfigError>(())
+    })
 }
 
-/// A file the file watcher re-reads when its modification time changes, handing it to
-/// `apply` (the flow-control objects, the audit policy); a failure keeps what serves.
-pub struct WatchedFile {
-    what: &'static str,
-    path: PathBuf,
-    apply: Box<ApplyFile>,
-    seen: Mutex<Option<SystemTime>>,
-}
-
-/// What a [`WatchedFile`] does with its file.
-type ApplyFile = dyn Fn(&std::path::Path) -> Result<(), WatchedFileError> + Send + Sync;
-
-impl WatchedFile {
-    /// Watches `path` (`what` names it in logs), applied by `apply` when it changes.
-    fn new(
-        what: &'static str,
-        path: PathBuf,
-        apply: impl Fn(&std::path::Path) -> Result<(), WatchedFileError> + Send + Sync + 'static,
-    ) -> Arc<WatchedFile> {
-        let seen = std::fs::metadata(&path).and_then(|m| m.modified()).ok();
-        Arc::new(WatchedFile {
-            what,
-            path,
-            apply: Box::new(apply),
-            seen: Mutex::new(seen),
-        })
-    }
-
-    /// The flow-control objects of `flow`.
-    pub fn flow_objects(path: PathBuf, flow: Arc<FlowControl>) -> Reloadable {
-        WatchedFile::new("flow control objects", path, move |path| {
-            let report = flow.configure(from_file(path)?)?;
-            tracing::info!("flow control from {}: {report}", path.display());
-            Ok(())
-        })
-        .into()
-    }
-
-    /// The audit policy of `auditor`.
-    pub fn audit_policy(path: PathBuf, auditor: Auditor) -> Reloadable {
-        WatchedFile::new("audit policy", path, move |_| Ok(auditor.reload_policy()?)).into()
-    }
-}
-
-impl Reload for WatchedFile {
-    type Error = WatchedFileError;
-
-    fn name(&self) -> String {
-        format!("{} {}", self.what, self.path.display())
-    }
-
-    fn reload(&self) -> Result<bool, WatchedFileError> {
-        let modified = std::fs::metadata(&self.path)
-            .and_then(|m| m.modified())
-            .map_err(|error| WatchedFileError::Modified {
-                path: self.path.clone(),
-                error,
-            })?;
-        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
-        if *seen == Some(modified) {
-            return Ok(false);
-        }
-        (self.apply)(&self.path)?;
-        *seen = Some(modified);
-        Ok(true)
-    }
-}
-
-/// Flow control's upkeep (seat borrowing every 10 s) and, with `FlowSource::Cluster`, the
-/// reflectors of the delegate's objects, for the life of the server.
-pub struct FlowUpkeep {
-    pub flow: Arc<FlowControl>,
-    pub gateway: Arc<Gateway>,
-    pub from_cluster: bool,
-}
-
-#[async_trait]
-impl BackgroundService for FlowUpkeep {
-    async fn start(&self, mut shutdown: ShutdownWatch) {
-        let maintenance = self.flow.spawn_maintenance();
-        let mut watch = None;
-        if self.from_cluster {
-            // The delegate is known once the first config is loaded.
-            let mut routes = self.gateway.routes.subscribe();
-            loop {
-                if let Some(delegate) = self.gateway.routes.load().delegate.clone() {
-                    let clients = self.gateway.clients.clone();
-                    watch = Some(FlowControlWatch::spawn(
-                        self.flow.clone(),
-                        delegate,
-                        clients,
-                    ));
-                    break;
-                }
-                tokio::select! {
-                    changed = routes.changed() => if changed.is_err() { break },
-                    _ = shutdown.changed() => break,
-                }
-            }
-            if watch.is_none() {
-                tracing::warn!("flow control from the cluster: no delegate is configured");
-            }
-        }
-        let _ = shutdown.changed().await;
-        maintenance.abort();
-        drop(watch);
-    }
+/// The audit policy of `auditor`, read again when its file changes.
+pub fn audit_policy(path: PathBuf, auditor: Auditor) -> Reloadable {
+    WatchedFile::new("audit policy", path, move |_| auditor.reload_policy())
 }

@@ -23,6 +23,7 @@ use pingora_core::services::background::background_service;
 
 use crate::auth::Authenticator;
 use crate::backends::{OpenFiles, Reloadable};
+use crate::controllers::{FlowControlController, FlowControlHandles};
 use crate::request::{ApiaggProxy, Controls, TimedOut};
 use crate::state::{Gateway, Options};
 use pingora_core::apps::HttpServerOptions;
@@ -116,18 +117,12 @@ pub fn serve(launch: Launch) -> anyhow::Result<()> {
     .context("creating metrics")?;
     let flow = front_door::flow_control(&launch.flow, &gateway)?;
     if let (Some(flow), FlowSource::File(path)) = (&flow, &launch.flow.source) {
-        watched.push(front_door::WatchedFile::flow_objects(
-            path.clone(),
-            flow.clone(),
-        ));
+        watched.push(front_door::flow_objects(path.clone(), flow.clone()));
     }
     // The audit backends run before the first request is accepted.
     let auditor = front_door::auditor(launch.audit.clone(), &gateway)?;
     if let (true, Some(path)) = (auditor.is_enabled(), &launch.audit.policy_file) {
-        watched.push(front_door::WatchedFile::audit_policy(
-            path.clone(),
-            auditor.clone(),
-        ));
+        watched.push(front_door::audit_policy(path.clone(), auditor.clone()));
     }
     let tracer = launch
         .tracing
@@ -176,14 +171,13 @@ pub fn serve(launch: Launch) -> anyhow::Result<()> {
         (path, sources, config),
     )?;
     if let Some(flow) = flow {
-        server.add_service(background_service(
-            "flow control",
-            front_door::FlowUpkeep {
-                flow,
-                gateway: gateway.clone(),
-                from_cluster: launch.flow.source == FlowSource::Cluster,
-            },
-        ));
+        let controller = FlowControlController::new(FlowControlHandles {
+            flow,
+            routes: gateway.routes.clone(),
+            clients: gateway.clients.clone(),
+            from_cluster: launch.flow.source == FlowSource::Cluster,
+        });
+        server.add_service(background_service("flow-control controller", controller));
     }
     server.add_service(proxy);
     tracing::info!(listen = %listener.address, "apiagg starting");

@@ -1,6 +1,7 @@
-//! Graceful termination driven by apiagg (spec §11.3): SIGTERM turns readyz red at once, the
-//! server keeps serving for the shutdown delay, then refuses new requests with 429 while the
-//! in-flight ones drain (bounded), and only then lets pingora stop.
+//! Graceful termination driven by apiagg (as k8s.io/apiserver's `pkg/server/genericapiserver.go`
+//! terminates): SIGTERM turns readyz red at once, the server keeps serving for the shutdown
+//! delay, then refuses new requests with 429 while the in-flight ones drain (bounded), and only
+//! then lets pingora stop.
 
 use std::sync::Arc;
 

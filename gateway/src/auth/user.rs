@@ -184,7 +184,7 @@ impl User {
     }
 
     /// `X-Remote-User`, `X-Remote-Uid` (when known), one `X-Remote-Group` per group and one
-    /// `X-Remote-Extra-<escaped key>` per value (spec §4.2).
+    /// `X-Remote-Extra-<escaped key>` per value (client-go's `transport/round_trippers.go`).
     pub fn remote_headers(&self) -> &Headers {
         &self.remote
     }

@@ -20,8 +20,10 @@ use super::credentials::BearerToken;
 use super::upstream::Upstream;
 use apiagg_observe::error_chain;
 
-/// The identity of the controllers' requests to remote backends (spec §6.3, §9.3), presented
-/// with the proxy client certificate.
+/// The identity of the controllers' requests to remote backends (kube-aggregator's
+/// `pkg/apiserver/handler_discovery.go` and
+/// `pkg/controllers/status/remote/remote_available_controller.go`), presented with the proxy
+/// client certificate.
 pub const AGGREGATOR_USER: &str = "system:kube-aggregator";
 /// The group of [`AGGREGATOR_USER`].
 pub const AGGREGATOR_GROUP: &str = "system:masters";

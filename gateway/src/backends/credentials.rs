@@ -14,7 +14,6 @@ use pingora_core::utils::tls::CertKey;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
 use super::certs::{check_pair, earliest_not_after, CertError, CheckedPair, Purpose};
-use apiagg_observe::CertificateKind;
 
 /// Why credentials cannot be loaded. Retryable once the files are fixed.
 #[derive(Debug, thiserror::Error)]
@@ -48,82 +47,6 @@ fn read(path: &Path) -> Result<Vec<u8>, CredentialError> {
         path: path.to_path_buf(),
         source,
     })
-}
-
-/// Something read from files that are re-read when they change (CA bundles, token files,
-/// serving certificates). The last good value keeps serving when a file turns bad.
-pub trait Reload: Send + Sync {
-    /// Why the files cannot be used now; the module's own error, so callers and tests see
-    /// the variant (the file watcher sees it boxed in a [`ReloadError`]).
-    type Error: std::error::Error + Send + Sync + 'static;
-    /// What it is, for logs (`CA /etc/apiagg/ca.crt`).
-    fn name(&self) -> String;
-    /// Re-reads the files; `Ok(true)` when something changed.
-    fn reload(&self) -> Result<bool, Self::Error>;
-    /// The certificates it serves with now, for `apiagg_certificate_expiration_timestamp_seconds`:
-    /// their kind and earliest `notAfter` (Unix seconds); `None` when it holds no certificate.
-    fn expiry(&self) -> Option<(CertificateKind, i64)> {
-        None
-    }
-}
-
-/// Why a [`Reloadable`] could not be re-read: the error of the [`Reload`] behind it, boxed (its
-/// type belongs to a higher layer). Retryable: the file watcher reads the files again on its
-/// next round, and the last good value serves meanwhile.
-#[derive(Debug, thiserror::Error)]
-#[error(transparent)]
-pub struct ReloadError(Box<dyn std::error::Error + Send + Sync>);
-
-/// [`Reload`] with its error type erased, so that one file watcher holds them all.
-trait ErasedReload: Send + Sync {
-    fn name(&self) -> String;
-    fn reload(&self) -> Result<bool, ReloadError>;
-    fn expiry(&self) -> Option<(CertificateKind, i64)>;
-}
-
-impl<T: Reload> ErasedReload for T {
-    fn name(&self) -> String {
-        Reload::name(self)
-    }
-    fn reload(&self) -> Result<bool, ReloadError> {
-        Reload::reload(self).map_err(|e| ReloadError(Box::new(e)))
-    }
-    fn expiry(&self) -> Option<(CertificateKind, i64)> {
-        Reload::expiry(self)
-    }
-}
-
-/// Any shared [`Reload`], as the file watcher holds it (cheap to clone).
-#[derive(Clone)]
-pub struct Reloadable(Arc<dyn ErasedReload>);
-
-impl<T: Reload + 'static> From<Arc<T>> for Reloadable {
-    fn from(item: Arc<T>) -> Reloadable {
-        Reloadable(item)
-    }
-}
-
-impl Reloadable {
-    /// What it is, for logs.
-    pub fn name(&self) -> String {
-        self.0.name()
-    }
-
-    /// Re-reads the files; `Ok(true)` when something changed.
-    pub fn reload(&self) -> Result<bool, ReloadError> {
-        self.0.reload()
-    }
-
-    /// The kind and earliest `notAfter` of the certificates it serves with now.
-    pub fn expiry(&self) -> Option<(CertificateKind, i64)> {
-        self.0.expiry()
-    }
-}
-
-impl std::fmt::Debug for Reloadable {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_tuple("Reloadable").field(&self.name()).finish()
-    }
 }
 
 /// A certificate chain and its private key, checked to belong together.
@@ -286,31 +209,6 @@ mod tests {
         std::fs::write(&path, "").expect("write");
         assert!(token.refresh().is_err());
         assert_eq!(token.header().expect("kept").as_bytes(), b"Bearer second");
-    }
-
-    /// A file that is always unreadable.
-    struct Gone;
-
-    impl Reload for Gone {
-        type Error = std::io::Error;
-        fn name(&self) -> String {
-            "gone".into()
-        }
-        fn reload(&self) -> Result<bool, std::io::Error> {
-            Err(std::io::Error::new(
-                std::io::ErrorKind::NotFound,
-                "no such file",
-            ))
-        }
-    }
-
-    #[test]
-    fn a_reloadable_says_what_its_reload_said() {
-        let item = Reloadable::from(Arc::new(Gone));
-        assert_eq!(item.name(), "gone");
-        assert_eq!(item.expiry(), None);
-        let err = item.reload().expect_err("unreadable");
-        assert_eq!(err.to_string(), "no such file");
     }
 
     #[test]

@@ -37,7 +37,8 @@ pub struct RouteTable {
     pub broken: HashMap<usize, String>,
     /// The delegate, when configured.
     pub delegate: Option<Arc<Upstream>>,
-    /// Legacy discovery built from the APIServices (spec §5): `/apis` and `/apis/<group>`.
+    /// Legacy discovery built from the APIServices (kube-aggregator's
+    /// `pkg/apiserver/handler_apis.go`): `/apis` and `/apis/<group>`.
     pub legacy: LegacyDiscovery,
     /// The config file's APIServices as the APIService API lists them (read-only there).
     pub declared: Arc<Vec<serde_json::Value>>,

@@ -5,7 +5,7 @@
 //! to [`FlowControl::configure`] once both kinds are listed. A failing list or watch is retried
 //! with backoff and an expired resourceVersion (410) relists; a configuration that does not
 //! compile keeps the last good one. Problems are logged when they change. (The file source is
-//! `flowcontrol::from_file`, called by the composition root.)
+//! `apiagg_flowcontrol::from_file`, called by the composition root.)
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -15,9 +15,14 @@ use serde_json::Value;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use super::backoff::Backoff;
-use super::reflector::{self, Ended, Watch};
-use crate::backends::{Clients, FetchError, Upstream};
+use async_trait::async_trait;
+
+use pingora_core::server::ShutdownWatch;
+use pingora_core::services::background::BackgroundService;
+
+use super::reflector::{self, Change, Follow};
+use crate::backends::{Clients, Upstream};
+use crate::state::Routes;
 use apiagg_flowcontrol::{FlowControl, Object, API_VERSION};
 
 /// Changes closer together than this are applied together.
@@ -101,8 +106,84 @@ impl Known {
     }
 }
 
+/// What the flow-control controller uses.
+pub struct Handles {
+    /// The flow control it keeps.
+    pub flow: Arc<FlowControl>,
+    /// The routes, for the delegate (read from the config, which may change it).
+    pub routes: Routes,
+    /// apiagg's own clients.
+    pub clients: Arc<Clients>,
+    /// Follow the delegate's cluster objects (`FlowSource::Cluster`); otherwise only upkeep.
+    pub from_cluster: bool,
+}
+
+/// Flow control's upkeep (seat borrowing every 10 s) and, when the objects come from the
+/// cluster, the reflectors of the delegate's objects, restarted when the delegate changes.
+pub struct FlowControlController {
+    handles: Handles,
+}
+
+impl FlowControlController {
+    /// A controller over `handles`; nothing runs before `start`.
+    pub fn new(handles: Handles) -> FlowControlController {
+        FlowControlController { handles }
+    }
+
+    /// Starts, restarts (a new delegate) or stops the reflectors.
+    fn follow(&self, watch: &mut Option<(Arc<Upstream>, FlowControlWatch)>) {
+        let delegate = self.handles.routes.load().delegate.clone();
+        let current = watch.as_ref().map(|(d, _)| d);
+        let same = match (current, &delegate) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            (None, None) => true,
+            _ => false,
+        };
+        if same {
+            return;
+        }
+        *watch = delegate.map(|delegate| {
+            let reflectors = FlowControlWatch::spawn(
+                self.handles.flow.clone(),
+                delegate.clone(),
+                self.handles.clients.clone(),
+            );
+            (delegate, reflectors)
+        });
+        if watch.is_none() {
+            tracing::warn!("flow control from the cluster: no delegate is configured");
+        }
+    }
+}
+
+#[async_trait]
+impl BackgroundService for FlowControlController {
+    async fn start(&self, mut shutdown: ShutdownWatch) {
+        let maintenance = self.handles.flow.spawn_maintenance();
+        let mut watch = None;
+        if self.handles.from_cluster {
+            // The first routes are installed before the controllers start; a later config may
+            // name another delegate, or none.
+            let mut routes = self.handles.routes.subscribe();
+            if self.handles.routes.load().delegate.is_none() {
+                tracing::warn!("flow control from the cluster: no delegate is configured");
+            }
+            loop {
+                self.follow(&mut watch);
+                tokio::select! {
+                    changed = routes.changed() => if changed.is_err() { break },
+                    _ = shutdown.changed() => break,
+                }
+            }
+        }
+        let _ = shutdown.changed().await;
+        maintenance.abort();
+        drop(watch);
+    }
+}
+
 /// The reflectors and the applier of one delegate; dropped, they stop.
-pub struct FlowControlWatch {
+struct FlowControlWatch {
     tasks: Vec<JoinHandle<()>>,
 }
 
@@ -117,7 +198,7 @@ impl Drop for FlowControlWatch {
 impl FlowControlWatch {
     /// Starts following the delegate's flow-control objects on the current runtime, applying
     /// them to `flow`.
-    pub fn spawn(
+    fn spawn(
         flow: Arc<FlowControl>,
         delegate: Arc<Upstream>,
         clients: Arc<Clients>,
@@ -130,12 +211,10 @@ impl FlowControlWatch {
             .map(|&kind| {
                 let reflector = Reflector {
                     kind,
-                    delegate: delegate.clone(),
-                    clients: clients.clone(),
                     known: known.clone(),
                     changed: changed.clone(),
                 };
-                tokio::spawn(reflector.run())
+                tokio::spawn(reflector::run(reflector, delegate.clone(), clients.clone()))
             })
             .collect();
         tasks.push(tokio::spawn(async move {
@@ -180,113 +259,72 @@ fn report(last: &mut Option<String>, outcome: Result<String, apiagg_flowcontrol:
     *last = Some(now);
 }
 
+/// One kind's reflector: hands what it learns to the objects both kinds share.
 struct Reflector {
     kind: Kind,
-    delegate: Arc<Upstream>,
-    clients: Arc<Clients>,
     known: Arc<Mutex<Known>>,
     changed: Arc<watch::Sender<u64>>,
 }
 
 impl Reflector {
-    async fn run(self) {
-        let mut backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(30));
-        let mut version: Option<String> = None;
-        let mut problem: Option<String> = None;
-        loop {
-            let step = match version.clone() {
-                None => self.list().await.map(|v| {
-                    version = Some(v);
-                    None
-                }),
-                Some(from) => self.watch(&from, &mut version).await.map(Some),
-            };
-            match step {
-                Ok(Some(Ended::Expired)) => version = None,
-                Ok(_) => {
-                    backoff.succeeded();
-                    if problem.take().is_some() {
-                        tracing::info!(kind = ?self.kind, "reading the cluster's flow-control objects again");
-                    }
-                }
-                Err(e) => {
-                    let message = e.to_string();
-                    if problem.as_deref() != Some(message.as_str()) {
-                        tracing::warn!(kind = ?self.kind, "cannot read the cluster's flow-control objects, the last known ones stay: {message}");
-                        problem = Some(message);
-                    }
-                    tokio::time::sleep(backoff.failed()).await;
-                }
-            }
-        }
-    }
-
     fn notify(&self) {
         self.changed.send_modify(|g| *g += 1);
     }
+}
 
-    /// Lists every object, page by page; returns the list's resourceVersion.
-    async fn list(&self) -> Result<String, FetchError> {
-        let client = self.clients.pick(&self.delegate)?;
+#[async_trait]
+impl Follow for Reflector {
+    fn path(&self, query: &str) -> String {
+        self.kind.path(query)
+    }
+
+    async fn listed(&self, page: Vec<Value>) {
+        let mut known = lock(&self.known);
+        let index = self.kind.index();
         let mut items = BTreeMap::new();
-        let version = reflector::list(
-            &client,
-            |query| self.kind.path(query),
-            |page| {
-                for item in page {
-                    let name = item["metadata"]["name"].as_str().unwrap_or("").to_string();
-                    match self.kind.decode(item.clone()) {
-                        Ok(object) => {
-                            items.insert(name, object);
-                        }
-                        Err(e) => {
-                            // As for a watch event: the version known before keeps serving (a
-                            // relist after 410 must not change what one replica does).
-                            tracing::warn!(kind = ?self.kind, %name, "ignoring an undecodable object: {e}");
-                            let known = lock(&self.known);
-                            if let Some(known) = known.objects[self.kind.index()].get(&name) {
-                                items.insert(name, known.clone());
-                            }
-                        }
+        for item in page {
+            let name = item["metadata"]["name"].as_str().unwrap_or("").to_string();
+            match self.kind.decode(item) {
+                Ok(object) => {
+                    items.insert(name, object);
+                }
+                Err(e) => {
+                    // As for a watch event: the version known before keeps serving (a relist
+                    // after 410 must not change what one replica does).
+                    tracing::warn!(kind = ?self.kind, %name, "ignoring an undecodable object: {e}");
+                    if let Some(before) = known.objects[index].get(&name) {
+                        items.insert(name, before.clone());
                     }
                 }
-            },
-        )
-        .await?;
-        let changed = {
-            let mut known = lock(&self.known);
-            let index = self.kind.index();
-            let changed = !known.listed[index] || known.objects[index] != items;
-            known.objects[index] = items;
-            known.listed[index] = true;
-            changed
-        };
+            }
+        }
+        let changed = !known.listed[index] || known.objects[index] != items;
+        known.objects[index] = items;
+        known.listed[index] = true;
+        drop(known);
         if changed {
             self.notify();
         }
-        Ok(version)
     }
 
-    /// Watches from `from`, applying each change and keeping `version` current.
-    async fn watch(&self, from: &str, version: &mut Option<String>) -> Result<Ended, FetchError> {
-        let client = self.clients.pick(&self.delegate)?;
-        let mut watch = match Watch::open(&client, |query| self.kind.path(query), from).await? {
-            Ok(watch) => watch,
-            Err(ended) => return Ok(ended),
+    async fn changed(&self, change: Change) {
+        let event_type = if change.deleted {
+            "DELETED"
+        } else {
+            "MODIFIED"
         };
-        loop {
-            let change = match watch.next(version).await? {
-                Ok(change) => change,
-                Err(ended) => return Ok(ended),
-            };
-            let event_type = if change.deleted {
-                "DELETED"
-            } else {
-                "MODIFIED"
-            };
-            let changed = lock(&self.known).event(self.kind, event_type, change.object);
-            if changed {
-                self.notify();
+        if lock(&self.known).event(self.kind, event_type, change.object) {
+            self.notify();
+        }
+    }
+
+    async fn problem(&self, problem: Option<String>) {
+        match problem {
+            Some(p) => {
+                tracing::warn!(kind = ?self.kind, "cannot read the cluster's flow-control objects, the last known ones stay: {p}")
+            }
+            None => {
+                tracing::info!(kind = ?self.kind, "reading the cluster's flow-control objects again")
             }
         }
     }

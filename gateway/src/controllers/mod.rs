@@ -5,8 +5,8 @@
 //!   the cluster's Services (`services`) → `compose` → the route table, published on change;
 //! - `availability`: probes → `evaluate` → conditions, status writes to stored APIServices;
 //! - `discovery` and `openapi`: `plan` → downloads → merge → the published documents;
-//! - `flowcontrol`: the cluster's FlowSchemas and priority levels; `files`: certificate, CA and
-//!   token files re-read.
+//! - `flowcontrol`: flow control's upkeep, and the cluster's FlowSchemas and priority levels
+//!   followed at the delegate; `files`: every file apiagg watches, re-read when it changes.
 
 mod autoregister;
 mod availability;
@@ -25,6 +25,6 @@ mod targets;
 pub use availability::{AvailabilityController, Handles as AvailabilityHandles};
 pub use discovery::{DiscoveryController, Handles as DiscoveryHandles};
 pub use files::FileWatcher;
-pub use flowcontrol::FlowControlWatch;
+pub use flowcontrol::{FlowControlController, Handles as FlowControlHandles};
 pub use openapi::{Handles as OpenApiHandles, OpenApiController};
 pub use registry::{Handles as RegistryHandles, RegistryController};

@@ -1,15 +1,97 @@
-//! What the reflectors of cluster objects share (the cluster's Services and EndpointSlices,
-//! FlowSchemas and priority levels): listing a collection page by page, and watching it from a
-//! resourceVersion as client-go's reflector does — bookmarks asked for, re-watches spread over
-//! five minutes, 410 (as a status or an `ERROR` event) meaning "list again", and a watch that
-//! ends at once treated as a failure so it never becomes a busy loop.
+//! The one reflector loop of cluster objects (the cluster's Services and EndpointSlices,
+//! FlowSchemas and priority levels), as kube-runtime keeps one `watcher` and an apply function:
+//! [`run`] lists a collection page by page, then watches it from the list's resourceVersion as
+//! client-go's reflector does — bookmarks asked for, re-watches spread over five minutes, 410 (as
+//! a status or an `ERROR` event) meaning "list again", a watch that ends at once treated as a
+//! failure so it never becomes a busy loop, failures retried with backoff. What it learns goes
+//! to a [`Follow`], which owns the objects.
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use async_trait::async_trait;
 use serde_json::Value;
 use tokio::time::Instant;
 
-use crate::backends::{Client, FetchError, Lines};
+use super::backoff::Backoff;
+use crate::backends::{Client, Clients, FetchError, Lines, Upstream};
+
+/// What one reflector does with what it learns, and where it reads.
+#[async_trait]
+pub trait Follow: Send + Sync + 'static {
+    /// The collection's path with `query` appended (selectors are the follower's).
+    fn path(&self, query: &str) -> String;
+    /// A full list: `items` is now everything there is.
+    async fn listed(&self, items: Vec<Value>);
+    /// One change a watch reported.
+    async fn changed(&self, change: Change);
+    /// The reflector failed (`Some`, with why) or reads again after a failure (`None`); called
+    /// only when this changes, so the follower logs it as it comes.
+    async fn problem(&self, problem: Option<String>);
+}
+
+/// Follows `follow`'s collection at `delegate` for ever (abort the task to stop it).
+pub async fn run(follow: impl Follow, delegate: Arc<Upstream>, clients: Arc<Clients>) {
+    let mut backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(30));
+    let mut version: Option<String> = None;
+    let mut problem: Option<String> = None;
+    loop {
+        let step = async {
+            let client = clients.pick(&delegate)?;
+            match version.clone() {
+                None => {
+                    let mut items = Vec::new();
+                    let listed = list(
+                        &client,
+                        |q| follow.path(q),
+                        |page| items.extend(page.iter().cloned()),
+                    )
+                    .await?;
+                    follow.listed(items).await;
+                    version = Some(listed);
+                    Ok(None)
+                }
+                Some(from) => watch(&client, &follow, &from, &mut version).await.map(Some),
+            }
+        };
+        match step.await {
+            Ok(Some(Ended::Expired)) => version = None,
+            Ok(_) => {
+                backoff.succeeded();
+                if problem.take().is_some() {
+                    follow.problem(None).await;
+                }
+            }
+            Err(e) => {
+                let message = e.to_string();
+                if problem.as_deref() != Some(message.as_str()) {
+                    follow.problem(Some(message.clone())).await;
+                    problem = Some(message);
+                }
+                tokio::time::sleep(backoff.failed()).await;
+            }
+        }
+    }
+}
+
+/// Watches from `from`, handing each change to `follow` and keeping `version` current.
+async fn watch(
+    client: &Client,
+    follow: &impl Follow,
+    from: &str,
+    version: &mut Option<String>,
+) -> Result<Ended, FetchError> {
+    let mut watch = match Watch::open(client, |q| follow.path(q), from).await? {
+        Ok(watch) => watch,
+        Err(ended) => return Ok(ended),
+    };
+    loop {
+        match watch.next(version).await? {
+            Ok(change) => follow.changed(change).await,
+            Err(ended) => return Ok(ended),
+        }
+    }
+}
 
 /// Objects per list page.
 const PAGE: usize = 500;
@@ -17,7 +99,7 @@ const PAGE: usize = 500;
 const LIST_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How a watch ended without a transport error.
-pub enum Ended {
+enum Ended {
     /// Its time was up: watch again from the last resourceVersion.
     Timeout,
     /// The resourceVersion is too old (410): list again.
@@ -34,7 +116,7 @@ pub struct Change {
 
 /// Lists every object of a collection, page by page (`path_of(query)` is the path of a page),
 /// handing each page's items to `each`; returns the list's resourceVersion.
-pub async fn list(
+async fn list(
     client: &Client,
     path_of: impl Fn(&str) -> String,
     mut each: impl FnMut(&[Value]),
@@ -62,7 +144,7 @@ pub async fn list(
 }
 
 /// An open watch.
-pub struct Watch {
+struct Watch {
     lines: Lines,
     path: String,
     started: Instant,
@@ -71,7 +153,7 @@ pub struct Watch {
 impl Watch {
     /// Watches the collection from `from` (`path_of(query)` as for [`list`]); `Err(Ended)`
     /// when the version is already too old.
-    pub async fn open(
+    async fn open(
         client: &Client,
         path_of: impl Fn(&str) -> String,
         from: &str,
@@ -98,7 +180,7 @@ impl Watch {
 
     /// The next change, keeping `version` current (bookmarks included); `Err(Ended)` once the
     /// watch is over.
-    pub async fn next(
+    async fn next(
         &mut self,
         version: &mut Option<String>,
     ) -> Result<Result<Change, Ended>, FetchError> {

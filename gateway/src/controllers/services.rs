@@ -5,15 +5,16 @@
 //! while the last known state keeps resolving; an expired resourceVersion (410) relists.
 
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
 
 use apiagg_config::{ClusterServices, ServiceResolution, SERVICE_NAME_LABEL};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use super::backoff::Backoff;
-use super::reflector::{self, Ended, Watch};
-use crate::backends::{Clients, FetchError, Upstream};
+use async_trait::async_trait;
+use serde_json::Value;
+
+use super::reflector::{self, Follow};
+use crate::backends::{Clients, Upstream};
 
 /// The Services and EndpointSlices known so far: written by one applier task, read by the
 /// registry controller (off the request path).
@@ -114,12 +115,10 @@ impl ClusterWatch {
                 let reflector = Reflector {
                     kind,
                     kinds: kinds.len(),
-                    delegate: delegate.clone(),
-                    clients: clients.clone(),
                     changes: changes.clone(),
                     listed: listed.clone(),
                 };
-                tokio::spawn(reflector.run())
+                tokio::spawn(reflector::run(reflector, delegate.clone(), clients.clone()))
             })
             .collect();
         tasks.push(tokio::spawn(async move {
@@ -135,12 +134,11 @@ impl ClusterWatch {
     }
 }
 
+/// One kind's reflector: hands what it learns to the applier.
 struct Reflector {
     kind: Kind,
     /// How many kinds must be listed before resolution answers.
     kinds: usize,
-    delegate: Arc<Upstream>,
-    clients: Arc<Clients>,
     /// To the applier.
     changes: tokio::sync::mpsc::Sender<Change>,
     /// The kinds listed at least once.
@@ -148,63 +146,20 @@ struct Reflector {
 }
 
 impl Reflector {
-    async fn run(self) {
-        let mut backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(30));
-        let mut version: Option<String> = None;
-        loop {
-            let step = match version.clone() {
-                None => self.list().await.map(|v| {
-                    version = Some(v);
-                    None
-                }),
-                Some(from) => self.watch(&from, &mut version).await.map(Some),
-            };
-            match step {
-                Ok(Some(Ended::Expired)) => version = None,
-                Ok(_) => {
-                    backoff.succeeded();
-                    self.report(None).await;
-                }
-                Err(e) => {
-                    self.report(Some(e.to_string())).await;
-                    tokio::time::sleep(backoff.failed()).await;
-                }
-            }
-        }
-    }
-
     /// Hands `change` to the applier (waiting while it is behind).
     async fn apply(&self, change: impl FnOnce(&mut ClusterServices) -> bool + Send + 'static) {
         // The applier ends only with the reflectors' ClusterWatch: nothing is lost.
         let _ = self.changes.send(Box::new(change)).await;
     }
+}
 
-    /// Logs a problem when it changes and records it for the conditions.
-    async fn report(&self, problem: Option<String>) {
-        let kind = self.kind;
-        self.apply(move |cluster| {
-            let changed = cluster.set_problem(problem.clone());
-            if changed {
-                match &problem {
-                    Some(p) => tracing::warn!(?kind, "cannot read the cluster's {kind:?}, the last known ones keep resolving: {p}"),
-                    None => tracing::info!(?kind, "reading the cluster's {kind:?} again"),
-                }
-            }
-            changed && !cluster.listed()
-        })
-        .await;
+#[async_trait]
+impl Follow for Reflector {
+    fn path(&self, query: &str) -> String {
+        self.kind.path(query)
     }
 
-    /// Lists every object, page by page; returns the list's resourceVersion.
-    async fn list(&self) -> Result<String, FetchError> {
-        let client = self.clients.pick(&self.delegate)?;
-        let mut items = Vec::new();
-        let version = reflector::list(
-            &client,
-            |query| self.kind.path(query),
-            |page| items.extend(page.iter().cloned()),
-        )
-        .await?;
+    async fn listed(&self, items: Vec<Value>) {
         let kind = self.kind;
         let all_listed = {
             let mut listed = self.listed.lock().unwrap_or_else(|e| e.into_inner());
@@ -226,27 +181,30 @@ impl Reflector {
             changed || first
         })
         .await;
-        Ok(version)
     }
 
-    /// Watches from `from`, applying each change and keeping `version` current.
-    async fn watch(&self, from: &str, version: &mut Option<String>) -> Result<Ended, FetchError> {
-        let client = self.clients.pick(&self.delegate)?;
-        let mut watch = match Watch::open(&client, |query| self.kind.path(query), from).await? {
-            Ok(watch) => watch,
-            Err(ended) => return Ok(ended),
-        };
-        loop {
-            let change = match watch.next(version).await? {
-                Ok(change) => change,
-                Err(ended) => return Ok(ended),
-            };
-            let (kind, object, deleted) = (self.kind, change.object, change.deleted);
-            self.apply(move |cluster| match kind {
-                Kind::Services => cluster.service_event(&object, deleted),
-                Kind::EndpointSlices => cluster.slice_event(&object, deleted),
-            })
-            .await;
-        }
+    async fn changed(&self, change: reflector::Change) {
+        let (kind, object, deleted) = (self.kind, change.object, change.deleted);
+        self.apply(move |cluster| match kind {
+            Kind::Services => cluster.service_event(&object, deleted),
+            Kind::EndpointSlices => cluster.slice_event(&object, deleted),
+        })
+        .await;
+    }
+
+    /// Logs a problem and records it for the conditions.
+    async fn problem(&self, problem: Option<String>) {
+        let kind = self.kind;
+        self.apply(move |cluster| {
+            let changed = cluster.set_problem(problem.clone());
+            if changed {
+                match &problem {
+                    Some(p) => tracing::warn!(?kind, "cannot read the cluster's {kind:?}, the last known ones keep resolving: {p}"),
+                    None => tracing::info!(?kind, "reading the cluster's {kind:?} again"),
+                }
+            }
+            changed && !cluster.listed()
+        })
+        .await;
     }
 }

@@ -1,5 +1,6 @@
 //! Answers apiagg serves itself from published snapshots: health, metrics, its status document,
-//! `/version` (without a delegate), and legacy and aggregated discovery (spec §5, §6.7).
+//! `/version` (without a delegate), and legacy and aggregated discovery (kube-aggregator's
+//! `pkg/apiserver/handler_apis.go`; k8s.io/apiserver's `pkg/endpoints/discovery/aggregated/`).
 
 use apiagg_discovery as discovery;
 use apiagg_discovery::NegotiateOptions;
@@ -63,7 +64,8 @@ pub fn version() -> Reply {
 }
 
 /// A precomputed document; aggregated ones carry ETag and `Cache-Control: public` and answer a
-/// matching `If-None-Match` with 304 (spec §6.7).
+/// matching `If-None-Match` with 304 (k8s.io/apiserver's
+/// `pkg/endpoints/discovery/aggregated/etag.go`).
 fn document(req: &RequestHeader, doc: &discovery::RenderedDoc, cacheable: bool) -> Reply {
     if !cacheable {
         return Reply::new(200, doc.content_type, doc.bytes.clone());

@@ -157,7 +157,8 @@ fn is_dot_segment(segment: &[u8]) -> bool {
     matches!(segment, b"." | b"..")
 }
 
-/// Whether a route is still served while shutting down (spec §11.3): health and metrics.
+/// Whether a route is still served while shutting down (k8s.io/apiserver's
+/// `pkg/server/filters/with_retry_after.go`): health and metrics.
 pub fn exempt_from_shutdown(route: &Route<'_>) -> bool {
     matches!(route, Route::Health(..) | Route::Metrics)
 }

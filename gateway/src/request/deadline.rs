@@ -1,4 +1,5 @@
-//! How long a forwarded request may take (spec §4.6): long-running requests (watch, proxy,
+//! How long a forwarded request may take (k8s.io/apiserver's `pkg/server/filters/timeout.go`
+//! and, for discovery, `pkg/util/proxy/proxy.go`): long-running requests (watch, proxy,
 //! attach, exec, log, portforward) are unbounded; a backend's discovery document
 //! (`/apis/<g>/<v>`) gets 5 s; everything else `--request-timeout`, or a shorter `?timeout=`.
 //! All of it is read from the request's one parse ([`RequestInfo`]).

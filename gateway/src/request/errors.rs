@@ -38,7 +38,8 @@ pub fn endpoint_broken(e: &Error, client_reused: bool) -> bool {
 }
 
 /// The Status apiagg writes for an upstream answer it must not pass on: a redirect from a
-/// remote backend (502), or a 404 from the delegate before mux completion (503, spec §3.4).
+/// remote backend (502), or a 404 from the delegate before mux completion (503, as
+/// k8s.io/apiserver's `pkg/util/notfoundhandler/not_found_handler.go`).
 pub fn replacement(
     kind: RouteKind,
     code: u16,

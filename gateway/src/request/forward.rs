@@ -14,6 +14,7 @@ use pingora_error::{ErrorType::InvalidHTTPHeader, OrErr, Result};
 use pingora_http::RequestHeader;
 
 use crate::auth::{Authenticator, User};
+use apiagg_audit::AUDIT_ID_HEADER;
 
 /// Who the forwarded request is from, and how that is said.
 #[derive(Debug, Clone)]
@@ -274,7 +275,7 @@ pub fn fetch_headers(
         HeaderValue::from_static("application/json"),
     );
     if let Some(id) = audit_id {
-        headers.insert(HeaderName::from_static("audit-id"), id);
+        headers.insert(AUDIT_ID_HEADER, id);
     }
     Ok(headers)
 }

@@ -50,7 +50,8 @@ use apiagg_observe::{InFlight, OpenWatch, Repeats, RouteKind, Running, Tracer};
 /// Per-request state.
 pub struct RequestCtx {
     started: Instant,
-    /// Whether every route was installed when the request arrived (spec §3.4).
+    /// Whether every route was installed when the request arrived (k8s.io/apiserver's
+    /// `pkg/endpoints/filters/mux_discovery_complete.go`).
     arrived_complete: bool,
     kind: RouteKind,
     upstream: Option<Arc<Upstream>>,

@@ -1,6 +1,6 @@
 //! Answers `/openapi/v2`, `/openapi/v3` and `/openapi/v3/<key>` from the published snapshot
-//! (spec §7.4, §8.3). Nothing is built here: bytes, hashes and ETags were computed when the
-//! snapshot was published.
+//! (as kube-openapi's `pkg/handler/handler.go` and `pkg/handler3/handler.go` answer them).
+//! Nothing is built here: bytes, hashes and ETags were computed when the snapshot was published.
 
 use std::time::{Duration, SystemTime};
 
@@ -78,7 +78,7 @@ enum Format {
     Protobuf,
 }
 
-/// Protobuf media types of OpenAPI v2 (spec §7.4).
+/// Protobuf media types of OpenAPI v2 (kube-openapi's `pkg/handler/handler.go`).
 const PROTOBUF_TYPES: [&str; 2] = [
     "application/com.github.proto-openapi.spec.v2@v1.0+protobuf",
     "application/com.github.proto-openapi.spec.v2.v1.0+protobuf",

@@ -1,5 +1,6 @@
 //! Responses apiagg writes itself; every error among them is a `metav1.Status`.
 
+use apiagg_apis::failure_status;
 use bytes::Bytes;
 use http::header::{CONTENT_LENGTH, CONTENT_TYPE, X_CONTENT_TYPE_OPTIONS};
 use http::{HeaderName, HeaderValue, StatusCode};
@@ -122,24 +123,11 @@ pub fn watch_head(
 /// Renders a failure `Status` (`kind`, `apiVersion`, `metadata`, `status`, `message`, `reason`,
 /// optional `details`, `code`, in the order kube-apiserver writes them).
 pub fn failure(code: u16, reason: &str, message: &str, details: Option<Value>) -> Bytes {
-    let mut status = json!({
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Failure",
-        "message": message,
-        "reason": reason,
-    });
-    if let (Some(details), Some(map)) = (details, status.as_object_mut()) {
-        map.insert("details".into(), details);
-    }
-    if let Some(map) = status.as_object_mut() {
-        map.insert("code".into(), json!(code));
-    }
-    Bytes::from(status.to_string())
+    Bytes::from(failure_status(code, reason, message, details).to_string())
 }
 
-/// 503 for a request that arrived before every route was installed (spec §3.4).
+/// 503 for a request that arrived before every route was installed (k8s.io/apiserver's
+/// `pkg/util/notfoundhandler/not_found_handler.go`).
 pub fn mux_incomplete() -> Bytes {
     failure(
         503,
@@ -218,7 +206,8 @@ pub fn out_of_files(budget: usize) -> Reply {
     .header(http::header::RETRY_AFTER, "1")
 }
 
-/// 504 for a request that did not finish within its timeout (spec §3.5).
+/// 504 for a request that did not finish within its timeout (k8s.io/apiserver's
+/// `pkg/server/filters/timeout.go`).
 pub fn timeout_reply() -> Reply {
     let message = "Timeout: request did not complete within the allotted timeout";
     Reply::json(504, failure(504, "Timeout", message, Some(json!({}))))

@@ -10,10 +10,8 @@ use pingora_proxy::{FailToProxy, Session};
 
 use super::reply;
 use super::{deadline, errors, ApiaggProxy, RequestCtx};
+use apiagg_audit::AUDIT_ID_HEADER;
 use apiagg_observe::RouteKind;
-
-/// The header carrying a request's audit ID.
-const AUDIT_ID: &str = "Audit-ID";
 
 impl ApiaggProxy {
     /// The backend's response head: classification and audit headers added, remote backends' CORS headers dropped, answers apiagg must not pass on
@@ -29,7 +27,7 @@ impl ApiaggProxy {
             }
         }
         if let Some(id) = super::audit::id_header(ctx) {
-            response.insert_header(AUDIT_ID, id)?;
+            response.insert_header(AUDIT_ID_HEADER, id)?;
         }
         if let Some(audit) = ctx.audit.as_mut() {
             audit.response_started(response.status.as_u16());

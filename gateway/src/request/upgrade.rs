@@ -1,4 +1,6 @@
-//! HTTP/1.1 upgrades (WebSocket, SPDY/3.1) tunnelled by apiagg itself (spec §4.5).
+//! HTTP/1.1 upgrades (WebSocket, SPDY/3.1) tunnelled by apiagg itself (upstream:
+//! k8s.io/apimachinery's `pkg/util/proxy/upgradeaware.go`, as kube-aggregator's
+//! `pkg/apiserver/handler_proxy.go` uses it).
 //!
 //! pingora 0.9's own upgrade tunnel can end a session right after the `101` when the backend
 //! answers quickly (cloudflare/pingora#946). apiagg therefore dials the backend itself, relays the

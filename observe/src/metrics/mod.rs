@@ -176,8 +176,8 @@ impl Metrics {
         Running(gauge)
     }
 
-    /// The registry every metric is registered in (rooms with metrics of their own add them
-    /// here, so `/metrics` shows them).
+    /// The registry every metric is registered in (crates and modules with metrics of their own
+    /// add them here, so `/metrics` shows them).
     pub fn registry(&self) -> &Registry {
         &self.registry
     }
@@ -381,7 +381,7 @@ impl Metrics {
             terminated_series: dashmap::DashSet::new(),
         };
         // The process's own series (process_open_fds, process_max_fds, memory, CPU), added as
-        // any room adds metrics of its own.
+        // any crate or module adds metrics of its own.
         #[cfg(target_os = "linux")]
         metrics.registry().register(Box::new(
             prometheus::process_collector::ProcessCollector::for_self(),

@@ -1,5 +1,6 @@
 //! The merge state: paths, definitions and parameters borrowed from the inputs, plus the
-//! per-input reference renames applied when rendering (spec §7.3).
+//! per-input reference renames applied when rendering (kube-openapi's
+//! `pkg/aggregator/aggregator.go`).
 
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};

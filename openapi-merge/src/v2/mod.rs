@@ -1,4 +1,4 @@
-//! OpenAPI v2 aggregation (spec §7, §2.4).
+//! OpenAPI v2 aggregation (kube-aggregator's `pkg/controllers/openapi/aggregator/`).
 //!
 //! Inputs are documents turned once, when downloaded, into a compact [`SourceDoc`] (compact JSON
 //! text per entry, references resolved) shared by every APIService they serve; the merge borrows
@@ -63,13 +63,15 @@ pub struct MergedV2 {
 /// `None` when there is no input. Inputs were checked when prepared ([`PreparedV2`] reports
 /// unusable documents with a [`crate::SpecError`]), so the merge itself cannot fail.
 ///
-/// Rules (spec §7.3): remote documents keep only paths under `/apis/<group>/<version>/`; the
-/// first document to claim a path keeps it; a document losing paths also loses the definitions
-/// and parameters only those paths used (ones no path ever used stay); a definition equal to an
-/// existing one (ignoring `x-kubernetes-group-version-kind`, whose lists are unioned) is shared;
-/// a different one is renamed `<name>_v2`, `_v3`, … (reusing an equal twin) with its document's
-/// `$ref`s rewritten; shared parameters likewise. The first usable document provides every other
-/// top-level field (`swagger`, `info`, `securityDefinitions`, `security`, `responses`, …).
+/// Rules (kube-aggregator's `pkg/controllers/openapi/aggregator/aggregator.go` with
+/// kube-openapi's `pkg/aggregator/aggregator.go`): remote documents keep only paths under
+/// `/apis/<group>/<version>/`; the first document to claim a path keeps it; a document losing
+/// paths also loses the definitions and parameters only those paths used (ones no path ever used
+/// stay); a definition equal to an existing one (ignoring `x-kubernetes-group-version-kind`,
+/// whose lists are unioned) is shared; a different one is renamed `<name>_v2`, `_v3`, …
+/// (reusing an equal twin) with its document's `$ref`s rewritten; shared parameters likewise.
+/// The first usable document provides every other top-level field (`swagger`, `info`,
+/// `securityDefinitions`, `security`, `responses`, …).
 /// A document with no paths (`paths` missing or null, or all filtered) contributes nothing.
 pub fn merge_v2(locals: &[LocalSpec], remotes: &[RemoteSpec]) -> Option<MergedV2> {
     let mut merger = merge::Merger::default();

@@ -1,4 +1,6 @@
-//! Merge order of remote APIServices (spec §2.4, with DESIGN.md's same-group improvement).
+//! Merge order of remote APIServices (kube-aggregator's
+//! `pkg/controllers/openapi/aggregator/priority.go`, with the same-group improvement listed in
+//! `docs/differences-from-kube-aggregator.md`).
 
 use std::collections::HashMap;
 

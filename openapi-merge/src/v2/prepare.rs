@@ -16,8 +16,9 @@ pub struct PreparedV2 {
     pub(crate) doc: Arc<SourceDoc>,
     /// Indices of the paths the filter keeps, in document order.
     pub(crate) paths: Vec<u32>,
-    /// Indices of the definitions kept with those paths (spec §7.2: what only dropped paths
-    /// used goes; what no path ever used stays), in document order.
+    /// Indices of the definitions kept with those paths (as kube-openapi's
+    /// `pkg/aggregator/aggregator.go` filters: what only dropped paths used goes; what no path
+    /// ever used stays), in document order.
     pub(crate) definitions: Vec<u32>,
     /// Indices of the shared parameters kept by the same rule.
     pub(crate) parameters: Vec<u32>,

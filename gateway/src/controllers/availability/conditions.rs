@@ -1,7 +1,7 @@
 //! The availability controller's pure step: every APIService's `Available` condition from what
 //! the route table and the probes know (as plain data), and what changed since the last step.
-//! The condition helper rule of spec §1.5 holds: `lastTransitionTime` moves only when `status`
-//! does.
+//! The condition helper rule of kube-aggregator's `pkg/apis/apiregistration/v1/helper/helpers.go`
+//! holds: `lastTransitionTime` moves only when `status` does.
 
 use std::collections::{HashMap, HashSet};
 

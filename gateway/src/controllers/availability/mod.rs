@@ -1,8 +1,10 @@
-//! The availability controller (spec §9, with DESIGN.md's improvements): probes every endpoint of
-//! every remote APIService on its own path, continuously, with TLS verified like the proxy
-//! (ejecting after repeated slow or failed probes, at once on a refused connection), folds in the
-//! failures the proxy path reports, and keeps each APIService's `Available` condition, the
-//! endpoint health the request path reads, and the availability metrics.
+//! The availability controller (kube-aggregator's
+//! `pkg/controllers/status/remote/remote_available_controller.go`, with the improvements listed
+//! in `docs/differences-from-kube-aggregator.md`): probes every endpoint of every remote
+//! APIService on its own path, continuously, with TLS verified like the proxy (ejecting after
+//! repeated slow or failed probes, at once on a refused connection), folds in the failures the
+//! proxy path reports, and keeps each APIService's `Available` condition, the endpoint health the
+//! request path reads, and the availability metrics.
 //!
 //! The loop only schedules probes and publications. A publication reads the route table and the
 //! endpoint health as plain data, asks the pure steps what to set ([`conditions::evaluate`]) and

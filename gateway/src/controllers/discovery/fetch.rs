@@ -17,7 +17,7 @@ use apiagg_observe::Repeats;
 
 /// What backends are asked for at `/apis`.
 const AGGREGATED_ACCEPT: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json";
-/// Upper bound of one discovery request (spec §6.3).
+/// Upper bound of one discovery request (kube-aggregator's `pkg/apiserver/handler_discovery.go`).
 const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Group-version documents indexed by `"<group>/<version>"`.

@@ -1,6 +1,6 @@
 //! The discovery controller: fetches every backend's discovery (one fetch per Service), keeps the
 //! last good document, merges it with the delegate's groups and publishes the aggregated `/apis`
-//! as precomputed bytes (spec §6.3–§6.6).
+//! as precomputed bytes (kube-aggregator's `pkg/apiserver/handler_discovery.go`).
 //!
 //! The loop only schedules rounds. A round asks the pure [`plan::plan`] what to read, reads it
 //! ([`fetch`]), and publishes what the pure [`plan::entries`] merge into when it changed.

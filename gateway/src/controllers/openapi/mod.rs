@@ -1,6 +1,7 @@
-//! The OpenAPI controller (spec §7, §8): keeps every source's documents current and publishes
-//! the merged snapshot that `/openapi/v2` and `/openapi/v3` serve. One download per backend
-//! Service serves every APIService behind it.
+//! The OpenAPI controller (kube-aggregator's `pkg/controllers/openapi` and
+//! `pkg/controllers/openapiv3`): keeps every source's documents current and publishes the merged
+//! snapshot that `/openapi/v2` and `/openapi/v3` serve. One download per backend Service serves
+//! every APIService behind it.
 //!
 //! Schedule: a full round on start, on every route change and every `--openapi-refresh`; a
 //! failing source is retried alone with backoff. Downloads are bounded by `--openapi-timeout`.

@@ -1,11 +1,12 @@
-//! Input: the config file. Read again every `reload_interval` and on SIGHUP; a change that
-//! parses and loads replaces the [`Loaded`] value, one that does not is logged (once per
-//! content) and counted, and the previous config keeps serving. The client certificate files
-//! are checked on the same tick: a rotated certificate reloads the backends, a rotated delegate
-//! token is used from the next request.
+//! Input: the config file. [`ConfigFiles`] is what the file watcher re-reads every reload
+//! interval (the config, the APIService files it names, the client certificates and the
+//! delegate's token): a rotated delegate token is used from the next request; a changed config
+//! or certificate wakes the config task, as SIGHUP does. The task loads it: a change that parses
+//! and loads replaces the [`Loaded`] value, one that does not is logged (once per content) and
+//! counted, and the previous config keeps serving.
 
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use apiagg_config::Sources;
@@ -14,7 +15,7 @@ use tokio::sync::watch;
 
 use super::inputs::{delegate_names, fingerprints, proxy_identity, Backends, Loaded};
 use super::Error;
-use crate::backends::{HealthBook, Names};
+use crate::backends::{HealthBook, Names, Reload};
 use apiagg_observe::Metrics;
 
 /// Upper bound of resolving the delegate's host names.
@@ -25,7 +26,78 @@ pub(super) struct ConfigFile {
     pub path: PathBuf,
     pub health: Arc<HealthBook>,
     pub metrics: Arc<Metrics>,
-    pub interval: Duration,
+    /// What the file watcher sees of the files.
+    pub files: Arc<ConfigFiles>,
+}
+
+/// The config file and the files it names, as the file watcher sees them.
+pub struct ConfigFiles {
+    path: PathBuf,
+    /// The config that serves (for the credential files it names) and the sources last seen;
+    /// `None` until the first config is installed.
+    state: Mutex<Option<(Arc<Loaded>, Sources)>>,
+    /// Bumped when a round finds the config or a client certificate changed.
+    wake: watch::Sender<u64>,
+}
+
+impl ConfigFiles {
+    /// The files of the config at `path`, watched once [`ConfigFiles::serving`] says what serves.
+    pub(super) fn new(path: PathBuf) -> Arc<ConfigFiles> {
+        Arc::new(ConfigFiles {
+            path,
+            state: Mutex::new(None),
+            wake: watch::Sender::new(0),
+        })
+    }
+
+    /// `loaded` serves now (its sources count as seen the first time).
+    pub(super) fn serving(&self, loaded: Arc<Loaded>) {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        match &mut *state {
+            Some((serving, _)) => *serving = loaded,
+            None => {
+                let sources = loaded.sources.clone();
+                *state = Some((loaded, sources));
+            }
+        }
+    }
+}
+
+impl Reload for ConfigFiles {
+    type Error = Error;
+
+    fn name(&self) -> String {
+        format!("config {}", self.path.display())
+    }
+
+    /// Refreshes the delegate's token; wakes the config task when the config's files or the
+    /// client certificates changed. Unreadable files are the error (said once by the watcher).
+    fn reload(&self) -> Result<bool, Error> {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let Some((loaded, seen)) = &mut *state else {
+            return Ok(false);
+        };
+        let sources = Sources::read(&self.path)?;
+        let config_changed = sources != *seen;
+        *seen = sources;
+        let token_changed = match loaded
+            .backends
+            .delegate
+            .as_ref()
+            .and_then(|d| d.token.clone())
+        {
+            Some(token) => token.refresh().map_err(Error::DelegateToken)?,
+            None => false,
+        };
+        let config = &loaded.config;
+        let proxy = proxy_identity(config)?;
+        let certificates_changed =
+            fingerprints(config, proxy.as_deref())? != loaded.backends.fingerprints;
+        if config_changed || certificates_changed {
+            self.wake.send_modify(|g| *g += 1);
+        }
+        Ok(config_changed || certificates_changed || token_changed)
+    }
 }
 
 /// What the task remembers between ticks.
@@ -49,16 +121,17 @@ impl ConfigFile {
         }
     }
 
-    /// Keeps `loaded` current until every receiver is gone; `hangup` forces a reload.
+    /// Keeps `loaded` current until every receiver is gone: loads what the file watcher found
+    /// changed; `hangup` forces a reload.
     pub async fn run(self, loaded: watch::Sender<Arc<Loaded>>, mut hangup: Option<Signal>) {
         let mut seen = Seen {
             sources: loaded.borrow().sources.clone(),
             credential_problem: None,
         };
-        let mut poll = tokio::time::interval(self.interval);
+        let mut wake = self.files.wake.subscribe();
         loop {
             let forced = tokio::select! {
-                _ = poll.tick() => false,
+                Ok(()) = wake.changed() => false,
                 _ = async {
                     match hangup.as_mut() {
                         Some(h) => { h.recv().await; }
@@ -69,10 +142,12 @@ impl ConfigFile {
             };
             let current = loaded.borrow().clone();
             if let Some(next) = self.poll_config(&current, &mut seen, forced).await {
+                self.files.serving(next.clone());
                 loaded.send_replace(next);
             }
             let current = loaded.borrow().clone();
             if let Some(next) = self.poll_credentials(&current, &mut seen).await {
+                self.files.serving(next.clone());
                 loaded.send_replace(next);
             }
         }
@@ -130,18 +205,11 @@ impl ConfigFile {
         })
     }
 
-    /// Re-reads the credential files: a rotated token is used from the next request, a rotated
-    /// certificate gives a new [`Loaded`]. A broken file keeps the last good credentials.
+    /// Re-reads the client certificates: a rotated certificate gives a new [`Loaded`]. A broken
+    /// file keeps the last good credentials.
     async fn poll_credentials(&self, current: &Loaded, seen: &mut Seen) -> Option<Arc<Loaded>> {
         let config = &current.config;
-        let token = current
-            .backends
-            .delegate
-            .as_ref()
-            .and_then(|d| d.token.clone());
-        let mut problem = token
-            .and_then(|t| t.refresh().err())
-            .map(|e| format!("delegate token: {e}"));
+        let mut problem = None;
         let now = proxy_identity(config).and_then(|proxy| fingerprints(config, proxy.as_deref()));
         let mut next = None;
         match now {

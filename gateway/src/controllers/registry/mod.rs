@@ -26,12 +26,13 @@ mod inputs;
 mod stored;
 
 use self::compose::{compose, names_wanted, Composed, RegistryInputs};
+pub use self::config_file::ConfigFiles;
 use self::config_file::{count, ConfigFile, RESOLVE_TIMEOUT};
 use self::inputs::{delegate_names, Backends, Loaded};
 use super::services::{ClusterWatch, SharedCluster};
 use crate::backends::{
-    build_table, BuildError, Clients, CredentialError, HealthBook, HostPort, Names, RouteTable,
-    TableError,
+    build_table, BuildError, Clients, CredentialError, HealthBook, HostPort, Names, Reloadable,
+    RouteTable, TableError,
 };
 use crate::state::{Options, Publisher};
 use apiagg_observe::{Lifecycle, Metrics, Milestone};
@@ -57,6 +58,9 @@ pub enum Error {
     /// `source`: error chains would print it twice.
     #[error("proxyClient: {0}")]
     ProxyClient(CredentialError),
+    /// The delegate's token file cannot be read again (the old token stays).
+    #[error("delegate token: {0}")]
+    DelegateToken(CredentialError),
 }
 
 /// What the registry controller works with: the route table's writer and the books it feeds.
@@ -86,6 +90,8 @@ pub struct RegistryController {
     path: PathBuf,
     /// The config installed by [`RegistryController::new`], taken by the loop.
     initial: Mutex<Option<(Arc<Loaded>, Names)>>,
+    /// The config's files as the file watcher re-reads them.
+    files: Arc<ConfigFiles>,
 }
 
 /// The inputs' receivers and the tasks behind them (stopped when dropped).
@@ -118,16 +124,24 @@ impl RegistryController {
         let controller = RegistryController {
             handles,
             cluster: Arc::default(),
-            path,
+            path: path.clone(),
             initial: Mutex::new(None),
+            files: ConfigFiles::new(path.clone()),
         };
         let first = controller.install_first(sources, config);
         // A first config that fails is the caller's error to report (there is no previous
         // config to keep serving): counted here, not logged a second time.
         count(&controller.handles.metrics, &first);
-        *controller.initial.lock().unwrap_or_else(|e| e.into_inner()) = Some(first?);
+        let first = first?;
+        controller.files.serving(first.0.clone());
+        *controller.initial.lock().unwrap_or_else(|e| e.into_inner()) = Some(first);
         controller.handles.lifecycle.reach(Milestone::ConfigLoaded);
         Ok(controller)
+    }
+
+    /// The config file and the files it names, for the file watcher.
+    pub fn config_files(&self) -> Reloadable {
+        self.files.clone().into()
     }
 
     fn install_first(
@@ -209,7 +223,7 @@ impl RegistryController {
             path: self.path.clone(),
             health: self.handles.health.clone(),
             metrics: self.handles.metrics.clone(),
-            interval: self.handles.options.reload_interval,
+            files: self.files.clone(),
         };
         let (stored, store_task) = stored::follow(self.handles.store.clone());
         let (groups, groups_task) = delegate::follow(

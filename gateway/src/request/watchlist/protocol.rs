@@ -3,6 +3,7 @@
 //! client's, list pages turned into `ADDED` events, the BOOKMARK annotated
 //! `k8s.io/initial-events-end`, and a backend's failure turned into an `ERROR` event.
 
+use apiagg_apis::{failure_status, reason_for};
 use apiagg_requestinfo::{QueryParams, RequestInfo};
 use serde::de::IgnoredAny;
 use serde::Deserialize;
@@ -288,22 +289,9 @@ pub fn error_event(code: u16, body: &[u8], what: &str) -> Vec<u8> {
         .ok()
         .filter(|v| v["kind"] == "Status")
         .unwrap_or_else(|| {
-            let reason = match code {
-                410 => "Expired",
-                401 => "Unauthorized",
-                403 => "Forbidden",
-                404 => "NotFound",
-                429 => "TooManyRequests",
-                503 => "ServiceUnavailable",
-                504 => "Timeout",
-                _ => "InternalError",
-            };
             let excerpt = String::from_utf8_lossy(&body[..body.len().min(256)]);
-            json!({
-                "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-                "message": format!("{what}: the backend answered {code}: {excerpt}"),
-                "reason": reason, "code": code,
-            })
+            let message = format!("{what}: the backend answered {code}: {excerpt}");
+            failure_status(code, reason_for(code), &message, None)
         });
     let mut line = json!({"type": "ERROR", "object": status})
         .to_string()
