@@ -46,7 +46,7 @@ pub fn add(
         routes: gateway.routes.clone(),
         health: gateway.health.clone(),
         clients: gateway.clients.clone(),
-        book: gateway.availability.clone(),
+        book: writers.availability,
         metrics: gateway.metrics.clone(),
         store: gateway.store.clone(),
         options: gateway.options.probes,

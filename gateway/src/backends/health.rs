@@ -1,13 +1,14 @@
-//! Endpoint health shared by the request path (reads a flag), passive failure detection on the
-//! proxy path, and the availability controller's active probes. Kept per endpoint identity so a
-//! config reload does not forget what is known about a backend.
+//! Endpoint health: the availability controller is its one writer (its probes, and the
+//! failures the request path reports, as envoy's workers report outlier events to its main
+//! thread); the request path reads a flag. Kept per endpoint identity so a config reload does not
+//! forget what is known about a backend.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use arc_swap::ArcSwapOption;
 use dashmap::DashMap;
-use tokio::sync::Notify;
+use tokio::sync::mpsc;
 
 use super::slots::Slots;
 use super::watch_list::WatchListSupport;
@@ -70,19 +71,63 @@ impl EndpointHealth {
     }
 }
 
+/// Reported failures waiting for the availability controller at most; past it a report is
+/// dropped (the controller is behind, and its next probe sees the failure).
+const FAILURES: usize = 1024;
+
+/// A failure a request saw on an endpoint, reported to the availability controller.
+pub struct Failure {
+    /// The endpoint's health.
+    pub health: Arc<EndpointHealth>,
+    /// The APIService or delegate label, for the log.
+    pub backend: String,
+    /// The endpoint's URL, for the log.
+    pub url: String,
+    /// What went wrong (the endpoint's `last_error`).
+    pub message: String,
+}
+
 /// Every endpoint's health, keyed by the endpoint's connection identity (its pool key), and
 /// every APIService's requests in flight, keyed by its name.
-#[derive(Default)]
 pub struct HealthBook {
     endpoints: DashMap<u64, Arc<EndpointHealth>>,
     apiservices: DashMap<String, Arc<Slots>>,
     /// Every APIService's streaming-list support, with the endpoint set it was learned for.
     watch_lists: DashMap<String, Arc<WatchListSupport>>,
-    /// Signalled when an endpoint's health flips (a probe, or a failure on the proxy path).
-    pub changed: Notify,
+    /// Failures seen on the proxy path, to the availability controller.
+    failures: mpsc::Sender<Failure>,
+    /// Their receiving end, until the availability controller takes it.
+    reported: Mutex<Option<mpsc::Receiver<Failure>>>,
+}
+
+impl Default for HealthBook {
+    fn default() -> Self {
+        let (failures, reported) = mpsc::channel(FAILURES);
+        HealthBook {
+            endpoints: DashMap::new(),
+            apiservices: DashMap::new(),
+            watch_lists: DashMap::new(),
+            failures,
+            reported: Mutex::new(Some(reported)),
+        }
+    }
 }
 
 impl HealthBook {
+    /// Reports a failure seen on the proxy path; the availability controller ejects the
+    /// endpoint and publishes it without waiting for its next probe. Never waits.
+    pub fn report(&self, failure: Failure) {
+        let _ = self.failures.try_send(failure);
+    }
+
+    /// The reported failures, for the availability controller (the first caller only).
+    pub fn take_reports(&self) -> Option<mpsc::Receiver<Failure>> {
+        self.reported
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+    }
+
     /// The health record of an endpoint, created healthy on first sight.
     pub fn endpoint(&self, key: u64) -> Arc<EndpointHealth> {
         self.endpoints.entry(key).or_default().clone()

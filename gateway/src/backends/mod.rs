@@ -20,7 +20,7 @@ pub use certs::{bundle_not_after, check_pair, earliest_not_after, CertError, Pur
 pub use client::{Client, Clients, FetchError, Fetched, Lines};
 pub use credentials::{ClientIdentity, CredentialError};
 pub use exhaustion::own_exhaustion;
-pub use health::HealthBook;
+pub use health::{Failure, HealthBook};
 pub use kubeconfig::kubeconfig_client;
 pub use names::{names_of, HostPort, Names};
 pub use open_files::{FileSlot, OpenFiles};

@@ -8,11 +8,11 @@
 //! `apiagg_flowcontrol::from_file`, called by the composition root.)
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
-use tokio::sync::watch;
+use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use async_trait::async_trait;
@@ -95,6 +95,46 @@ impl Known {
                 }
             },
             _ => false,
+        }
+    }
+
+    /// Applies a full list of one kind; whether anything changed. An undecodable item keeps
+    /// the version known before (a relist after 410 must not change what one replica does).
+    fn listed(&mut self, kind: Kind, page: Vec<Value>) -> bool {
+        let index = kind.index();
+        let mut items = BTreeMap::new();
+        for item in page {
+            let name = item["metadata"]["name"].as_str().unwrap_or("").to_string();
+            match kind.decode(item) {
+                Ok(object) => {
+                    items.insert(name, object);
+                }
+                Err(e) => {
+                    tracing::warn!(?kind, %name, "ignoring an undecodable object: {e}");
+                    if let Some(before) = self.objects[index].get(&name) {
+                        items.insert(name, before.clone());
+                    }
+                }
+            }
+        }
+        let changed = !self.listed[index] || self.objects[index] != items;
+        self.objects[index] = items;
+        self.listed[index] = true;
+        changed
+    }
+
+    /// Applies what a reflector learned; whether anything changed.
+    fn learn(&mut self, learned: Learned) -> bool {
+        match learned {
+            Learned::Listed(kind, items) => self.listed(kind, items),
+            Learned::Changed(kind, change) => {
+                let event_type = if change.deleted {
+                    "DELETED"
+                } else {
+                    "MODIFIED"
+                };
+                self.event(kind, event_type, change.object)
+            }
         }
     }
 
@@ -203,42 +243,20 @@ impl FlowControlWatch {
         delegate: Arc<Upstream>,
         clients: Arc<Clients>,
     ) -> FlowControlWatch {
-        let known = Arc::new(Mutex::new(Known::default()));
-        let (changed, mut changes) = watch::channel(0u64);
-        let changed = Arc::new(changed);
+        let (learned, applied) = mpsc::channel(LEARNED);
         let mut tasks: Vec<JoinHandle<()>> = Kind::ALL
             .iter()
             .map(|&kind| {
                 let reflector = Reflector {
                     kind,
-                    known: known.clone(),
-                    changed: changed.clone(),
+                    learned: learned.clone(),
                 };
                 tokio::spawn(reflector::run(reflector, delegate.clone(), clients.clone()))
             })
             .collect();
-        tasks.push(tokio::spawn(async move {
-            let mut last: Option<String> = None;
-            while changes.changed().await.is_ok() {
-                tokio::time::sleep(DEBOUNCE).await;
-                changes.borrow_and_update();
-                let objects = {
-                    let known = lock(&known);
-                    if !known.listed.iter().all(|&l| l) {
-                        continue;
-                    }
-                    known.all()
-                };
-                let outcome = flow.configure(objects).map(|r| r.to_string());
-                report(&mut last, outcome);
-            }
-        }));
+        tasks.push(tokio::spawn(apply(flow, applied)));
         FlowControlWatch { tasks }
     }
-}
-
-fn lock(known: &Mutex<Known>) -> MutexGuard<'_, Known> {
-    known.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Logs the outcome of applying the cluster's objects when it differs from the last one.
@@ -259,17 +277,22 @@ fn report(last: &mut Option<String>, outcome: Result<String, apiagg_flowcontrol:
     *last = Some(now);
 }
 
-/// One kind's reflector: hands what it learns to the objects both kinds share.
-struct Reflector {
-    kind: Kind,
-    known: Arc<Mutex<Known>>,
-    changed: Arc<watch::Sender<u64>>,
+/// What a reflector learned, for the applier (the only owner of the objects).
+enum Learned {
+    /// A full list of one kind.
+    Listed(Kind, Vec<Value>),
+    /// One change of one kind.
+    Changed(Kind, Change),
 }
 
-impl Reflector {
-    fn notify(&self) {
-        self.changed.send_modify(|g| *g += 1);
-    }
+/// What a reflector learned and the applier has not taken yet, at most (a reflector waits
+/// beyond it).
+const LEARNED: usize = 256;
+
+/// One kind's reflector: hands what it learns to the applier.
+struct Reflector {
+    kind: Kind,
+    learned: mpsc::Sender<Learned>,
 }
 
 #[async_trait]
@@ -278,44 +301,13 @@ impl Follow for Reflector {
         self.kind.path(query)
     }
 
-    async fn listed(&self, page: Vec<Value>) {
-        let mut known = lock(&self.known);
-        let index = self.kind.index();
-        let mut items = BTreeMap::new();
-        for item in page {
-            let name = item["metadata"]["name"].as_str().unwrap_or("").to_string();
-            match self.kind.decode(item) {
-                Ok(object) => {
-                    items.insert(name, object);
-                }
-                Err(e) => {
-                    // As for a watch event: the version known before keeps serving (a relist
-                    // after 410 must not change what one replica does).
-                    tracing::warn!(kind = ?self.kind, %name, "ignoring an undecodable object: {e}");
-                    if let Some(before) = known.objects[index].get(&name) {
-                        items.insert(name, before.clone());
-                    }
-                }
-            }
-        }
-        let changed = !known.listed[index] || known.objects[index] != items;
-        known.objects[index] = items;
-        known.listed[index] = true;
-        drop(known);
-        if changed {
-            self.notify();
-        }
+    async fn listed(&self, items: Vec<Value>) {
+        // The applier ends only with the reflectors: nothing is lost.
+        let _ = self.learned.send(Learned::Listed(self.kind, items)).await;
     }
 
     async fn changed(&self, change: Change) {
-        let event_type = if change.deleted {
-            "DELETED"
-        } else {
-            "MODIFIED"
-        };
-        if lock(&self.known).event(self.kind, event_type, change.object) {
-            self.notify();
-        }
+        let _ = self.learned.send(Learned::Changed(self.kind, change)).await;
     }
 
     async fn problem(&self, problem: Option<String>) {
@@ -326,6 +318,24 @@ impl Follow for Reflector {
             None => {
                 tracing::info!(kind = ?self.kind, "reading the cluster's flow-control objects again")
             }
+        }
+    }
+}
+
+/// Applies what the reflectors learn, changes closer than [`DEBOUNCE`] together, to `flow` once
+/// both kinds are listed.
+async fn apply(flow: Arc<FlowControl>, mut learned: mpsc::Receiver<Learned>) {
+    let mut known = Known::default();
+    let mut last: Option<String> = None;
+    while let Some(first) = learned.recv().await {
+        let mut changed = known.learn(first);
+        tokio::time::sleep(DEBOUNCE).await;
+        while let Ok(more) = learned.try_recv() {
+            changed |= known.learn(more);
+        }
+        if changed && known.listed.iter().all(|&l| l) {
+            let outcome = flow.configure(known.all()).map(|r| r.to_string());
+            report(&mut last, outcome);
         }
     }
 }

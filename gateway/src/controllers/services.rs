@@ -1,13 +1,13 @@
 //! Services and EndpointSlices from the cluster (config `serviceResolution: cluster | endpoints`):
 //! one reflector per kind lists and then watches them at the delegate with apiagg's own
-//! credentials and sends what it learns to one applier task, the only writer of the shared
-//! [`ClusterServices`]; the applier bumps a generation the registry controller waits on. A failing list or watch is retried with backoff
-//! while the last known state keeps resolving; an expired resourceVersion (410) relists.
+//! credentials and sends what it learns to the registry controller, whose loop owns the
+//! [`ClusterServices`] and applies it. A failing list or watch is retried with backoff while the
+//! last known state keeps resolving; an expired resourceVersion (410) relists.
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use apiagg_config::{ClusterServices, ServiceResolution, SERVICE_NAME_LABEL};
-use tokio::sync::watch;
+use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use async_trait::async_trait;
@@ -16,38 +16,12 @@ use serde_json::Value;
 use super::reflector::{self, Follow};
 use crate::backends::{Clients, Upstream};
 
-/// The Services and EndpointSlices known so far: written by one applier task, read by the
-/// registry controller (off the request path).
-#[derive(Default)]
-pub struct SharedCluster {
-    state: Mutex<ClusterServices>,
-    generation: watch::Sender<u64>,
-}
+/// A change a reflector learned, applied by the registry controller's loop (the only owner of
+/// the [`ClusterServices`]); says whether resolution could see it.
+pub type ClusterChange = Box<dyn FnOnce(&mut ClusterServices) -> bool + Send>;
 
-impl SharedCluster {
-    /// The current state, for building a registry.
-    pub fn lock(&self) -> MutexGuard<'_, ClusterServices> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Wakes up on every change resolution could see.
-    pub fn subscribe(&self) -> watch::Receiver<u64> {
-        self.generation.subscribe()
-    }
-
-    fn update(&self, change: Change) {
-        let changed = change(&mut self.lock());
-        if changed {
-            self.generation.send_modify(|g| *g += 1);
-        }
-    }
-}
-
-/// A change a reflector learned, applied by the applier; says whether resolution could see it.
-type Change = Box<dyn FnOnce(&mut ClusterServices) -> bool + Send>;
-
-/// Changes waiting for the applier at most (a reflector waits beyond it).
-const CHANGES: usize = 256;
+/// Changes waiting for the registry controller at most (a reflector waits beyond it).
+pub const CLUSTER_CHANGES: usize = 256;
 
 /// The kinds a reflector follows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,7 +74,7 @@ impl ClusterWatch {
         mode: ServiceResolution,
         delegate: Arc<Upstream>,
         clients: Arc<Clients>,
-        shared: Arc<SharedCluster>,
+        changes: mpsc::Sender<ClusterChange>,
     ) -> Option<ClusterWatch> {
         let kinds: &[Kind] = match mode {
             ServiceResolution::Config => return None,
@@ -108,8 +82,7 @@ impl ClusterWatch {
             ServiceResolution::Endpoints => &[Kind::Services, Kind::EndpointSlices],
         };
         let listed = Arc::new(Mutex::new(Vec::new()));
-        let (changes, mut applied) = tokio::sync::mpsc::channel::<Change>(CHANGES);
-        let mut tasks: Vec<JoinHandle<()>> = kinds
+        let tasks: Vec<JoinHandle<()>> = kinds
             .iter()
             .map(|&kind| {
                 let reflector = Reflector {
@@ -121,11 +94,6 @@ impl ClusterWatch {
                 tokio::spawn(reflector::run(reflector, delegate.clone(), clients.clone()))
             })
             .collect();
-        tasks.push(tokio::spawn(async move {
-            while let Some(change) = applied.recv().await {
-                shared.update(change);
-            }
-        }));
         Some(ClusterWatch {
             tasks,
             delegate,
@@ -134,21 +102,21 @@ impl ClusterWatch {
     }
 }
 
-/// One kind's reflector: hands what it learns to the applier.
+/// One kind's reflector: hands what it learns to the registry controller.
 struct Reflector {
     kind: Kind,
     /// How many kinds must be listed before resolution answers.
     kinds: usize,
-    /// To the applier.
-    changes: tokio::sync::mpsc::Sender<Change>,
+    /// To the registry controller.
+    changes: mpsc::Sender<ClusterChange>,
     /// The kinds listed at least once.
     listed: Arc<Mutex<Vec<Kind>>>,
 }
 
 impl Reflector {
-    /// Hands `change` to the applier (waiting while it is behind).
+    /// Hands `change` to the registry controller (waiting while it is behind).
     async fn apply(&self, change: impl FnOnce(&mut ClusterServices) -> bool + Send + 'static) {
-        // The applier ends only with the reflectors' ClusterWatch: nothing is lost.
+        // The receiver lives as long as the controller that owns these reflectors.
         let _ = self.changes.send(Box::new(change)).await;
     }
 }

@@ -9,7 +9,7 @@ use pingora_http::RequestHeader;
 
 use super::reply::{self, Reply};
 use crate::backends::RouteTable;
-use crate::state::{Discovery, StatusBook};
+use crate::state::{Discovery, Statuses};
 use apiagg_observe::{health_answer, HealthEndpoint, Lifecycle, Metrics};
 
 fn header<'a>(req: &'a RequestHeader, name: &str) -> Option<&'a str> {
@@ -30,7 +30,7 @@ pub fn metrics(metrics: &Metrics) -> Reply {
 
 /// `/debug/apiagg/status`: every APIService's availability, and how its streaming lists are
 /// served.
-pub fn status(book: &StatusBook, routes: &RouteTable) -> Reply {
+pub fn status(book: &Statuses, routes: &RouteTable) -> Reply {
     let now = std::time::Instant::now();
     let upstreams: std::collections::HashMap<&str, &crate::backends::Upstream> = routes
         .upstreams

@@ -31,7 +31,7 @@ fn declared_with_status(gateway: &Gateway) -> Vec<Value> {
                 .as_str()
                 .unwrap_or("")
                 .to_string();
-            if let Some(s) = gateway.availability.get(&name) {
+            if let Some(s) = gateway.availability.guard().get(&name) {
                 object["status"] = json!({"conditions": [s.condition]});
             }
             object

@@ -5,20 +5,25 @@ use bytes::Bytes;
 use pingora_error::{Error, ErrorSource, ErrorType};
 
 use super::reply::{self, Reply};
-use crate::backends::{own_exhaustion, HealthBook, Upstream};
+use crate::backends::{own_exhaustion, Failure, HealthBook, Upstream};
 use apiagg_observe::RouteKind;
 
-/// Passive failure detection: the endpoint is ejected at once and the availability controller
-/// publishes it without waiting for its next probe.
+/// Passive failure detection: the failure goes to the availability controller, which ejects the
+/// endpoint and publishes it without waiting for its next probe. An endpoint already out is not
+/// reported again.
 pub fn eject(health: &HealthBook, upstream: &Upstream, index: usize, e: &Error) {
     let Some(endpoint) = upstream.endpoints.get(index) else {
         return;
     };
-    let message = format!("failing or missing response from {}: {e}", endpoint.url);
-    if endpoint.health.mark_failed(message) {
-        tracing::warn!(backend = %upstream.label, endpoint = %endpoint.url, "endpoint ejected: {e}");
-        health.changed.notify_one();
+    if !endpoint.health.is_healthy() {
+        return;
     }
+    health.report(Failure {
+        health: endpoint.health.clone(),
+        backend: upstream.label.clone(),
+        url: endpoint.url.clone(),
+        message: format!("failing or missing response from {}: {e}", endpoint.url),
+    });
 }
 
 /// What apiagg itself ran out of, when that is why connecting failed (then no endpoint is to

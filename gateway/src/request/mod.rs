@@ -369,7 +369,7 @@ impl ApiaggProxy {
 
     /// 503 for an APIService that is not available, saying why.
     fn unavailable(&self, name: &str) -> Reply {
-        let why = self.gateway.availability.get(name).map_or_else(
+        let why = self.gateway.availability.guard().get(name).map_or_else(
             || "no endpoint is available".to_string(),
             |s| format!("{}: {}", s.condition.reason, s.condition.message),
         );
@@ -394,7 +394,7 @@ impl ApiaggProxy {
             Route::Metrics => {
                 return Some((RouteKind::Metrics, answers::metrics(&gateway.metrics)))
             }
-            Route::Status => answers::status(&gateway.availability, &gateway.routes.load()),
+            Route::Status => answers::status(&gateway.availability.load(), &gateway.routes.load()),
             // apiagg's own flow control; without it, the delegate's answers.
             Route::FlowDump => {
                 let dump = self.flow.as_ref()?.dump_priority_levels();

@@ -15,7 +15,7 @@ use apiagg_observe::{Lifecycle, Metrics, Watches};
 use apiagg_store::Store;
 
 pub use snapshot::{snapshot, Publisher, Snapshot};
-pub use status::{ApiServiceStatus, Condition, EndpointStatus, StatusBook};
+pub use status::{ApiServiceStatus, Condition, EndpointStatus, StatusBook, Statuses};
 
 /// Active health probing of backend endpoints.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -120,6 +120,8 @@ pub struct Writers {
     pub discovery: Publisher<Option<Arc<AggregatedDocs>>>,
     /// The OpenAPI controller's.
     pub openapi: Publisher<Option<Arc<OpenApiDocs>>>,
+    /// The availability controller's.
+    pub availability: Publisher<Arc<Statuses>>,
 }
 
 /// Every shared handle; the composition root hands each part the ones it needs.
@@ -131,7 +133,7 @@ pub struct Gateway {
     /// `/openapi/v2` and `/openapi/v3`, once the OpenAPI controller has published them.
     pub openapi: OpenApi,
     /// Availability of every APIService, written by the availability controller.
-    pub availability: Arc<StatusBook>,
+    pub availability: StatusBook,
     /// Health of every backend endpoint.
     pub health: Arc<HealthBook>,
     /// The controllers' HTTP clients.
@@ -158,16 +160,18 @@ impl Gateway {
         let (routes_writer, routes) = snapshot(Arc::new(RouteTable::empty()));
         let (discovery_writer, discovery) = snapshot(None);
         let (openapi_writer, openapi) = snapshot(None);
+        let (availability_writer, availability) = snapshot(Arc::default());
         let writers = Writers {
             routes: routes_writer,
             discovery: discovery_writer,
             openapi: openapi_writer,
+            availability: availability_writer,
         };
         let gateway = Gateway {
             routes,
             discovery,
             openapi,
-            availability: Arc::default(),
+            availability,
             health: Arc::default(),
             clients: Arc::new(Clients::new(
                 options.backend_body_limit,

@@ -1,10 +1,14 @@
 //! The availability of every APIService as the availability controller last saw it: its
-//! `Available` condition and its endpoints. One writer (the controller), read by the request path
-//! (503 messages) and `/debug/apiagg/status`.
+//! `Available` condition and its endpoints, published whole as one snapshot. One writer (the
+//! controller), read by the request path (503 messages, the APIService API's conditions),
+//! `/debug/apiagg/status` and the discovery controller (which acts on the flips).
 
-use dashmap::DashMap;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
 use serde::Serialize;
-use tokio::sync::watch;
+
+use super::snapshot::Snapshot;
 
 /// `Available` condition of one APIService.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -47,76 +51,32 @@ pub struct ApiServiceStatus {
     pub endpoints: Vec<EndpointStatus>,
 }
 
-/// Every APIService's status, by name.
-pub struct StatusBook {
-    statuses: DashMap<String, ApiServiceStatus>,
-    /// Bumped whenever some APIService's availability changes.
-    generation: watch::Sender<u64>,
+/// Every APIService's status, by name: the value the availability controller publishes.
+#[derive(Debug, Clone, Default)]
+pub struct Statuses {
+    /// The statuses, sorted by name.
+    pub by_name: BTreeMap<String, ApiServiceStatus>,
+    /// How many rounds flipped some APIService's availability (or removed one); discovery
+    /// publishes again when it moves.
+    pub flips: u64,
 }
 
-impl Default for StatusBook {
-    fn default() -> Self {
-        StatusBook {
-            statuses: DashMap::new(),
-            generation: watch::Sender::new(0),
-        }
-    }
-}
+/// The availability snapshot, as its readers hold it.
+pub type StatusBook = Snapshot<Arc<Statuses>>;
 
-impl StatusBook {
-    /// Stores one status.
-    pub fn insert(&self, name: String, status: ApiServiceStatus) {
-        self.statuses.insert(name, status);
+impl Statuses {
+    /// One status.
+    pub fn get(&self, name: &str) -> Option<&ApiServiceStatus> {
+        self.by_name.get(name)
     }
 
-    /// Removes the statuses of APIServices `live` does not name; returns what was removed.
-    pub fn retain(&self, live: impl Fn(&str) -> bool) -> Vec<(String, ApiServiceStatus)> {
-        let gone: Vec<String> = self
-            .statuses
-            .iter()
-            .filter(|e| !live(e.key()))
-            .map(|e| e.key().clone())
-            .collect();
-        gone.into_iter()
-            .filter_map(|name| self.statuses.remove(&name))
-            .collect()
-    }
-
-    /// Tells subscribers that some availability changed.
-    pub fn announce(&self) {
-        self.generation.send_modify(|g| *g += 1);
-    }
-
-    /// A receiver that sees every [`StatusBook::announce`].
-    pub fn subscribe(&self) -> watch::Receiver<u64> {
-        self.generation.subscribe()
-    }
-
-    /// A copy of one status.
-    pub fn get(&self, name: &str) -> Option<ApiServiceStatus> {
-        self.statuses.get(name).map(|s| s.clone())
-    }
-
-    /// Every status, sorted by name.
-    pub fn all(&self) -> Vec<(String, ApiServiceStatus)> {
-        let mut all: Vec<(String, ApiServiceStatus)> = self
-            .statuses
-            .iter()
-            .map(|e| (e.key().clone(), e.value().clone()))
-            .collect();
-        all.sort_by(|a, b| a.0.cmp(&b.0));
-        all
-    }
-}
-
-impl StatusBook {
     /// The status of every APIService as JSON (`/debug/apiagg/status`, `apiagg status`), with
     /// how its streaming lists are served (`watchList`, from `watch_list`) when it has a
     /// backend of its own.
     pub fn document(&self, watch_list: impl Fn(&str) -> Option<serde_json::Value>) -> bytes::Bytes {
         let items: Vec<serde_json::Value> = self
-            .all()
-            .into_iter()
+            .by_name
+            .iter()
             .map(|(name, status)| {
                 let mut item = serde_json::json!({
                     "name": name,
@@ -124,7 +84,7 @@ impl StatusBook {
                     "conditions": [status.condition],
                     "endpoints": status.endpoints,
                 });
-                if let Some(support) = watch_list(&name) {
+                if let Some(support) = watch_list(name) {
                     item["watchList"] = support;
                 }
                 item

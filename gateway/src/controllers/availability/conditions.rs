@@ -3,7 +3,7 @@
 //! The condition helper rule of kube-aggregator's `pkg/apis/apiregistration/v1/helper/helpers.go`
 //! holds: `lastTransitionTime` moves only when `status` does.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 
 use apiagg_config::{ApiServiceEntry, Backend};
 
@@ -116,7 +116,7 @@ impl Evaluation {
 /// stamps the conditions whose status flips.
 pub fn evaluate(
     observed: &[Observed<'_>],
-    previous: &HashMap<String, ApiServiceStatus>,
+    previous: &BTreeMap<String, ApiServiceStatus>,
     now: &str,
 ) -> Evaluation {
     let mut evaluation = Evaluation::default();

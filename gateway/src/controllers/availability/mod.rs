@@ -10,13 +10,14 @@
 //! endpoint health as plain data, asks the pure steps what to set ([`conditions::evaluate`]) and
 //! what to write to the store ([`stored::status_writes`]), then applies that.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use pingora_core::server::ShutdownWatch;
 use pingora_core::services::background::BackgroundService;
+use tokio::sync::{mpsc, Notify};
 
 mod conditions;
 mod probe;
@@ -28,8 +29,8 @@ use self::conditions::{evaluate, Evaluation, Observed};
 use self::probe::probe;
 use self::stored::{status_writes, StatusWrite};
 use super::targets::group_version_path;
-use crate::backends::{Clients, HealthBook, RouteTable, Upstream};
-use crate::state::{EndpointStatus, ProbeOptions, Routes, StatusBook};
+use crate::backends::{Clients, Failure, HealthBook, RouteTable, Upstream};
+use crate::state::{EndpointStatus, ProbeOptions, Publisher, Routes, Statuses};
 use apiagg_observe::Metrics;
 use apiagg_store::Store;
 
@@ -52,7 +53,7 @@ pub struct Handles {
     /// The probes' clients.
     pub clients: Arc<Clients>,
     /// The APIServices' conditions, which it writes.
-    pub book: Arc<StatusBook>,
+    pub book: Publisher<Arc<Statuses>>,
     /// Metrics.
     pub metrics: Arc<Metrics>,
     /// Stored APIServices, whose status it writes.
@@ -65,12 +66,17 @@ pub struct Handles {
 pub struct AvailabilityController {
     /// What it works with.
     handles: Handles,
+    /// Signalled when a probe flips an endpoint.
+    flipped: Notify,
 }
 
 impl AvailabilityController {
     /// A controller probing the endpoints of `gateway`'s routes as its options say.
     pub fn new(handles: Handles) -> Self {
-        AvailabilityController { handles }
+        AvailabilityController {
+            handles,
+            flipped: Notify::new(),
+        }
     }
 
     /// Probes every endpoint of every remote APIService once, on that APIService's own path,
@@ -124,7 +130,7 @@ impl AvailabilityController {
         let count = probes.len().max(1) as u32;
         let timeout = self.handles.options.timeout;
         let threshold = self.handles.options.failure_threshold;
-        let changed = &self.handles.health.changed;
+        let changed = &self.flipped;
         futures_util::future::join_all(probes.into_iter().enumerate().map(
             |(k, (client, health, path, url))| async move {
                 tokio::time::sleep(spread * k as u32 / count).await;
@@ -157,13 +163,19 @@ impl BackgroundService for AvailabilityController {
         let mut tick = tokio::time::interval(self.handles.options.interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut first = true;
+        let Some(mut reported) = self.handles.health.take_reports() else {
+            tracing::error!("the endpoint failures are read by another availability controller");
+            return;
+        };
         loop {
             let spread = tokio::select! {
                 _ = tick.tick() => !std::mem::take(&mut first),
                 _ = generation.changed() => false,
                 // A failure seen by the proxy: publish it now, probe again on the next tick.
-                _ = self.handles.health.changed.notified() => {
-                    self.publish(&self.handles.routes.load());
+                Some(failure) = reported.recv() => {
+                    if eject(failure, &mut reported) {
+                        self.publish(&self.handles.routes.load());
+                    }
                     continue;
                 }
                 _ = shutdown.changed() => return,
@@ -176,13 +188,34 @@ impl BackgroundService for AvailabilityController {
             loop {
                 tokio::select! {
                     _ = &mut round => break,
-                    _ = self.handles.health.changed.notified() => self.publish(&routes),
+                    _ = self.flipped.notified() => self.publish(&routes),
+                    Some(failure) = reported.recv() => {
+                        if eject(failure, &mut reported) {
+                            self.publish(&routes);
+                        }
+                    }
                     _ = shutdown.changed() => return,
                 }
             }
             self.publish(&routes);
         }
     }
+}
+
+/// Ejects the endpoint of `failure` and of every other failure already reported; whether some
+/// endpoint flipped.
+fn eject(failure: Failure, reported: &mut mpsc::Receiver<Failure>) -> bool {
+    let mut flipped = false;
+    let mut next = Some(failure);
+    while let Some(failure) = next {
+        if failure.health.mark_failed(failure.message.clone()) {
+            let message = &failure.message;
+            tracing::warn!(backend = %failure.backend, endpoint = %failure.url, "endpoint ejected: {message}");
+            flipped = true;
+        }
+        next = reported.try_recv().ok();
+    }
+    flipped
 }
 
 /// The route table's APIServices with their endpoints' health as it is now.
@@ -217,21 +250,28 @@ impl AvailabilityController {
     /// availability changed; then brings the stored APIServices' conditions up to date.
     fn publish(&self, routes: &RouteTable) {
         let now = now_rfc3339();
-        let previous: HashMap<_, _> = self.handles.book.all().into_iter().collect();
-        let evaluation = evaluate(&observe(routes), &previous, &now);
-        if self.apply(evaluation) {
-            self.handles.book.announce();
+        let current = self.handles.book.current();
+        let evaluation = evaluate(&observe(routes), &current.by_name, &now);
+        if let Some(next) = self.apply(evaluation, &current) {
+            self.handles.book.publish(Arc::new(next));
         }
         let (stored, _) = self.handles.store.list();
-        let condition_of = |name: &str| self.handles.book.get(name).map(|s| s.condition);
+        let statuses = self.handles.book.current();
+        let condition_of = |name: &str| statuses.get(name).map(|s| s.condition.clone());
         let writes = status_writes(&stored, &routes.displaced, condition_of, &now);
         self.write_status(writes);
     }
 
-    /// Stores the statuses of `evaluation`, logs the flips and keeps the metrics; returns
-    /// whether some availability changed.
-    fn apply(&self, evaluation: Evaluation) -> bool {
-        let changed = evaluation.changed();
+    /// The statuses after `evaluation` (`None` when nothing changed); logs the flips and keeps
+    /// the metrics.
+    fn apply(&self, evaluation: Evaluation, current: &Statuses) -> Option<Statuses> {
+        if evaluation.updates.is_empty() && evaluation.removed.is_empty() {
+            return None;
+        }
+        let mut next = current.clone();
+        if evaluation.changed() {
+            next.flips += 1;
+        }
         let metrics = &self.handles.metrics;
         for update in evaluation.updates {
             let (name, c) = (&update.name, &update.status.condition);
@@ -259,14 +299,13 @@ impl AvailabilityController {
             for url in &update.gone_endpoints {
                 metrics.forget_endpoint(name, url);
             }
-            self.handles.book.insert(update.name, update.status);
+            next.by_name.insert(update.name, update.status);
         }
-        let gone: HashSet<&str> = evaluation.removed.iter().map(|(n, _)| n.as_str()).collect();
-        self.handles.book.retain(|name| !gone.contains(name));
         for (name, status) in &evaluation.removed {
+            next.by_name.remove(name);
             metrics.forget_apiservice(name, status.endpoints.iter().map(|e| e.url.as_str()));
         }
-        changed
+        Some(next)
     }
 
     /// Makes the status writes on their own (so `kubectl get` and watches see the conditions);

@@ -1,7 +1,7 @@
 //! The availability controller's pure step: verdicts, conditions and their transitions. No
 //! socket, no runtime.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 
 use apiagg_config::{ApiServiceEntry, Backend, Endpoint, Origin, RemoteBackend, Unresolved};
 
@@ -92,7 +92,7 @@ fn local_apiservices_are_always_available() {
             "Local APIServices are always available".into()
         )
     );
-    let evaluation = evaluate(&[observed(&entry, None)], &HashMap::new(), NOW);
+    let evaluation = evaluate(&[observed(&entry, None)], &BTreeMap::new(), NOW);
     let status = &evaluation.updates[0].status;
     assert_eq!(status.service, "Local");
     assert!(status.endpoints.is_empty());
@@ -196,7 +196,7 @@ fn a_resolved_service_without_upstream_is_broken_or_missing_endpoints() {
             "endpoints for service/wardle in \"test\" have no addresses with port name \"\"".into()
         )
     );
-    let status = &evaluate(&[observed(&empty, None)], &HashMap::new(), NOW).updates[0].status;
+    let status = &evaluate(&[observed(&empty, None)], &BTreeMap::new(), NOW).updates[0].status;
     assert_eq!(status.service, "test/wardle:443");
     assert!(status.endpoints.is_empty());
 }
@@ -219,8 +219,8 @@ fn status(
     }
 }
 
-fn previous(name: &str, status: ApiServiceStatus) -> HashMap<String, ApiServiceStatus> {
-    HashMap::from([(name.to_string(), status)])
+fn previous(name: &str, status: ApiServiceStatus) -> BTreeMap<String, ApiServiceStatus> {
+    BTreeMap::from([(name.to_string(), status)])
 }
 
 #[test]
@@ -331,7 +331,7 @@ fn new_apiservices_flip_without_loss_and_deleted_ones_are_removed() {
     let entry = resolved("v1.wardle.example.com");
     let kept = local("v1.apps");
     let gone = status(("True", "Passed", "all checks passed"), THEN, Vec::new());
-    let before = HashMap::from([
+    let before = BTreeMap::from([
         ("v1.zz.example.com".to_string(), gone.clone()),
         ("v1.aa.example.com".to_string(), gone.clone()),
         (

@@ -34,7 +34,7 @@ pub struct Handles {
     /// The routes whose backends it reads.
     pub routes: Routes,
     /// The APIServices' conditions (an unavailable backend is `Stale`).
-    pub availability: Arc<StatusBook>,
+    pub availability: StatusBook,
     /// The downloads' clients.
     pub clients: Arc<Clients>,
     /// The aggregated discovery's only writer.
@@ -147,9 +147,14 @@ impl BackgroundService for DiscoveryController {
         let mut generation = self.handles.routes.subscribe();
         let mut availability = self.handles.availability.subscribe();
         let lifecycle = &self.handles.lifecycle;
+        let mut flips = self.handles.availability.guard().flips;
+        let mut refetch = true;
         loop {
             let delegate_ready = lifecycle.reached(Milestone::DelegateRegistered);
-            self.round(&mut rounds).await;
+            if refetch {
+                self.round(&mut rounds).await;
+            }
+            refetch = true;
             if delegate_ready && !lifecycle.reached(Milestone::DiscoverySynced) {
                 lifecycle.reach(Milestone::DiscoverySynced);
                 tracing::info!("first discovery round done");
@@ -157,8 +162,14 @@ impl BackgroundService for DiscoveryController {
             tokio::select! {
                 _ = generation.changed() => {}
                 _ = availability.changed() => {
-                    // Publish the change at once; the round below refreshes the documents.
-                    self.publish(&self.handles.routes.load(), &rounds);
+                    // A flip is published at once and the round below refreshes the
+                    // documents; other status changes (endpoint details) need neither.
+                    let now = self.handles.availability.guard().flips;
+                    refetch = now != flips;
+                    if refetch {
+                        flips = now;
+                        self.publish(&self.handles.routes.load(), &rounds);
+                    }
                 }
                 _ = tokio::time::sleep(refresh) => {}
                 // The delegate's groups may be registered after the routes woke this loop.

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use apiagg_config::Sources;
 use tokio::signal::unix::{signal, Signal, SignalKind};
-use tokio::sync::watch;
+use tokio::sync::{watch, Notify};
 
 use super::inputs::{delegate_names, fingerprints, proxy_identity, Backends, Loaded};
 use super::Error;
@@ -36,8 +36,8 @@ pub struct ConfigFiles {
     /// The config that serves (for the credential files it names) and the sources last seen;
     /// `None` until the first config is installed.
     state: Mutex<Option<(Arc<Loaded>, Sources)>>,
-    /// Bumped when a round finds the config or a client certificate changed.
-    wake: watch::Sender<u64>,
+    /// Signalled when a round finds the config or a client certificate changed.
+    wake: Notify,
 }
 
 impl ConfigFiles {
@@ -46,7 +46,7 @@ impl ConfigFiles {
         Arc::new(ConfigFiles {
             path,
             state: Mutex::new(None),
-            wake: watch::Sender::new(0),
+            wake: Notify::new(),
         })
     }
 
@@ -94,7 +94,7 @@ impl Reload for ConfigFiles {
         let certificates_changed =
             fingerprints(config, proxy.as_deref())? != loaded.backends.fingerprints;
         if config_changed || certificates_changed {
-            self.wake.send_modify(|g| *g += 1);
+            self.wake.notify_one();
         }
         Ok(config_changed || certificates_changed || token_changed)
     }
@@ -128,10 +128,9 @@ impl ConfigFile {
             sources: loaded.borrow().sources.clone(),
             credential_problem: None,
         };
-        let mut wake = self.files.wake.subscribe();
         loop {
             let forced = tokio::select! {
-                Ok(()) = wake.changed() => false,
+                () = self.files.wake.notified() => false,
                 _ = async {
                     match hangup.as_mut() {
                         Some(h) => { h.recv().await; }

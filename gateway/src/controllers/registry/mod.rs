@@ -11,11 +11,11 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use apiagg_config::{ConfigError, GatewayConfig, LocalGroupVersion, Sources};
+use apiagg_config::{ClusterServices, ConfigError, GatewayConfig, LocalGroupVersion, Sources};
 use async_trait::async_trait;
 use pingora_core::server::ShutdownWatch;
 use pingora_core::services::background::BackgroundService;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
@@ -29,7 +29,7 @@ use self::compose::{compose, names_wanted, Composed, RegistryInputs};
 pub use self::config_file::ConfigFiles;
 use self::config_file::{count, ConfigFile, RESOLVE_TIMEOUT};
 use self::inputs::{delegate_names, Backends, Loaded};
-use super::services::{ClusterWatch, SharedCluster};
+use super::services::{ClusterChange, ClusterWatch, CLUSTER_CHANGES};
 use crate::backends::{
     build_table, BuildError, Clients, CredentialError, HealthBook, HostPort, Names, Reloadable,
     RouteTable, TableError,
@@ -85,8 +85,6 @@ pub struct Handles {
 pub struct RegistryController {
     /// What it works with.
     handles: Handles,
-    /// The cluster's Services, kept across delegate changes so resolution never starts over.
-    cluster: Arc<SharedCluster>,
     path: PathBuf,
     /// The config installed by [`RegistryController::new`], taken by the loop.
     initial: Mutex<Option<(Arc<Loaded>, Names)>>,
@@ -99,7 +97,10 @@ struct Inputs {
     loaded: watch::Receiver<Arc<Loaded>>,
     stored: watch::Receiver<Arc<[apiagg_apis::APIService]>>,
     groups: watch::Receiver<delegate::Groups>,
-    cluster: watch::Receiver<u64>,
+    /// What the reflectors of the cluster's Services learn, for the loop to apply.
+    cluster: mpsc::Receiver<ClusterChange>,
+    /// The reflectors' end of it, for every start of them.
+    cluster_changes: mpsc::Sender<ClusterChange>,
     /// The reflectors of the cluster's Services, when the config resolves through them.
     cluster_watch: Option<ClusterWatch>,
     tasks: Vec<JoinHandle<()>>,
@@ -123,7 +124,6 @@ impl RegistryController {
     ) -> Result<RegistryController, Error> {
         let controller = RegistryController {
             handles,
-            cluster: Arc::default(),
             path: path.clone(),
             initial: Mutex::new(None),
             files: ConfigFiles::new(path.clone()),
@@ -219,6 +219,7 @@ impl RegistryController {
     /// Starts every input; the loaded config starts as `loaded`.
     fn start_inputs(&self, loaded: Arc<Loaded>) -> Inputs {
         let (loaded_tx, loaded_rx) = watch::channel(loaded);
+        let (cluster_changes, cluster) = mpsc::channel(CLUSTER_CHANGES);
         let config_file = ConfigFile {
             path: self.path.clone(),
             health: self.handles.health.clone(),
@@ -235,7 +236,8 @@ impl RegistryController {
             loaded: loaded_rx,
             stored,
             groups,
-            cluster: self.cluster.subscribe(),
+            cluster,
+            cluster_changes,
             cluster_watch: None,
             tasks: vec![
                 tokio::spawn(config_file.run(loaded_tx, ConfigFile::hangups())),
@@ -247,7 +249,12 @@ impl RegistryController {
 
     /// Starts, restarts (new delegate or mode) or stops the reflectors of the cluster's
     /// Services as the loaded config asks.
-    fn follow_cluster(&self, loaded: &Loaded, watch: &mut Option<ClusterWatch>) {
+    fn follow_cluster(
+        &self,
+        loaded: &Loaded,
+        watch: &mut Option<ClusterWatch>,
+        changes: &mpsc::Sender<ClusterChange>,
+    ) {
         let mode = loaded.config.service_resolution;
         let wanted = loaded
             .backends
@@ -265,7 +272,7 @@ impl RegistryController {
                     mode,
                     delegate,
                     self.handles.clients.clone(),
-                    self.cluster.clone(),
+                    changes.clone(),
                 )
             });
         }
@@ -273,9 +280,9 @@ impl RegistryController {
 
     /// Marks the delegate registered once its group-versions (and the cluster's Services, when
     /// resolution needs them) are known.
-    fn publish_lifecycle(&self, loaded: &Loaded, groups: bool, cluster: bool) {
+    fn publish_lifecycle(&self, loaded: &Loaded, groups: bool, cluster: Option<&ClusterServices>) {
         let delegate_done = loaded.backends.delegate.is_none() || groups;
-        let cluster_done = !cluster || self.cluster.lock().settled();
+        let cluster_done = cluster.is_none_or(ClusterServices::settled);
         if delegate_done && cluster_done {
             self.handles.lifecycle.reach(Milestone::DelegateRegistered);
         }
@@ -306,21 +313,22 @@ impl BackgroundService for RegistryController {
         let mut inputs = self.start_inputs(published.clone());
         let mut names_due = Instant::now() + NAME_REFRESH;
         let mut refresh_names = tokio::time::interval_at(names_due, NAME_REFRESH);
+        // The cluster's Services, owned by this loop alone and kept across delegate changes
+        // so resolution never starts over.
+        let mut cluster = ClusterServices::default();
         loop {
             let loaded = inputs.loaded.borrow_and_update().clone();
             let stored = inputs.stored.borrow_and_update().clone();
             let groups = inputs.groups.borrow_and_update().clone();
-            inputs.cluster.borrow_and_update();
-            self.follow_cluster(&loaded, &mut inputs.cluster_watch);
-            let composed = {
-                let cluster = self.cluster.lock();
-                compose(&RegistryInputs {
-                    config: &loaded.config,
-                    stored: &stored,
-                    delegate_groups: groups.as_deref(),
-                    cluster: inputs.cluster_watch.as_ref().map(|_| &*cluster),
-                })
-            };
+            let changes = inputs.cluster_changes.clone();
+            self.follow_cluster(&loaded, &mut inputs.cluster_watch, &changes);
+            let followed = inputs.cluster_watch.as_ref().map(|_| &cluster);
+            let composed = compose(&RegistryInputs {
+                config: &loaded.config,
+                stored: &stored,
+                delegate_groups: groups.as_deref(),
+                cluster: followed,
+            });
             let wanted: BTreeSet<HostPort> = names_wanted(&composed.registry);
             if !names.covers(&wanted) || Instant::now() >= names_due {
                 names = Names::resolve(&wanted, RESOLVE_TIMEOUT).await;
@@ -333,15 +341,29 @@ impl BackgroundService for RegistryController {
                     tracing::error!("cannot install the routes, the previous ones serve: {e}")
                 }
             }
-            let cluster = inputs.cluster_watch.is_some();
-            self.publish_lifecycle(&loaded, groups.is_some(), cluster);
-            tokio::select! {
-                Ok(()) = inputs.loaded.changed() => {}
-                Ok(()) = inputs.stored.changed() => {}
-                Ok(()) = inputs.groups.changed() => {}
-                Ok(()) = inputs.cluster.changed() => {}
-                _ = refresh_names.tick() => names_due = Instant::now(),
-                _ = shutdown.changed() => return,
+            let followed = inputs.cluster_watch.as_ref().map(|_| &cluster);
+            self.publish_lifecycle(&loaded, groups.is_some(), followed);
+            // Waits for a change that can move the routes.
+            loop {
+                tokio::select! {
+                    Ok(()) = inputs.loaded.changed() => break,
+                    Ok(()) = inputs.stored.changed() => break,
+                    Ok(()) = inputs.groups.changed() => break,
+                    Some(change) = inputs.cluster.recv() => {
+                        let mut changed = change(&mut cluster);
+                        while let Ok(more) = inputs.cluster.try_recv() {
+                            changed |= more(&mut cluster);
+                        }
+                        if changed {
+                            break;
+                        }
+                    }
+                    _ = refresh_names.tick() => {
+                        names_due = Instant::now();
+                        break;
+                    }
+                    _ = shutdown.changed() => return,
+                }
             }
         }
     }
