@@ -2,9 +2,13 @@
 #   make run   the gateway on the bundled example, with the sample backend it points at
 #   make test  every test of the workspace, then the instruction budget in release
 # and for developers:
-#   make check what CI runs (.ci/run): formatting, clippy, then make test
+#   make check what CI runs (.ci/run calls it): formatting, clippy, then make test
+#   make bench the benchmark scripts of tests/bench, short (BENCH="instructions" picks some)
+#   make fuzz  every fuzz target for FUZZ_SECONDS each (default 30; needs a nightly toolchain)
 
-.PHONY: run test check
+FUZZ_SECONDS ?= 30
+
+.PHONY: run test check bench fuzz
 
 run:
 	@scripts/need.sh cmake protoc
@@ -18,7 +22,14 @@ test:
 	cargo test --release -p apiagg-tests --test instruction_budget
 
 check:
-	@scripts/need.sh cmake protoc
+	@scripts/need.sh make cmake prometheus protoc etcd valgrind python:kubernetes
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets -- -D warnings
 	$(MAKE) test
+
+bench:
+	@scripts/need.sh cmake protoc valgrind nginx
+	@scripts/bench.sh
+
+fuzz:
+	@tests/bench/fuzz.sh $(FUZZ_SECONDS)

@@ -1,7 +1,6 @@
 //! Merge + render of aggregated discovery for 200 remote backends plus the kube-apiserver
 //! document as the local delegate.
 
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use apiagg_discovery::{
@@ -14,13 +13,8 @@ use criterion::{black_box, criterion_group, criterion_main, Criterion};
 const BACKENDS: usize = 200;
 
 fn fixture(rel: &str) -> APIGroupDiscoveryList {
-    let root = std::env::var_os("APIAGG_FIXTURES")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures"));
-    let path = root.join(rel);
-    let text = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("missing fixture {}: {e}", path.display()));
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("bad fixture {}: {e}", path.display()))
+    let bytes = apiagg_test_fixtures::read(rel);
+    serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("bad fixture {rel}: {e}"))
 }
 
 fn entries() -> Vec<GroupVersionEntry> {

@@ -4,8 +4,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-#[path = "cli/front_door.rs"]
-mod front_door;
+#[path = "cli/controls.rs"]
+mod controls;
 
 use apiagg_gateway::app::{self, Launch, StoreChoice};
 use apiagg_gateway::{Options, ProbeOptions};
@@ -198,7 +198,7 @@ struct ServeArgs {
     #[arg(long)]
     tracing_config_file: Option<PathBuf>,
     #[command(flatten)]
-    front_door: front_door::FrontDoorArgs,
+    controls: controls::ControlArgs,
 }
 
 fn default_threads() -> usize {
@@ -328,8 +328,8 @@ fn launch(args: ServeArgs) -> Launch {
             idle: args.idle_timeout,
             http2_preface: args.http2_preface_timeout,
         },
-        flow: args.front_door.flow(),
-        audit: args.front_door.audit(),
+        flow: args.controls.flow(),
+        audit: args.controls.audit(),
         tracing: args.tracing_config_file,
         options,
     }

@@ -1,15 +1,10 @@
 //! The `apiagg check` command on real APIService manifests.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 fn fixtures() -> PathBuf {
-    let path = std::env::var_os("APIAGG_FIXTURES").map_or_else(
-        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures"),
-        PathBuf::from,
-    );
-    assert!(path.is_dir(), "fixtures not found at {}", path.display());
-    path
+    apiagg_test_fixtures::existing_root()
 }
 
 fn check(config: &str) -> (bool, String) {

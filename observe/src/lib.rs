@@ -6,7 +6,7 @@
 //! take strings and numbers, so every other crate may report through it.
 
 mod errors;
-mod health;
+mod health_checks;
 mod lifecycle;
 mod metrics;
 mod otel;
@@ -14,7 +14,7 @@ mod repeats;
 mod watches;
 
 pub use errors::error_chain;
-pub use health::{answer as health_answer, Endpoint as HealthEndpoint};
+pub use health_checks::{answer as health_answer, Endpoint as HealthEndpoint};
 pub use lifecycle::{InFlight, Lifecycle, Milestone};
 pub use metrics::{CertificateKind, GroupVersionMetrics, Metrics, RouteKind, Running};
 pub use otel::{load as load_tracing, Tracer, TRACEPARENT, TRACESTATE};

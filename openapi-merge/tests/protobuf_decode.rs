@@ -6,7 +6,6 @@
 //! 1}, properties = 25 {additional_properties = 1}}}}).
 
 use std::io::Write;
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 use apiagg_openapi_merge::encode_document;
@@ -72,17 +71,7 @@ fn quoted(s: &str) -> String {
 }
 
 fn fixture(path: &str) -> Value {
-    let root = std::env::var_os("APIAGG_FIXTURES").map_or_else(
-        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures"),
-        PathBuf::from,
-    );
-    let file = root.join(path);
-    let bytes = std::fs::read(&file).unwrap_or_else(|e| {
-        panic!(
-            "fixture {} missing ({e}); set APIAGG_FIXTURES",
-            file.display()
-        )
-    });
+    let bytes = apiagg_test_fixtures::read(path);
     serde_json::from_slice(&bytes).expect("fixture JSON")
 }
 

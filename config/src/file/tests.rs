@@ -3,10 +3,7 @@
 use super::*;
 
 fn fixtures() -> PathBuf {
-    std::env::var_os("APIAGG_FIXTURES").map_or_else(
-        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures"),
-        PathBuf::from,
-    )
+    apiagg_test_fixtures::existing_root()
 }
 
 fn write(dir: &Path, name: &str, text: &str) -> PathBuf {

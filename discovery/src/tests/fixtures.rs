@@ -1,15 +1,12 @@
 //! Fixture loading; a missing fixture fails the test with its path.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde::de::DeserializeOwned;
 
 /// Root of the shared fixtures.
 pub fn root() -> PathBuf {
-    match std::env::var_os("APIAGG_FIXTURES") {
-        Some(dir) => PathBuf::from(dir),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures"),
-    }
+    apiagg_test_fixtures::existing_root()
 }
 
 /// Path of a fixture relative to the root.

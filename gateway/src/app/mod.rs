@@ -4,7 +4,7 @@
 mod commands;
 mod connections;
 mod controllers;
-mod front_door;
+mod controls;
 mod limits;
 mod listen;
 mod serving;
@@ -31,7 +31,7 @@ use pingora_core::apps::HttpServerOptions;
 pub use crate::request::ConnectionTimeouts;
 pub use apiagg_audit::{LogFormat, LogSettings, Settings as AuditSettings, WebhookSettings};
 pub use commands::{check, check_tracing, print_status};
-pub use front_door::{FlowOptions, FlowSource};
+pub use controls::{FlowOptions, FlowSource};
 pub use stores::StoreChoice;
 
 /// Everything `apiagg serve` needs besides the config file's contents.
@@ -115,14 +115,14 @@ pub fn serve(launch: Launch) -> anyhow::Result<()> {
         gateway.metrics.registry(),
     )
     .context("creating metrics")?;
-    let flow = front_door::flow_control(&launch.flow, &gateway)?;
+    let flow = controls::flow_control(&launch.flow, &gateway)?;
     if let (Some(flow), FlowSource::File(path)) = (&flow, &launch.flow.source) {
-        watched.push(front_door::flow_objects(path.clone(), flow.clone()));
+        watched.push(controls::flow_objects(path.clone(), flow.clone()));
     }
     // The audit backends run before the first request is accepted.
-    let auditor = front_door::auditor(launch.audit.clone(), &gateway)?;
+    let auditor = controls::auditor(launch.audit.clone(), &gateway)?;
     if let (true, Some(path)) = (auditor.is_enabled(), &launch.audit.policy_file) {
-        watched.push(front_door::audit_policy(path.clone(), auditor.clone()));
+        watched.push(controls::audit_policy(path.clone(), auditor.clone()));
     }
     let tracer = launch
         .tracing

@@ -119,7 +119,7 @@ pub struct WatchedFile {
 impl WatchedFile {
     /// Watches `path` (`what` names it in logs), applied by `apply` when it changes; the file
     /// as it is now counts as applied.
-    pub fn new<E: std::error::Error + Send + Sync + 'static>(
+    pub fn watch<E: std::error::Error + Send + Sync + 'static>(
         what: &'static str,
         path: PathBuf,
         apply: impl Fn(&Path) -> Result<(), E> + Send + Sync + 'static,
@@ -197,7 +197,7 @@ mod tests {
         std::fs::write(&path, "good").expect("write");
         let applied = Arc::new(Mutex::new(Vec::new()));
         let seen = applied.clone();
-        let file = WatchedFile::new("objects", path.clone(), move |p: &Path| {
+        let file = WatchedFile::watch("objects", path.clone(), move |p: &Path| {
             let text = std::fs::read_to_string(p)?;
             if text == "bad" {
                 return Err(std::io::Error::other("bad objects"));

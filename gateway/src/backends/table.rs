@@ -11,7 +11,7 @@ use apiagg_discovery::{
 };
 
 use super::credentials::ClientIdentity;
-use super::health::HealthBook;
+use super::endpoint_health::HealthBook;
 use super::names::Names;
 use super::upstream::{build_upstream, trust_anchors, Own, TlsSettings, Upstream};
 use apiagg_observe::Metrics;

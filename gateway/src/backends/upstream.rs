@@ -17,7 +17,7 @@ use rustls::pki_types::CertificateDer;
 
 use super::certs::earliest_not_after;
 use super::credentials::{BearerToken, ClientIdentity, CredentialError, DelegateCredentials};
-use super::health::{EndpointHealth, HealthBook};
+use super::endpoint_health::{EndpointHealth, HealthBook};
 use super::names::Names;
 use super::slots::Slots;
 use super::tls::{self, TlsError};

@@ -2,7 +2,7 @@
 //! backend that honours them ends the initial events with a BOOKMARK annotated
 //! `k8s.io/initial-events-end`, and WatchList requests pass through to it unchanged; one that
 //! ignores or refuses them gets apiagg's emulation (list, then watch). apiagg learns which by a
-//! probe (see `request/watchlist`) and asks again after [`RELEARN`], so an upgraded or
+//! probe (see `request/watch_list`) and asks again after [`RELEARN`], so an upgraded or
 //! downgraded backend is noticed. An endpoint set that changes starts unknown again. The
 //! APIService's `apiagg.io/watch-list` annotation may set the mode instead (`native`,
 //! `emulate`): then nothing is probed.

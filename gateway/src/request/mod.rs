@@ -23,7 +23,7 @@ mod reply;
 mod response;
 mod trace;
 mod upgrade;
-mod watchlist;
+mod watch_list;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -296,7 +296,7 @@ impl ApiaggProxy {
         }
         if info.verb == "watch" {
             self.bound_watch(ctx, info);
-            if upstream.remote && watchlist::asked(info) {
+            if upstream.remote && watch_list::asked(info) {
                 // Boxed: the emulation's state stays out of every request's future.
                 let served = Box::pin(self.watch_list(session, ctx, &upstream, info)).await?;
                 if let Some(code) = served {
@@ -429,6 +429,6 @@ impl ApiaggProxy {
             }
             Route::Version | Route::GroupVersion(_) | Route::Other => return None,
         };
-        Some((RouteKind::Local, answer))
+        Some((RouteKind::Own, answer))
     }
 }

@@ -199,7 +199,7 @@ impl ProxyHttp for ApiaggProxy {
 
         // 8. The APIService API, served by apiagg itself (never by the delegate).
         if info.group_version_key() == Some(crate::apiservices::GROUP_VERSION) {
-            ctx.kind = RouteKind::Local;
+            ctx.kind = RouteKind::Own;
             // Boxed: the API's state (patches, applies, watches) stays out of every request's
             // future, which pingora moves by value on every request.
             ctx.code = Box::pin(apiservice_api::serve(session, &self.gateway, &info, ctx)).await?;

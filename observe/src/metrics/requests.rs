@@ -22,8 +22,9 @@ pub enum RouteKind {
     Health,
     /// `/metrics`.
     Metrics,
-    /// Documents apiagg serves itself (`/version`, discovery).
-    Local,
+    /// Answers apiagg gives itself (`/version`, discovery, OpenAPI, the APIService API). Not
+    /// "local", which names APIServices the delegate serves, as in kube-aggregator.
+    Own,
     /// Nothing matched.
     NotFound,
     /// Refused during shutdown.
@@ -41,7 +42,7 @@ impl RouteKind {
             RouteKind::Delegate => "delegate",
             RouteKind::Health => "health",
             RouteKind::Metrics => "metrics",
-            RouteKind::Local => "local",
+            RouteKind::Own => "own",
             RouteKind::NotFound => "notfound",
             RouteKind::Shutdown => "shutdown",
             RouteKind::Refused => "refused",

@@ -15,9 +15,7 @@ pub fn load(path: &Path) -> Option<Arc<Value>> {
 }
 
 pub fn fixtures() -> PathBuf {
-    std::env::var_os("APIAGG_FIXTURES")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures"))
+    apiagg_test_fixtures::existing_root()
 }
 
 /// A prepared local spec (the fixtures are known to be usable).

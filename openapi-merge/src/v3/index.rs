@@ -156,21 +156,9 @@ pub fn build_v3_index(sources: &[V3Source]) -> V3Index {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::path::PathBuf;
 
     fn fixture_bytes(rel: &str) -> Bytes {
-        let dir = std::env::var_os("APIAGG_FIXTURES")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| {
-                PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures")
-            });
-        let path = dir.join(rel);
-        Bytes::from(std::fs::read(&path).unwrap_or_else(|e| {
-            panic!(
-                "missing fixture {}: {e} (set APIAGG_FIXTURES)",
-                path.display()
-            )
-        }))
+        Bytes::from(apiagg_test_fixtures::read(rel))
     }
 
     fn kube_documents() -> Vec<V3Document> {

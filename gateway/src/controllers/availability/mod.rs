@@ -8,7 +8,7 @@
 //!
 //! The loop only schedules probes and publications. A publication reads the route table and the
 //! endpoint health as plain data, asks the pure steps what to set ([`conditions::evaluate`]) and
-//! what to write to the store ([`stored::status_writes`]), then applies that.
+//! what to write to the store ([`status_writes::status_writes`]), then applies that.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -21,13 +21,13 @@ use tokio::sync::{mpsc, Notify};
 
 mod conditions;
 mod probe;
-mod stored;
+mod status_writes;
 #[cfg(test)]
 mod tests;
 
 use self::conditions::{evaluate, Evaluation, Observed};
 use self::probe::probe;
-use self::stored::{status_writes, StatusWrite};
+use self::status_writes::{status_writes, StatusWrite};
 use super::targets::group_version_path;
 use crate::backends::{Clients, Failure, HealthBook, RouteTable, Upstream};
 use crate::state::{EndpointStatus, ProbeOptions, Publisher, Routes, Statuses};

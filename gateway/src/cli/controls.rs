@@ -11,7 +11,7 @@ use clap::Args;
 
 /// API Priority and Fairness and auditing.
 #[derive(Args, Debug)]
-pub struct FrontDoorArgs {
+pub struct ControlArgs {
     /// Requests that do not change anything, in flight at most (with the next, the seats of
     /// API Priority and Fairness).
     #[arg(long, default_value_t = 400, value_parser = clap::value_parser!(u32).range(1..))]
@@ -66,7 +66,7 @@ pub struct FrontDoorArgs {
     audit_webhook_initial_backoff: Duration,
 }
 
-impl FrontDoorArgs {
+impl ControlArgs {
     /// Flow-control settings.
     pub fn flow(&self) -> FlowOptions {
         let source = match (

@@ -98,7 +98,7 @@ fn audit_webhook(path: &Path) -> Result<WebhookTarget, String> {
 
 /// The flow-control objects of `flow`, applied again when their file changes.
 pub fn flow_objects(path: PathBuf, flow: Arc<FlowControl>) -> Reloadable {
-    WatchedFile::new("flow control objects", path, move |path| {
+    WatchedFile::watch("flow control objects", path, move |path| {
         let report = flow.configure(from_file(path)?)?;
         tracing::info!("flow control from {}: {report}", path.display());
         Ok::<(), ConfigError>(())
@@ -107,5 +107,5 @@ pub fn flow_objects(path: PathBuf, flow: Arc<FlowControl>) -> Reloadable {
 
 /// The audit policy of `auditor`, read again when its file changes.
 pub fn audit_policy(path: PathBuf, auditor: Auditor) -> Reloadable {
-    WatchedFile::new("audit policy", path, move |_| auditor.reload_policy())
+    WatchedFile::watch("audit policy", path, move |_| auditor.reload_policy())
 }
