@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::eventually;
+use crate::wait_until;
 
 /// The audit log files of `path`: the live file and its rotated backups (`<stem>-<time>.<ext>`),
 /// sorted by name (the live file last).
@@ -73,32 +73,30 @@ pub async fn wait_complete(path: &Path, ids: &[&str]) -> Vec<Value> {
             .iter()
             .any(|e| e["auditID"] == id && e["stage"] == "ResponseComplete")
     };
-    let found = eventually(Duration::from_secs(15), || async {
+    let missing = || async {
         let events = read_events(path);
-        ids.iter().all(|id| complete(&events, id))
-    })
+        let absent = ids.iter().filter(|id| !complete(&events, id));
+        absent.map(|id| id.to_string()).collect::<Vec<_>>()
+    };
+    wait_until(
+        "a ResponseComplete event of each request (the IDs still without one observed)",
+        Duration::from_secs(15),
+        missing,
+        Vec::is_empty,
+    )
     .await;
-    let events = read_events(path);
-    let missing: Vec<&&str> = ids.iter().filter(|id| !complete(&events, id)).collect();
-    assert!(
-        found,
-        "no ResponseComplete event for {missing:?} within 15 s"
-    );
-    events
+    read_events(path)
 }
 
 /// Waits until the log's events satisfy `done` (at most 15 s); returns them.
 pub async fn wait_for(path: &Path, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
-    let found = eventually(Duration::from_secs(15), || async {
-        done(&read_events(path))
-    })
-    .await;
-    let events = read_events(path);
-    assert!(
-        found,
-        "the audit log never held the events awaited: {events:?}"
-    );
-    events
+    wait_until(
+        "the audit log to hold the events awaited",
+        Duration::from_secs(15),
+        || async { read_events(path) },
+        |events| done(events),
+    )
+    .await
 }
 
 /// The audit ID of the request whose `ResponseComplete` event has `uri` and `verb`.

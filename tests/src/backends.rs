@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use base64::Engine;
 
-use crate::{binary, eventually, fixtures, read_listening, Proc};
+use crate::{binary, fixtures, read_listening, wait_until, Proc};
 
 /// A running sample extension API server, killed when dropped.
 pub struct Sample {
@@ -36,6 +36,7 @@ impl Sample {
         let stdout = child.stdout.take().expect("stdout");
         let mut proc = Proc { child };
         let Some(listening) = read_listening(stdout) else {
+            eprintln!("sample-apiserver did not say where it listens: waiting for its exit status");
             let status = proc.wait_exit(Duration::from_secs(5));
             panic!("sample-apiserver did not say where it listens (exit status {status:?})");
         };
@@ -87,12 +88,43 @@ impl Sample {
 
     /// Waits until this backend has served `path` at least `count` times (at most `limit`).
     pub async fn wait_requests(&self, path: &str, count: u64, limit: Duration) {
-        let reached = eventually(limit, || async { self.requests(path).await >= count }).await;
-        let seen = self.requests(path).await;
-        assert!(
-            reached,
-            "{path} was asked {seen} times, not {count}, within {limit:?}"
-        );
+        wait_until(
+            &format!("{path} to be asked {count} times"),
+            limit,
+            || self.requests(path),
+            |seen| *seen >= count,
+        )
+        .await;
+    }
+
+    /// How many requests for `path` this backend holds now: arrived, and not answered yet
+    /// (its `/debug/in-flight`). A `slow?ms=` request is held for its milliseconds; a watch is
+    /// answered (its stream begun) at once.
+    pub async fn in_flight(&self, path: &str) -> u64 {
+        let client = reqwest::Client::builder()
+            .danger_accept_invalid_certs(true)
+            .build()
+            .expect("client");
+        let held: serde_json::Value = client
+            .get(format!("{}/debug/in-flight", self.url))
+            .send()
+            .await
+            .expect("GET /debug/in-flight")
+            .json()
+            .await
+            .expect("in-flight JSON");
+        held[path].as_u64().unwrap_or(0)
+    }
+
+    /// Waits until this backend holds `count` requests for `path` at once (at most `limit`).
+    pub async fn wait_in_flight(&self, path: &str, count: u64, limit: Duration) {
+        wait_until(
+            &format!("the backend to hold {count} requests for {path} at once"),
+            limit,
+            || self.in_flight(path),
+            |held| *held == count,
+        )
+        .await;
     }
 
     /// `ca.crt` of a TLS sample, base64 for an APIService `caBundle`.

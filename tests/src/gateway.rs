@@ -1,9 +1,9 @@
 //! The apiagg process under test.
 
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use crate::{binary, client, read_listening, Proc};
+use crate::{answer_code, binary, client, read_listening, wait_until, wait_until_blocking, Proc};
 
 /// What tests of everything but access control run with: without an authorizer apiagg lets only
 /// `system:masters` change APIServices and only `system:masters` / `system:monitoring` read
@@ -146,6 +146,7 @@ impl Apiagg {
         let (tls, port) = match read_listening(stdout) {
             Some(listening) => (listening.tls, listening.port),
             None => {
+                eprintln!("apiagg did not say where it listens: waiting for its exit status");
                 let status = proc.wait_exit(Duration::from_secs(5));
                 panic!("apiagg did not say where it listens (exit status {status:?})");
             }
@@ -172,22 +173,23 @@ impl Apiagg {
     /// process must still run (a crashed one fails at once with its exit status), and the port
     /// it chose is held by it alone.
     fn wait_listening(&mut self, tls: bool) {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while Instant::now() < deadline {
-            if let Ok(Some(status)) = self.proc.child.try_wait() {
-                panic!("apiagg exited before listening: {status}");
-            }
-            let up = if tls {
-                std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok()
-            } else {
-                livez(self.port)
-            };
-            if up {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        panic!("apiagg did not answer /livez on {} within 20 s", self.port);
+        let port = self.port;
+        let child = &mut self.proc.child;
+        wait_until_blocking(
+            &format!("apiagg to answer /livez on port {port} (over TLS: to accept connections)"),
+            Duration::from_secs(20),
+            || {
+                if let Ok(Some(status)) = child.try_wait() {
+                    panic!("apiagg exited before listening: {status}");
+                }
+                if tls {
+                    std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+                } else {
+                    livez(port)
+                }
+            },
+            |up| *up,
+        );
     }
 
     /// The value of one series of `/metrics` (`name` or `name{labels}` exactly as exposed);
@@ -210,16 +212,13 @@ impl Apiagg {
     /// Waits until `/readyz` answers 200.
     pub async fn wait_ready(&self) {
         let client = client();
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while Instant::now() < deadline {
-            if let Ok(r) = client.get(self.url("/readyz")).send().await {
-                if r.status() == 200 {
-                    return;
-                }
-            }
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
-        panic!("apiagg never became ready");
+        wait_until(
+            "apiagg to answer /readyz with 200",
+            Duration::from_secs(20),
+            || answer_code(client.get(self.url("/readyz"))),
+            |code| *code == 200,
+        )
+        .await;
     }
 }
 

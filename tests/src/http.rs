@@ -1,6 +1,6 @@
-//! Plain HTTP from the tests: a client, polling, and the few request shapes every suite sends.
+//! Plain HTTP from the tests: a client and the few request shapes every suite sends.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// An HTTP client for the tests (30 s timeout per request).
 pub fn client() -> reqwest::Client {
@@ -8,22 +8,6 @@ pub fn client() -> reqwest::Client {
         .timeout(Duration::from_secs(30))
         .build()
         .expect("client")
-}
-
-/// Polls `f` (every 50 ms) until it returns true or `limit` passes; whether it did.
-pub async fn eventually<F, Fut>(limit: Duration, mut f: F) -> bool
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = Instant::now() + limit;
-    while Instant::now() < deadline {
-        if f().await {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    false
 }
 
 /// The status code of a GET (0 when the request fails).
@@ -34,6 +18,29 @@ pub async fn status_code(url: &str) -> u16 {
         .await
         .map(|r| r.status().as_u16())
         .unwrap_or(0)
+}
+
+/// What a request got: its status code, or why it got none. Compares with a status code.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    /// The status code of the answer.
+    Code(u16),
+    /// Why there was no answer.
+    Failed(String),
+}
+
+impl PartialEq<u16> for Answer {
+    fn eq(&self, code: &u16) -> bool {
+        *self == Answer::Code(*code)
+    }
+}
+
+/// What `request` gets once sent (what a wait for an answer observes).
+pub async fn answer_code(request: reqwest::RequestBuilder) -> Answer {
+    match request.send().await {
+        Ok(r) => Answer::Code(r.status().as_u16()),
+        Err(e) => Answer::Failed(e.to_string()),
+    }
 }
 
 /// The body of a GET as text (the test fails when the request does).

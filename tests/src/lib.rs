@@ -22,27 +22,20 @@ mod process;
 pub mod served_tls;
 pub mod streaming;
 pub mod trust;
+mod wait;
 pub mod wire;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 pub use backends::*;
 pub use gateway::*;
 pub use http::*;
 pub use kubectl::*;
 pub use process::*;
+pub use wait::*;
 
 /// The fixture folder (`APIAGG_FIXTURES`, default `../shared/fixtures` beside the checkout);
 /// panics when it is missing.
 pub fn fixtures() -> PathBuf {
-    let path = std::env::var_os("APIAGG_FIXTURES").map_or_else(
-        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures"),
-        PathBuf::from,
-    );
-    assert!(
-        path.is_dir(),
-        "fixtures not found at {} (set APIAGG_FIXTURES)",
-        path.display()
-    );
-    path
+    apiagg_test_fixtures::existing_root()
 }

@@ -178,19 +178,29 @@ pub fn url_of(index: &[(String, String)], key: &str) -> Option<String> {
 
 /// Waits until every source's documents are merged.
 pub async fn wait_openapi(gw: &Apiagg) {
-    let ready = eventually(Duration::from_secs(60), || async {
+    // What is merged yet: the v3 index's status and the documents it lacks, and whether v2
+    // has the oauth paths.
+    let merged = || async {
         let v3 = get(&gw.url("/openapi/v3"), &[]).await;
-        if v3.status() != 200 {
-            return false;
-        }
-        let doc: Value = serde_json::from_slice(&v3.bytes().await.expect("body")).expect("JSON");
-        if !ALL_KEYS.iter().all(|k| doc["paths"].get(*k).is_some()) {
-            return false;
-        }
+        let status = v3.status().as_u16();
+        let doc: Value =
+            serde_json::from_slice(&v3.bytes().await.expect("body")).unwrap_or_default();
+        let absent: Vec<&str> = ALL_KEYS
+            .iter()
+            .filter(|k| doc["paths"].get(**k).is_none())
+            .copied()
+            .collect();
         let v2 = get(&gw.url("/openapi/v2"), &[]).await;
-        v2.status() == 200
-            && String::from_utf8_lossy(&v2.bytes().await.expect("body")).contains(OAUTH_PATH)
-    })
+        let oauth = v2.status() == 200
+            && String::from_utf8_lossy(&v2.bytes().await.expect("body")).contains(OAUTH_PATH);
+        (status, absent, oauth)
+    };
+    wait_until(
+        "every source's OpenAPI documents to be merged (v3 status and absent documents, v2 \
+         merged observed)",
+        Duration::from_secs(60),
+        merged,
+        |(status, absent, oauth)| *status == 200 && absent.is_empty() && *oauth,
+    )
     .await;
-    assert!(ready, "the OpenAPI documents were never all merged");
 }

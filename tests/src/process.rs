@@ -5,7 +5,9 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdout, Command};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::wait_until_blocking;
 
 /// Path of a workspace binary in the test's own `target/<profile>` folder, brought up to date
 /// by `cargo build` the first time this process asks for it (a single suite run after an edit
@@ -28,7 +30,28 @@ pub fn binary(name: &str, package: &str) -> PathBuf {
         } else {
             &["--release"]
         };
-        let status = Command::new(env!("CARGO"))
+        let mut cargo = Command::new(env!("CARGO"));
+        // The variables cargo sets for this test process, removed so that the build sees the
+        // environment of a plain `cargo build`: build scripts that watch them (ring's) would
+        // otherwise run again, here and in the developer's next build.
+        for (key, _) in std::env::vars_os() {
+            let key = key.to_string_lossy();
+            let set_for_tests = key.starts_with("CARGO_PKG_")
+                || key.starts_with("CARGO_BIN_EXE_")
+                || [
+                    "CARGO_MANIFEST_DIR",
+                    "CARGO_MANIFEST_PATH",
+                    "CARGO_CRATE_NAME",
+                    "CARGO_PRIMARY_PACKAGE",
+                    "CARGO_TARGET_TMPDIR",
+                    "CARGO_RUSTC_CURRENT_DIR",
+                ]
+                .contains(&&*key);
+            if set_for_tests {
+                cargo.env_remove(&*key);
+            }
+        }
+        let status = cargo
             .args([
                 "build",
                 "--bins",
@@ -126,16 +149,17 @@ impl Proc {
         assert!(status.success(), "kill -{name} failed");
     }
 
-    /// Waits for the exit code, at most `limit`.
+    /// Waits until the process exits (the test fails when it still runs after `limit`); its
+    /// exit code, `None` when a signal ended it.
     pub fn wait_exit(&mut self, limit: Duration) -> Option<i32> {
-        let deadline = Instant::now() + limit;
-        while Instant::now() < deadline {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                return status.code();
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        None
+        let pid = self.child.id();
+        let exited = wait_until_blocking(
+            &format!("process {pid} to exit (Ok(None): still running)"),
+            limit,
+            || self.child.try_wait().map_err(|e| e.to_string()),
+            |status| matches!(status, Ok(Some(_))),
+        );
+        exited.ok().flatten().and_then(|status| status.code())
     }
 }
 

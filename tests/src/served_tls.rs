@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use crate::pki::{write_pair, Ca};
-use crate::{eventually, Apiagg};
+use crate::{answer_code, wait_until, Apiagg};
 
 /// A running apiagg on TLS, and the CA its serving certificate chains to.
 pub struct ServedTls {
@@ -49,15 +49,13 @@ impl ServedTls {
     /// Waits until `/readyz` answers 200 to `client` (over TLS).
     pub async fn wait_ready(&self, client: &reqwest::Client) {
         let url = format!("https://127.0.0.1:{}/readyz", self.gw.port);
-        let ready = eventually(Duration::from_secs(20), || async {
-            client
-                .get(&url)
-                .send()
-                .await
-                .is_ok_and(|r| r.status() == 200)
-        })
+        wait_until(
+            "apiagg to answer /readyz with 200",
+            Duration::from_secs(20),
+            || answer_code(client.get(&url)),
+            |code| *code == 200,
+        )
         .await;
-        assert!(ready, "apiagg never became ready");
     }
 
     /// `/metrics` as `client` reads it.

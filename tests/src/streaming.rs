@@ -1,11 +1,11 @@
 //! Streaming-list helpers: a sample backend of flunders driven straight (create, delete, its
 //! `/debug/queries` log, held lists), apiagg in front of several, and watch-event readers.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::{apiservice, client, sample_with, service, Apiagg, Sample, V};
+use crate::{apiservice, client, sample_with, service, wait_until, Apiagg, Sample, V};
 
 /// Bounds each wait; far above what a loaded machine needs.
 const LIMIT: Duration = Duration::from_secs(30);
@@ -85,23 +85,15 @@ impl Backend {
 
     /// Waits until the backend was asked a query containing every one of `parts`.
     pub async fn wait_query(&self, parts: &[&str]) -> String {
-        let deadline = Instant::now() + LIMIT;
-        loop {
-            if let Some(q) = self
-                .queries()
-                .await
-                .into_iter()
-                .find(|q| parts.iter().all(|p| q.contains(p)))
-            {
-                return q;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "no query with {parts:?}: {:?}",
-                self.queries().await
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        let has = |q: &String| parts.iter().all(|p| q.contains(p));
+        let queries = wait_until(
+            &format!("a query with {parts:?} (the queries observed)"),
+            LIMIT,
+            || self.queries(),
+            |queries| queries.iter().any(has),
+        )
+        .await;
+        queries.into_iter().find(has).expect("the query awaited")
     }
 
     /// `POST /debug/<action>` (`hold-lists`, `release-lists`).

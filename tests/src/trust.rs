@@ -306,12 +306,13 @@ impl Cluster {
     /// Waits for `/readyz` (no credentials needed) to answer 200.
     pub async fn wait_ready(&self) {
         let client = self.client(None);
-        let ready = crate::eventually(Duration::from_secs(20), || async {
-            let r = client.get(self.url("/readyz")).send().await;
-            r.is_ok_and(|r| r.status() == 200)
-        })
+        crate::wait_until(
+            "apiagg to answer /readyz with 200",
+            Duration::from_secs(20),
+            || crate::answer_code(client.get(self.url("/readyz"))),
+            |code| *code == 200,
+        )
         .await;
-        assert!(ready, "apiagg never became ready");
     }
 
     /// `GET path` with `headers`: the status and the body as JSON (`null` if it is not).

@@ -17,7 +17,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use apiagg_tests::*;
 
@@ -113,43 +113,40 @@ fn count(config: &str, path: &str, n: u64) -> Counts {
         .spawn()
         .expect("spawn valgrind");
     let mut proc = Proc { child };
-    let Some(mut connection) = ready(port, path) else {
-        let log = std::fs::read_to_string(dir.path().join("log")).unwrap_or_default();
-        panic!("apiagg under callgrind did not proxy {path} within 120 s; its log:\n{log}");
-    };
+    let log = dir.path().join("log");
+    let mut connection = ready(port, path, &log);
     for _ in 0..n {
         assert_eq!(get(&mut connection, path), 200, "GET {path}");
     }
     drop(connection);
     // SIGINT: pingora stops at once, and callgrind writes its counts as the process exits.
     proc.signal("INT");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !matches!(proc.child.try_wait(), Ok(Some(_))) {
-        assert!(
-            Instant::now() < deadline,
-            "apiagg did not exit under callgrind"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    proc.wait_exit(Duration::from_secs(60));
     read_counts(&out)
 }
 
-/// Waits (callgrind starts slowly) until `path` answers 200 on a kept-alive connection.
-fn ready(port: u16, path: &str) -> Option<BufReader<TcpStream>> {
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while Instant::now() < deadline {
+/// Waits (callgrind starts slowly) until `path` answers 200 on a kept-alive connection; the
+/// test fails with apiagg's log (at `log`) when it does not within 120 s.
+fn ready(port: u16, path: &str, log: &Path) -> BufReader<TcpStream> {
+    let proxied = || {
         if let Ok(stream) = TcpStream::connect(("127.0.0.1", port)) {
             stream
                 .set_read_timeout(Some(Duration::from_secs(30)))
                 .expect("timeout");
             let mut connection = BufReader::new(stream);
             if get(&mut connection, path) == 200 {
-                return Some(connection);
+                return Ok(connection);
             }
         }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    None
+        Err(Text(std::fs::read_to_string(log).unwrap_or_default()))
+    };
+    let connection = wait_until_blocking(
+        &format!("apiagg under callgrind to proxy {path} (its log observed)"),
+        Duration::from_secs(120),
+        proxied,
+        Result::is_ok,
+    );
+    connection.expect("a connection that proxied")
 }
 
 /// One GET on a keep-alive connection; its status (0 when the connection failed).

@@ -167,21 +167,23 @@ async fn appliers_conflict_force_and_drop_only_what_they_alone_own() {
     );
     // The availability controller's status writes are recorded as kube-apiserver's.
     let url = gw.url(&format!("{API}/{NAME}"));
-    let recorded = apiagg_tests::eventually(std::time::Duration::from_secs(5), || async {
-        let object = json_of(client().get(&url).send().await.expect("get")).await;
-        object["metadata"]["managedFields"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .any(|e| {
+    apiagg_tests::wait_until(
+        "a status entry of kube-apiserver (the managed fields observed)",
+        std::time::Duration::from_secs(5),
+        || async {
+            let object = json_of(client().get(&url).send().await.expect("get")).await;
+            object["metadata"]["managedFields"].clone()
+        },
+        |fields| {
+            fields.as_array().into_iter().flatten().any(|e| {
                 e["manager"] == "kube-apiserver"
                     && e["operation"] == "Update"
                     && e["subresource"] == "status"
                     && e["fieldsV1"]["f:status"].is_object()
             })
-    })
+        },
+    )
     .await;
-    assert!(recorded, "no status entry of kube-apiserver");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

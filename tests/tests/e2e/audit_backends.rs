@@ -156,10 +156,13 @@ async fn sigterm_under_load_loses_no_event() {
             })
         })
         .collect();
-    let started = eventually(Duration::from_secs(20), || async {
-        answered.load(Ordering::SeqCst) >= 50
-    });
-    assert!(started.await, "the fast requests did not start");
+    wait_until(
+        "the fast requests to get going: 50 answered",
+        Duration::from_secs(20),
+        || async { answered.load(Ordering::SeqCst) },
+        |n| *n >= 50,
+    )
+    .await;
     a.gw.proc.signal("TERM");
 
     let mut outcomes = Vec::new();
@@ -236,20 +239,23 @@ async fn a_webhook_that_is_down_slows_nothing_and_every_lost_event_is_counted() 
     assert!(slowest < PROMPT, "an answer took {slowest:?}");
     // Each batch fails its attempts (100 ms backoff, ×1.5) and is dropped: in the end every
     // event generated is counted as lost by the webhook, and the log has them all.
-    let settled = eventually(Duration::from_secs(30), || async {
-        let text = metrics(&a.gw).await;
-        let events = metric(&text, "apiserver_audit_event_total");
-        let lost = "apiagg_audit_events_dropped_total{backend=\"webhook\",reason=\"send_failed\"}";
-        events >= 120.0 && metric(&text, lost) == events
-    })
-    .await;
-    let text = metrics(&a.gw).await;
+    let lost = "apiagg_audit_events_dropped_total{backend=\"webhook\",reason=\"send_failed\"}";
+    let text = wait_until(
+        "the webhook's losses to be all counted (the audit series observed)",
+        Duration::from_secs(30),
+        || async {
+            let text = metrics(&a.gw).await;
+            let audit: Vec<&str> = text.lines().filter(|l| l.contains("audit")).collect();
+            Text(audit.join("\n"))
+        },
+        |text| {
+            let events = metric(&text.0, "apiserver_audit_event_total");
+            events >= 120.0 && metric(&text.0, lost) == events
+        },
+    )
+    .await
+    .0;
     let audit: Vec<&str> = text.lines().filter(|l| l.contains("audit")).collect();
-    assert!(
-        settled,
-        "the webhook's losses are not all counted:\n{}",
-        audit.join("\n")
-    );
     let errors = metric(&text, "apiserver_audit_error_total{plugin=\"webhook\"}");
     assert!(errors >= 120.0, "{}", audit.join("\n"));
     let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
@@ -272,11 +278,13 @@ async fn a_webhook_that_never_answers_slows_nothing_and_its_full_queue_is_counte
     // fills up while requests go on being answered.
     let (first, slowest) = load(&a.gw, 40, 4).await;
     assert!(slowest < PROMPT, "an answer took {slowest:?}");
-    let connected = eventually(Duration::from_secs(10), || async {
-        *accepted.lock().unwrap_or_else(|e| e.into_inner()) > 0
-    })
+    wait_until(
+        "apiagg to connect to the webhook",
+        Duration::from_secs(10),
+        || async { *accepted.lock().unwrap_or_else(|e| e.into_inner()) },
+        |connections| *connections > 0,
+    )
     .await;
-    assert!(connected, "apiagg never connected to the webhook");
     let full = "apiagg_audit_events_dropped_total{backend=\"webhook\",reason=\"queue_full\"}";
     let mut answered = first.len();
     let mut last = first;
@@ -357,16 +365,17 @@ async fn a_working_webhook_receives_every_event_once_in_event_lists() {
             .iter()
             .any(|e| e["auditID"] == id && e["stage"] == "ResponseComplete")
     };
-    let all = eventually(Duration::from_secs(20), || async {
-        let events = received.events();
-        ids.iter().all(|id| complete(&events, id))
-    })
+    wait_until(
+        "the webhook to get every request's events (the IDs still missing observed)",
+        Duration::from_secs(20),
+        || async {
+            let events = received.events();
+            let missing = ids.iter().filter(|id| !complete(&events, id));
+            missing.cloned().collect::<Vec<String>>()
+        },
+        Vec::is_empty,
+    )
     .await;
-    assert!(
-        all,
-        "the webhook did not get every request's events: {:?}",
-        received.bodies()
-    );
     for (path, body) in received.bodies() {
         assert_eq!(
             path, "/audit/events",

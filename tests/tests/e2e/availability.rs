@@ -50,22 +50,6 @@ async fn freshness(gw: &Apiagg, group: &str) -> String {
         .unwrap_or_default()
 }
 
-/// Waits (polling every 10 ms) until `f` holds; returns how long it took.
-async fn time_until<F, Fut>(limit: Duration, mut f: F) -> Option<Duration>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let start = Instant::now();
-    while start.elapsed() < limit {
-        if f().await {
-            return Some(start.elapsed());
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    None
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_backend_is_noticed_within_a_second_and_others_never_fail() {
     let flapping_hold = hold_port();
@@ -107,12 +91,20 @@ async fn a_dead_backend_is_noticed_within_a_second_and_others_never_fail() {
         drop(flapping.take());
         let gw = &gw;
         let a_url = &a_url;
-        let took = time_until(Duration::from_secs(10), || async {
-            status_code(a_url).await == 503 && freshness(gw, "a.example.com").await == "Stale"
-        })
-        .await
-        .expect("503 and Stale after the kill");
-        detect.push(took);
+        let killed = Instant::now();
+        wait_until(
+            "503 and Stale after the kill",
+            Duration::from_secs(10),
+            || async {
+                (
+                    status_code(a_url).await,
+                    freshness(gw, "a.example.com").await,
+                )
+            },
+            |(code, freshness)| *code == 503 && freshness == "Stale",
+        )
+        .await;
+        detect.push(killed.elapsed());
         let status = status_of(gw, "v1.a.example.com").await;
         assert_eq!(status["conditions"][0]["status"], "False", "{status}");
         assert_eq!(
@@ -121,12 +113,20 @@ async fn a_dead_backend_is_noticed_within_a_second_and_others_never_fail() {
         );
 
         flapping = Some(backend("a.example.com", "a", flapping_port));
-        let took = time_until(Duration::from_secs(10), || async {
-            status_code(a_url).await == 200 && freshness(gw, "a.example.com").await == "Current"
-        })
-        .await
-        .expect("200 and Current after the restart");
-        recover.push(took);
+        let restarted = Instant::now();
+        wait_until(
+            "200 and Current after the restart",
+            Duration::from_secs(10),
+            || async {
+                (
+                    status_code(a_url).await,
+                    freshness(gw, "a.example.com").await,
+                )
+            },
+            |(code, freshness)| *code == 200 && freshness == "Current",
+        )
+        .await;
+        recover.push(restarted.elapsed());
     }
     stop.store(true, Ordering::Relaxed);
     looper.await.expect("looper");
@@ -170,7 +170,7 @@ async fn load_moves_to_the_surviving_endpoint_and_back() {
     let (x_hold, y_hold) = (hold_port(), hold_port());
     let (x_port, y_port) = (x_hold.port, y_hold.port);
     let mut x = Some(backend("lb.example.com", "x", x_port));
-    let _y = backend("lb.example.com", "y", y_port);
+    let y = backend("lb.example.com", "y", y_port);
     let config = format!(
         "services:\n  - {{namespace: test, name: lb, port: 443, endpoints: [\"http://127.0.0.1:{x_port}\", \"http://127.0.0.1:{y_port}\"]}}\napiServices:\n{}",
         apiservice_v1("lb.example.com", "lb"),
@@ -217,38 +217,55 @@ async fn load_moves_to_the_surviving_endpoint_and_back() {
             }
         }));
     }
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // x dies under load: once both endpoints serve the workers' requests.
+    let foos = "/apis/lb.example.com/v1/foos";
+    let live = x.as_ref().expect("x");
+    wait_until(
+        "both endpoints to serve the workers (requests to x and y observed)",
+        Duration::from_secs(20),
+        || async { (live.requests(foos).await, y.requests(foos).await) },
+        |(to_x, to_y)| *to_x >= 5 && *to_y >= 5,
+    )
+    .await;
     drop(x.take());
     // Count only once apiagg shows x ejected (passive detection or the next probe).
     let killed = Instant::now();
     let status_url = gw.url("/debug/apiagg/status");
     let x_url = format!("http://127.0.0.1:{x_port}");
-    let ejected = eventually(Duration::from_secs(20), || async {
+    let endpoints = || async {
         let Ok(r) = client().get(&status_url).send().await else {
-            return false;
+            return Vec::new();
         };
         let doc: Value = r.json().await.unwrap_or_default();
-        doc["items"].as_array().into_iter().flatten().any(|item| {
-            item["endpoints"]
-                .as_array()
-                .into_iter()
-                .flatten()
+        let items = doc["items"].as_array().cloned().unwrap_or_default();
+        let all = items
+            .iter()
+            .flat_map(|i| i["endpoints"].as_array().cloned());
+        all.flatten().collect::<Vec<Value>>()
+    };
+    wait_until(
+        "the dead endpoint to be ejected (the endpoints observed)",
+        Duration::from_secs(20),
+        endpoints,
+        |endpoints| {
+            endpoints
+                .iter()
                 .any(|e| e["url"].as_str() == Some(x_url.as_str()) && e["healthy"] == false)
-        })
-    })
+        },
+    )
     .await;
-    assert!(ejected, "the dead endpoint was never ejected");
     println!("ejected {:?} after the kill", killed.elapsed());
     counting.store(true, Ordering::Relaxed);
     // More than fifty requests after the ejection (counted, not timed: a loaded machine sends
     // them more slowly).
-    let enough = eventually(Duration::from_secs(30), || {
-        let served = served.clone();
-        async move { served.lock().expect("lock").len() > 50 }
-    })
+    wait_until(
+        "more than fifty requests served after the ejection",
+        Duration::from_secs(30),
+        || async { served.lock().expect("lock").len() },
+        |n| *n > 50,
+    )
     .await;
     let after_kill: Vec<String> = std::mem::take(&mut *served.lock().expect("lock"));
-    assert!(enough, "too few requests: {}", after_kill.len());
     assert!(
         after_kill.iter().all(|n| n == "y"),
         "requests still reached the dead endpoint"
@@ -264,16 +281,24 @@ async fn load_moves_to_the_surviving_endpoint_and_back() {
     assert!(endpoints.iter().any(|e| e["healthy"] == false), "{status}");
 
     x = Some(backend("lb.example.com", "x", x_port));
-    let back = eventually(Duration::from_secs(5), || {
-        let served = served.clone();
-        async move { served.lock().expect("lock").iter().any(|n| n == "x") }
-    })
+    wait_until(
+        "the restarted endpoint to get traffic again (requests to x observed)",
+        Duration::from_secs(5),
+        || async {
+            served
+                .lock()
+                .expect("lock")
+                .iter()
+                .filter(|n| *n == "x")
+                .count()
+        },
+        |to_x| *to_x > 0,
+    )
     .await;
     stop.store(true, Ordering::Relaxed);
     for w in workers {
         w.await.expect("worker");
     }
-    assert!(back, "the restarted endpoint never got traffic again");
     assert_eq!(failed.load(Ordering::Relaxed), 0);
     drop(x);
 }
@@ -297,13 +322,13 @@ async fn conditions_carry_the_upstream_reasons_and_messages() {
     let gw = Apiagg::start(&config, &[]);
     gw.wait_ready().await;
     let gw = &gw;
-    assert!(
-        eventually(Duration::from_secs(5), || async {
-            status_of(gw, "v1.failing.example.com").await["conditions"][0]["reason"]
-                == "FailedDiscoveryCheck"
-        })
-        .await
-    );
+    wait_until(
+        "v1.failing.example.com to fail its discovery check",
+        Duration::from_secs(5),
+        || status_of(gw, "v1.failing.example.com"),
+        |status| status["conditions"][0]["reason"] == "FailedDiscoveryCheck",
+    )
+    .await;
     let expect = |s: &Value, status: &str, reason: &str| {
         let c = &s["conditions"][0];
         assert_eq!(
@@ -392,21 +417,16 @@ async fn conditions_carry_the_upstream_reasons_and_messages() {
     );
     gw.write_config(&only_good);
     let metrics_url = gw.url("/metrics");
-    assert!(
-        eventually(Duration::from_secs(5), || async {
-            let m = client()
-                .get(&metrics_url)
-                .send()
-                .await
-                .expect("m")
-                .text()
-                .await
-                .expect("t");
-            !m.contains("missing.example.com")
-                && !m.contains("failing.example.com")
-                && m.contains("good.example.com")
-        })
-        .await,
-        "series of deleted APIServices stayed"
-    );
+    // The groups of the series, as the wait sees them.
+    let groups = || async {
+        let m = get_text(&metrics_url).await;
+        ["missing", "failing", "good"].map(|g| m.contains(&format!("{g}.example.com")))
+    };
+    wait_until(
+        "the series of deleted APIServices to go (missing, failing, good observed)",
+        Duration::from_secs(5),
+        groups,
+        |present| *present == [false, false, true],
+    )
+    .await;
 }

@@ -59,9 +59,11 @@ async fn a_slow_backend_holds_at_most_its_bound_and_others_are_served() {
     gw.wait_ready().await;
 
     // The endpoint bound (3) is the tighter one: three reach the backend, the rest get 429.
+    // Another backend is asked once the bound is full: the slow backend holds three (for 2.5 s).
     let flooding = flood(&gw, 20);
     let others = async {
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        slow.wait_in_flight(&format!("{GV}/slow"), 3, Duration::from_secs(20))
+            .await;
         let c = client();
         let mut codes = Vec::new();
         for _ in 0..10 {
@@ -115,15 +117,17 @@ async fn the_apiservice_bound_refuses_the_excess_with_a_status() {
     // flood has left apiagg (its requests count until their last phase, which on a loaded
     // machine can come after the client has its answer): nothing but the asking request is in
     // flight.
-    let idle = eventually(Duration::from_secs(20), || async {
-        gw.metric("apiagg_requests_in_flight").await == Some(1.0)
-    })
+    wait_until(
+        "the flood's requests to leave apiagg (requests in flight: the asking one alone)",
+        Duration::from_secs(20),
+        || gw.metric("apiagg_requests_in_flight"),
+        |in_flight| *in_flight == Some(1.0),
+    )
     .await;
-    assert!(idle, "the flood's requests never left apiagg");
     let hold = flood(&gw, 4);
     let probe = async {
-        // Once the backend has the four (they hold the bound for 2.5 s), one more is refused.
-        slow.wait_requests(&format!("{GV}/slow"), 8, Duration::from_secs(20))
+        // Once the backend holds the four (they hold the bound for 2.5 s), one more is refused.
+        slow.wait_in_flight(&format!("{GV}/slow"), 4, Duration::from_secs(20))
             .await;
         let r = c
             .get(gw.url(&format!("{GV}/slow?ms=1")))
@@ -175,17 +179,22 @@ async fn client_connections_beyond_the_bound_are_dropped_at_accept() {
     // Each is counted once pingora starts reading its first request (on a loaded machine that
     // may take a while): from then on, every further connection is dropped at once. One kept
     // before that closes again after its wait.
-    let dropped = eventually(Duration::from_secs(20), || closed_at_once(gw.port)).await;
-    assert!(dropped, "connections beyond the 20 held were kept for 20 s");
-    drop(held);
-    let freed = eventually(Duration::from_secs(5), || async {
-        status_code(&gw.url("/readyz")).await == 200
-    })
+    wait_until(
+        "a connection beyond the 20 held to be dropped at once",
+        Duration::from_secs(20),
+        || closed_at_once(gw.port),
+        |closed| *closed,
+    )
     .await;
-    assert!(
-        freed,
-        "connections were not accepted again after others closed"
-    );
+    drop(held);
+    let readyz = gw.url("/readyz");
+    wait_until(
+        "connections to be accepted again after others closed (/readyz answering 200)",
+        Duration::from_secs(5),
+        || status_code(&readyz),
+        |code| *code == 200,
+    )
+    .await;
     let metrics = get_text(&gw.url("/metrics")).await;
     let refused = metrics
         .lines()
@@ -238,6 +247,8 @@ async fn running_out_of_open_files_never_ejects_a_backend() {
             Ok(s) => held.push(s),
             Err(_) => break,
         }
+        // Pacing, not a wait for a state: apiagg accepts each connection (and the count of
+        // its descriptors above shows it) before the next.
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
     // Requests while apiagg has no descriptor to spare, and probes fail alike meanwhile. The
@@ -271,6 +282,8 @@ async fn running_out_of_open_files_never_ejects_a_backend() {
                 break;
             }
         }
+        // Pacing, not a wait for a state: each step lets apiagg settle what the last one
+        // changed (a connection accepted, one closed) before the next request finds the edge.
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     drop(held);
@@ -279,11 +292,14 @@ async fn running_out_of_open_files_never_ejects_a_backend() {
         "apiagg never ran out of open files: the test proved nothing"
     );
     // Descriptors free again: the backend is served at once, it was never ejected.
-    let served = eventually(Duration::from_secs(5), || async {
-        status_code(&gw.url(&format!("{GV}/flunders"))).await == 200
-    })
+    let flunders = gw.url(&format!("{GV}/flunders"));
+    wait_until(
+        "the backend to be served once descriptors were freed",
+        Duration::from_secs(5),
+        || status_code(&flunders),
+        |code| *code == 200,
+    )
     .await;
-    assert!(served, "the backend was not served after descriptors freed");
     let log = gw.log();
     assert!(
         !log.contains("endpoint ejected") && !log.contains("\"False\""),
@@ -357,16 +373,11 @@ async fn http2_watches_share_the_open_file_budget_with_client_connections() {
     );
     drop(open);
     let again = served.url(&format!("{GV}/flunders"));
-    let served_again = eventually(Duration::from_secs(20), || async {
-        clients[0]
-            .get(&again)
-            .send()
-            .await
-            .is_ok_and(|r| r.status() == 200)
-    })
+    wait_until(
+        "requests to be served again once the watches ended",
+        Duration::from_secs(20),
+        || answer_code(clients[0].get(&again)),
+        |code| *code == 200,
+    )
     .await;
-    assert!(
-        served_again,
-        "requests not served again once the watches ended"
-    );
 }

@@ -46,17 +46,13 @@ async fn every_request_body_reaches_an_http1_backend_framed_once() {
     let (gw, ca) = tls_apiagg_with(&config, &unbounded).await;
     let base = format!("https://127.0.0.1:{}", gw.port);
     let h1 = https_client(&ca);
-    let available = eventually(std::time::Duration::from_secs(20), || async {
-        h1.get(format!("{base}{GV}/ping"))
-            .send()
-            .await
-            .is_ok_and(|r| r.status() == 200)
-    })
+    wait_until(
+        "the raw backend's APIService to be available",
+        std::time::Duration::from_secs(20),
+        || answer_code(h1.get(format!("{base}{GV}/ping"))),
+        |code| *code == 200,
+    )
     .await;
-    assert!(
-        available,
-        "the raw backend's APIService never became available"
-    );
 
     let path = format!("{GV}/namespaces/default/flunders");
     let mut tasks: JoinSet<Outcome> = JoinSet::new();

@@ -141,15 +141,13 @@ impl World {
     /// Waits until `n` requests in a row are spread over exactly `pods`; returns how long.
     async fn wait_spread(&self, pods: &[&str], n: usize) -> Duration {
         let start = Instant::now();
-        let moved = eventually(Duration::from_secs(10), || async {
-            self.spread(n).await == pods
-        })
+        wait_until(
+            &format!("{n} requests in a row to go to exactly {pods:?} (the pods observed)"),
+            Duration::from_secs(10),
+            || self.spread(n),
+            |seen| seen == pods,
+        )
         .await;
-        assert!(
-            moved,
-            "traffic never went to exactly {pods:?}: {:?}",
-            self.spread(n).await
-        );
         start.elapsed()
     }
 
@@ -163,14 +161,13 @@ impl World {
     }
 
     async fn wait_condition(&self, status: &str, reason: &str) -> Value {
-        let reached = eventually(Duration::from_secs(10), || async {
-            let c = self.condition().await;
-            c["status"] == status && c["reason"] == reason
-        })
-        .await;
-        let condition = self.condition().await;
-        assert!(reached, "never {status}/{reason}: {condition}");
-        condition
+        wait_until(
+            &format!("the condition {status}/{reason}"),
+            Duration::from_secs(10),
+            || self.condition(),
+            |c| c["status"] == status && c["reason"] == reason,
+        )
+        .await
     }
 }
 
@@ -224,14 +221,16 @@ async fn endpoint_slices_move_traffic_as_pods_scale() {
             &slice("api-a", a.port, &["127.0.0.1"]),
         )
         .await;
-    let routed = eventually(Duration::from_secs(5), || async {
-        world.answered_by().await.is_some()
-    })
+    let answer = wait_until(
+        "the new endpoint to answer",
+        Duration::from_secs(5),
+        || world.answered_by(),
+        Option::is_some,
+    )
     .await;
     let first = started.elapsed();
-    assert!(routed, "the new endpoint never answered");
     assert_eq!(
-        world.answered_by().await,
+        answer,
         Some(("pod-a".to_string(), "system:anonymous".to_string()))
     );
     world.wait_condition("True", "Passed").await;

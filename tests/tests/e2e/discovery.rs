@@ -281,13 +281,14 @@ async fn a_stopped_backend_turns_stale_and_comes_back() {
     drop(w.oauth.take());
     let gw = &w.gw;
     let started = std::time::Instant::now();
-    assert!(
-        eventually(Duration::from_secs(10), || async {
-            freshness(&aggregated(gw).await, "oauth.openshift.io", "v1").as_deref() == Some("Stale")
-        })
-        .await,
-        "never Stale"
-    );
+    let oauth = || async { freshness(&aggregated(gw).await, "oauth.openshift.io", "v1") };
+    wait_until(
+        "oauth.openshift.io/v1 to turn Stale",
+        Duration::from_secs(10),
+        oauth,
+        |freshness| freshness.as_deref() == Some("Stale"),
+    )
+    .await;
     let took = started.elapsed();
     println!("Stale {took:?} after the backend died");
     // Probes mark it within a second; the bound (the wait above) leaves room for a loaded
@@ -327,14 +328,13 @@ async fn a_stopped_backend_turns_stale_and_comes_back() {
     // Back again: Current.
     w.oauth = Some(oauth_backend(w.oauth_port, None));
     let gw = &w.gw;
-    assert!(
-        eventually(Duration::from_secs(10), || async {
-            freshness(&aggregated(gw).await, "oauth.openshift.io", "v1").as_deref()
-                == Some("Current")
-        })
-        .await,
-        "never Current again"
-    );
+    wait_until(
+        "oauth.openshift.io/v1 to be Current again",
+        Duration::from_secs(10),
+        || async { freshness(&aggregated(gw).await, "oauth.openshift.io", "v1") },
+        |freshness| freshness.as_deref() == Some("Current"),
+    )
+    .await;
     let (ok, out, err) = kubectl("kubectl", gw.port, &["api-resources"]);
     assert!(ok, "{err}");
     assert!(out.contains("oauth.openshift.io/v1"), "{out}");
@@ -588,17 +588,17 @@ async fn v2_v2beta1_and_legacy_only_backends_are_all_discovered() {
     let gw = &gw;
 
     // (a) Aggregated v2, as client-go and kubectl 1.30+ ask.
-    let listed = eventually(Duration::from_secs(30), || async {
-        lists_generations(&apis(gw, CLIENT_GO).await.1).is_ok()
-    })
+    wait_until(
+        "v2 to list every generation (what it lacks, and apiagg's log, observed)",
+        Duration::from_secs(30),
+        || async {
+            let lacking = lists_generations(&apis(gw, CLIENT_GO).await.1).err();
+            (lacking, Text(gw.log()))
+        },
+        |(lacking, _)| lacking.is_none(),
+    )
     .await;
     let (content_type, v2) = apis(gw, CLIENT_GO).await;
-    assert!(
-        listed,
-        "v2: {:?}\napiagg log:\n{}",
-        lists_generations(&v2),
-        gw.log()
-    );
     assert_eq!(content_type, V2);
     assert_eq!(v2["apiVersion"], "apidiscovery.k8s.io/v2");
 

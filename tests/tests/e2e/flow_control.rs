@@ -232,22 +232,25 @@ async fn the_objects_file_is_re_read_when_it_changes() {
     assert!(refused.iter().any(|a| a.code == 429), "{refused:?}");
     // eve's FlowSchema now queues in `tiny`: nobody is refused.
     std::fs::write(&s.flow_file, objects("tiny")).expect("rewrite");
-    let queued = eventually(Duration::from_secs(10), || async {
-        at_once(gw, "tok-eve", 4, 300)
-            .await
-            .iter()
-            .all(|a| a.code == 200)
-    })
+    wait_until(
+        "the changed objects to apply: nobody refused (the last burst observed)",
+        Duration::from_secs(10),
+        || at_once(gw, "tok-eve", 4, 300),
+        |answers| answers.iter().all(|a| a.code == 200),
+    )
     .await;
-    assert!(queued, "the changed objects were not applied");
     // A broken file keeps the last good objects.
     std::fs::write(&s.flow_file, "kind: FlowSchema\nspec: [").expect("break");
-    let noticed = eventually(Duration::from_secs(10), || async {
-        s.gw.log()
-            .contains("flow.yaml not reloaded, the previous one serves")
-    })
+    wait_until(
+        "the broken file to be noticed (apiagg's log observed)",
+        Duration::from_secs(10),
+        || async { Text(s.gw.log()) },
+        |log| {
+            log.0
+                .contains("flow.yaml not reloaded, the previous one serves")
+        },
+    )
     .await;
-    assert!(noticed, "the broken file was not noticed:\n{}", s.gw.log());
     let still = at_once(gw, "tok-eve", 4, 300).await;
     assert!(still.iter().all(|a| a.code == 200), "{still:?}");
 }

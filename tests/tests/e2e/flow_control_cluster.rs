@@ -4,7 +4,6 @@
 //! cluster's objects by UID), follows replacements and deletions without a restart, and keeps
 //! the last good configuration serving when the cluster holds an object it refuses.
 
-use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use apiagg_tests::trust::delegate_tokens;
@@ -166,12 +165,13 @@ impl World {
 
     /// Waits until apiagg's dump lists (or no longer lists) the level `name`.
     async fn wait_level(&self, name: &str, present: bool) {
-        let seen = eventually(APPLY_LIMIT, || async {
-            self.levels().await.iter().any(|l| l == name) == present
-        })
+        wait_until(
+            &format!("level {name} present: {present} (the levels observed)"),
+            APPLY_LIMIT,
+            || self.levels(),
+            |levels| levels.iter().any(|l| l == name) == present,
+        )
         .await;
-        let levels = self.levels().await;
-        assert!(seen, "level {name} present: {present}, levels {levels:?}");
     }
 
     /// `n` slow requests of eve at once.
@@ -206,23 +206,24 @@ impl World {
 
     /// Waits until a burst is all served, and returns it.
     async fn wait_all_served(&self) -> Vec<Answer> {
-        let last = Mutex::new(Vec::new());
-        let served = eventually(APPLY_LIMIT, || async {
-            let answers = self.burst(4, 300).await;
-            let all = answers.iter().all(|a| a.code == 200);
-            *lock(&last) = answers;
-            all
-        })
-        .await;
-        let last = std::mem::take(&mut *lock(&last));
-        assert!(served, "a burst is still refused: {last:?}");
-        last
+        wait_until(
+            "a burst to be all served (the last burst observed)",
+            APPLY_LIMIT,
+            || self.burst(4, 300),
+            |answers| answers.iter().all(|a| a.code == 200),
+        )
+        .await
     }
 
     /// Waits until apiagg's log has `needle`.
     async fn wait_log(&self, needle: &str) {
-        let found = eventually(APPLY_LIMIT, || async { self.gw.log().contains(needle) }).await;
-        assert!(found, "no {needle:?} in the log:\n{}", self.gw.log());
+        wait_until(
+            &format!("{needle:?} in apiagg's log (the log observed)"),
+            APPLY_LIMIT,
+            || async { Text(self.gw.log()) },
+            |log| log.0.contains(needle),
+        )
+        .await;
     }
 }
 
@@ -240,10 +241,6 @@ async fn write(
     let r = r.send().await.expect("write to the delegate");
     assert!(r.status().is_success(), "{method} {url}: {}", r.status());
     json_of(r).await
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 async fn send(client: reqwest::Client, url: String) -> Answer {
@@ -286,21 +283,16 @@ async fn the_clusters_objects_apply_and_changes_follow_without_a_restart() {
 
     // Deleted in the cluster: eve falls to a built-in FlowSchema, and a removed level leaves.
     w.delete("flowschemas", "refused").await;
-    let last = Mutex::new(None);
-    let fell_through = eventually(APPLY_LIMIT, || async {
-        let a = send(w.client.clone(), w.gw.url(&format!("{GV}/slow?ms=1"))).await;
-        let moved_on = a.code == 200
-            && a.schema_uid.is_some()
-            && a.schema_uid.as_ref() != Some(&w.refused_uid);
-        *lock(&last) = Some(a);
-        moved_on
-    })
+    let url = w.gw.url(&format!("{GV}/slow?ms=1"));
+    wait_until(
+        "eve to fall to another FlowSchema than the deleted one (the last answer observed)",
+        APPLY_LIMIT,
+        || send(w.client.clone(), url.clone()),
+        |a| {
+            a.code == 200 && a.schema_uid.is_some() && a.schema_uid.as_ref() != Some(&w.refused_uid)
+        },
+    )
     .await;
-    assert!(
-        fell_through,
-        "still the deleted FlowSchema: {:?}",
-        lock(&last)
-    );
     w.delete("prioritylevelconfigurations", "refuser").await;
     w.wait_level("refuser", false).await;
     let levels = w.levels().await;

@@ -73,7 +73,15 @@ async fn garbage_tokens_never_starve_a_valid_tokens_review() {
         })
         .collect();
 
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // The valid tokens come once the flood has spent the bound's burst (200 reviews at once):
+    // from then on, each review they need competes with the flood's for the 100 a second.
+    wait_until(
+        "the flood to spend the review bound's burst (200 reviews at the delegate)",
+        flood_for,
+        || async { c.delegate.requests(TOKEN_REVIEWS).await - before },
+        |reviews| *reviews >= 200,
+    )
+    .await;
     let valid = one_connection(&c);
     let mut waits = Vec::new();
     for i in 1..=3 {

@@ -184,16 +184,13 @@ async fn serves_https_and_http2_with_its_own_certificate() {
         builder.build().expect("client")
     };
     let base = format!("https://127.0.0.1:{}", gw.port);
-    assert!(
-        eventually(Duration::from_secs(10), || async {
-            https(false)
-                .get(format!("{base}/readyz"))
-                .send()
-                .await
-                .is_ok_and(|r| r.status() == 200)
-        })
-        .await
-    );
+    wait_until(
+        "apiagg to answer /readyz with 200 over TLS",
+        Duration::from_secs(10),
+        || answer_code(https(false).get(format!("{base}/readyz"))),
+        |code| *code == 200,
+    )
+    .await;
     for http2 in [false, true] {
         let r = https(http2)
             .get(format!("{base}/apis/{G}/{V}/echo"))

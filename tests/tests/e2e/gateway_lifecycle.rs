@@ -204,39 +204,33 @@ async fn hot_reload_adds_and_removes_backends_without_failed_requests() {
     assert_eq!(b_status().await, 404);
 
     gw.write_config(&with_both);
-    assert!(
-        eventually(Duration::from_secs(10), || async {
-            b_status().await == 200
-        })
-        .await
-    );
+    wait_until(
+        "b.example.com to be routed after the reload",
+        Duration::from_secs(10),
+        b_status,
+        |code| *code == 200,
+    )
+    .await;
 
     // An invalid config is rejected; the serving routes stay.
     gw.write_config("apiServices:\n  - {apiVersion: apiregistration.k8s.io/v1, kind: APIService, metadata: {name: wrong}, spec: {group: b.example.com, version: v1, groupPriorityMinimum: 0, versionPriority: 1}}\n");
-    let metrics_url = gw.url("/metrics");
-    assert!(
-        eventually(Duration::from_secs(10), || async {
-            let text = c
-                .get(&metrics_url)
-                .send()
-                .await
-                .expect("metrics")
-                .text()
-                .await
-                .expect("text");
-            text.contains("apiagg_config_reloads_total{result=\"failure\"} 1")
-        })
-        .await
-    );
+    wait_until(
+        "the invalid config's reload to be counted as a failure",
+        Duration::from_secs(10),
+        || gw.metric("apiagg_config_reloads_total{result=\"failure\"}"),
+        |failures| *failures == Some(1.0),
+    )
+    .await;
     assert_eq!(b_status().await, 200);
 
     gw.write_config(&with_a);
-    assert!(
-        eventually(Duration::from_secs(10), || async {
-            b_status().await == 404
-        })
-        .await
-    );
+    wait_until(
+        "b.example.com to be gone after the reload",
+        Duration::from_secs(10),
+        b_status,
+        |code| *code == 404,
+    )
+    .await;
 
     stop.store(true, Ordering::Relaxed);
     looper.await.expect("looper");
@@ -254,7 +248,13 @@ async fn hot_reload_adds_and_removes_backends_without_failed_requests() {
     // SIGHUP reloads at once too.
     std::fs::write(gw.dir.path().join("apiagg.yaml"), &with_both).expect("write");
     gw.proc.signal("HUP");
-    assert!(eventually(Duration::from_secs(5), || async { b_status().await == 200 }).await);
+    wait_until(
+        "b.example.com to be routed after SIGHUP",
+        Duration::from_secs(5),
+        b_status,
+        |code| *code == 200,
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -332,11 +332,13 @@ async fn sigterm_turns_readyz_red_and_lets_requests_finish() {
     // During the delay (3 s, far longer than turning red takes even on a loaded machine):
     // readyz red, livez green, requests still served.
     let readyz_url = gw.url("/readyz");
-    let red = eventually(Duration::from_secs(5), || async {
-        status_code(&readyz_url).await == 500
-    })
+    wait_until(
+        "readyz to turn red (500) after SIGTERM",
+        Duration::from_secs(5),
+        || status_code(&readyz_url),
+        |code| *code == 500,
+    )
     .await;
-    assert!(red, "readyz never turned red after SIGTERM");
     let red_after = term.elapsed();
     println!("readyz red {red_after:?} after SIGTERM");
     assert!(
@@ -362,16 +364,18 @@ async fn sigterm_turns_readyz_red_and_lets_requests_finish() {
     assert_eq!(served.status(), 200);
     // After the delay: new requests get 429 while the slow one drains.
     let flunders = gw.url(&format!("/apis/{G}/{V}/flunders"));
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let mut refused = None;
-    while refused.is_none() && Instant::now() < deadline {
-        match reqwest::Client::new().get(&flunders).send().await {
-            Ok(r) if r.status() == 429 => refused = Some(r),
-            _ => tokio::time::sleep(Duration::from_millis(50)).await,
-        }
-    }
+    let refused = wait_until(
+        "new requests to be refused (429) after the delay",
+        Duration::from_secs(10),
+        || async {
+            let sent = reqwest::Client::new().get(&flunders).send().await;
+            sent.map_err(|e| e.to_string())
+        },
+        |answer| matches!(answer, Ok(r) if r.status() == 429),
+    )
+    .await
+    .expect("a 429");
     println!("refusing new requests {:?} after SIGTERM", term.elapsed());
-    let refused = refused.expect("new requests were never refused");
     assert!(
         term.elapsed() >= Duration::from_secs(3),
         "refused before the delay ended"

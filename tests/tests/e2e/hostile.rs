@@ -252,11 +252,14 @@ async fn shutdown_exemptions_are_exact_paths() {
         .expect("watch");
     assert_eq!(watch.status(), 200);
     gw.proc.signal("TERM");
-    let refused = eventually(Duration::from_secs(5), || async {
-        status_code(&gw.url("/apis")).await == 429
-    })
+    let apis = gw.url("/apis");
+    wait_until(
+        "apiagg to refuse /apis (429) after SIGTERM",
+        Duration::from_secs(5),
+        || status_code(&apis),
+        |code| *code == 429,
+    )
     .await;
-    assert!(refused, "apiagg never started refusing");
     assert_eq!(status_code(&gw.url("/metrics")).await, 200);
     assert_eq!(status_code(&gw.url("/livez")).await, 200);
     for path in ["/metricsX", "/metrics/x", "/livezX", "/readyzfoo"] {
@@ -287,11 +290,14 @@ async fn closed_watches_are_not_errors_and_methods_do_not_grow_metrics() {
 
     // Random methods, at a backend that is down (so each one is a termination) and locally.
     drop(backend);
-    let down = eventually(Duration::from_secs(5), || async {
-        status_code(&gw.url(&format!("{GV}/flunders"))).await == 503
-    })
+    let flunders = gw.url(&format!("{GV}/flunders"));
+    wait_until(
+        "the backend's absence to be noticed (503)",
+        Duration::from_secs(5),
+        || status_code(&flunders),
+        |code| *code == 503,
+    )
     .await;
-    assert!(down, "the backend's absence was never noticed");
     // The series (each line without its value): a new label value would add one.
     let series = || async {
         let text = get_text(&gw.url("/metrics")).await;
@@ -386,6 +392,8 @@ async fn slow_clients_do_not_hold_up_others() {
             "{:?}",
             started.elapsed()
         );
+        // Pacing, not a wait for a state: the twenty requests spread over the slow heads'
+        // trickle, which is what is tested.
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     for task in slow {
@@ -474,12 +482,14 @@ async fn front_door_inputs_are_checked() {
         );
         assert_ne!(schema.as_deref(), Some("forged"));
     }
-    let audited = eventually(Duration::from_secs(5), || async {
-        std::fs::read_to_string(&log).is_ok_and(|l| l.lines().count() >= 6)
-    })
-    .await;
-    assert!(audited, "no audit events were written");
-    let text = std::fs::read_to_string(&log).expect("audit log");
+    let text = wait_until(
+        "six audit events to be written (the audit log observed)",
+        Duration::from_secs(5),
+        || async { Text(std::fs::read_to_string(&log).unwrap_or_default()) },
+        |text| text.0.lines().count() >= 6,
+    )
+    .await
+    .0;
     assert!(
         !text.contains("aaaaaaaaaa") && !text.contains("id with spaces"),
         "a forged Audit-ID reached the audit log"

@@ -43,12 +43,13 @@ async fn wire_attacks_are_refused_or_framed_once() {
     let (gw, ca) = tls_apiagg(&config).await;
     let h1 = https_client(&ca);
     let base = format!("https://127.0.0.1:{}", gw.port);
-    let available = eventually(Duration::from_secs(20), || async {
-        let r = h1.get(format!("{base}{GV}/ping")).send().await;
-        r.is_ok_and(|r| r.status() == 200)
-    })
+    wait_until(
+        "the backend's APIService to be available",
+        Duration::from_secs(20),
+        || answer_code(h1.get(format!("{base}{GV}/ping"))),
+        |code| *code == 200,
+    )
     .await;
-    assert!(available, "the backend's APIService never became available");
     let h2 = h2_connect(gw.port, &ca).await;
     let delegate_log = || async {
         let log = get_text(&format!("{}/debug/requests", delegate.url)).await;

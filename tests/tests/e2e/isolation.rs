@@ -35,15 +35,19 @@ async fn a_bad_bundle_or_name_fails_only_its_apiservice() {
             object["status"]["conditions"][0].clone()
         }
     };
-    let settled = eventually(Duration::from_secs(10), || async {
-        condition(&format!("{V}.badca.example.com")).await["reason"] == "FailedDiscoveryCheck"
-            && condition(&format!("{V}.nowhere.example.com")).await["reason"]
-                == "FailedDiscoveryCheck"
-    })
+    let (bad_ca, nowhere) = wait_until(
+        "both broken APIServices to fail their discovery check (their conditions observed)",
+        Duration::from_secs(10),
+        || async {
+            let bad_ca = condition(&format!("{V}.badca.example.com")).await;
+            (bad_ca, condition(&format!("{V}.nowhere.example.com")).await)
+        },
+        |(bad_ca, nowhere)| {
+            bad_ca["reason"] == "FailedDiscoveryCheck"
+                && nowhere["reason"] == "FailedDiscoveryCheck"
+        },
+    )
     .await;
-    let bad_ca = condition(&format!("{V}.badca.example.com")).await;
-    let nowhere = condition(&format!("{V}.nowhere.example.com")).await;
-    assert!(settled, "{bad_ca} {nowhere}");
     assert_eq!(bad_ca["message"], "spec.caBundle: no PEM certificate found");
     assert!(
         nowhere["message"]
@@ -95,11 +99,13 @@ async fn apiservices_behind_one_endpoint_are_judged_on_their_own_paths() {
             object["status"]["conditions"][0]["reason"].clone()
         }
     };
-    let judged = eventually(Duration::from_secs(10), || async {
-        reason("v1.other.example.com").await == "FailedDiscoveryCheck"
-    })
+    wait_until(
+        "the other APIService to fail its own probe",
+        Duration::from_secs(10),
+        || reason("v1.other.example.com"),
+        |reason| reason == "FailedDiscoveryCheck",
+    )
     .await;
-    assert!(judged, "the other APIService never failed its own probe");
     assert_eq!(reason("v1alpha1.wardle.example.com").await, "Passed");
     let flunders = gw.url(&format!("/apis/{G}/{V}/flunders"));
     assert_eq!(c.get(&flunders).send().await.expect("wardle").status(), 200);

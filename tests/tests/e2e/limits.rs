@@ -7,7 +7,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use apiagg_tests::{binary, eventually, fixtures, kube_delegate, read_listening, Proc, Sample};
+use apiagg_tests::{
+    binary, fixtures, kube_delegate, read_listening, wait_until, Answer, Proc, Sample, Text,
+};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const GIB: u64 = 1 << 30;
@@ -152,12 +154,14 @@ async fn an_endless_openapi_document_is_refused_for_its_source_only() {
         }
         text
     };
-    let refused = eventually(Duration::from_secs(90), || async {
-        log_text().contains("exceeds the limit of 67108864 bytes")
-    })
-    .await;
-    let log = log_text();
-    assert!(refused, "no refusal logged; apiagg's log:\n{log}");
+    let log = wait_until(
+        "the refusal to be logged (apiagg's log observed)",
+        Duration::from_secs(90),
+        || async { Text(log_text()) },
+        |log| log.0.contains("exceeds the limit of 67108864 bytes"),
+    )
+    .await
+    .0;
     println!(
         "refused after {:?}, the backend had sent {} MiB of its 1024",
         started.elapsed(),
@@ -178,17 +182,25 @@ async fn an_endless_openapi_document_is_refused_for_its_source_only() {
 
     // The good source is merged and served; the huge one is not in the document.
     let client = apiagg_tests::client();
-    let served = eventually(Duration::from_secs(30), || async {
-        let Ok(r) = client.get(format!("{base}/openapi/v2")).send().await else {
-            return false;
-        };
-        r.status() == 200
-            && r.text()
-                .await
-                .is_ok_and(|t| t.contains("/apis/metrics.k8s.io/v1beta1/") && !t.contains("huge"))
-    })
+    // The answer, whether the good source's paths are in, whether the huge one's are.
+    let v2 = || async {
+        match client.get(format!("{base}/openapi/v2")).send().await {
+            Err(e) => (Answer::Failed(e.to_string()), false, false),
+            Ok(r) => {
+                let code = Answer::Code(r.status().as_u16());
+                let text = r.text().await.unwrap_or_default();
+                let good = text.contains("/apis/metrics.k8s.io/v1beta1/");
+                (code, good, text.contains("huge"))
+            }
+        }
+    };
+    wait_until(
+        "/openapi/v2 to serve the good source's paths alone (answer, good, huge observed)",
+        Duration::from_secs(30),
+        v2,
+        |(code, good, huge)| *code == 200 && *good && !*huge,
+    )
     .await;
-    assert!(served, "/openapi/v2 does not serve the good source's paths");
 
     let peak = peak_rss(pid);
     println!("apiagg peak RSS: {} MiB", peak >> 20);
@@ -213,12 +225,13 @@ async fn readyz_turns_green_only_with_the_delegates_openapi_published() {
     let gw = apiagg_tests::Apiagg::start(&config, &[]);
     let client = apiagg_tests::client();
     let started = Instant::now();
-    let ready = eventually(Duration::from_secs(30), || async {
-        let r = client.get(gw.url("/readyz")).send().await;
-        r.is_ok_and(|r| r.status() == 200)
-    })
+    wait_until(
+        "apiagg to answer /readyz with 200",
+        Duration::from_secs(30),
+        || apiagg_tests::answer_code(client.get(gw.url("/readyz"))),
+        |code| *code == 200,
+    )
     .await;
-    assert!(ready, "apiagg never became ready");
     println!("ready after {:?}", started.elapsed());
     let v2 = client
         .get(gw.url("/openapi/v2"))

@@ -127,14 +127,13 @@ async fn prometheus_scrapes_the_expected_series() {
             value.parse::<f64>().ok()
         }
     };
-    assert!(
-        eventually(Duration::from_secs(30), || async {
-            query(r#"aggregator_unavailable_apiservice{name="v1.prom.example.com"}"#).await
-                == Some(0.0)
-        })
-        .await,
-        "prometheus never saw the APIService available"
-    );
+    wait_until(
+        "prometheus to see the APIService available",
+        Duration::from_secs(30),
+        || query(r#"aggregator_unavailable_apiservice{name="v1.prom.example.com"}"#),
+        |unavailable| *unavailable == Some(0.0),
+    )
+    .await;
     assert!(query(
         r#"apiagg_proxy_requests_total{group="prom.example.com",version="v1",code="200"}"#
     )
@@ -161,12 +160,15 @@ async fn prometheus_scrapes_the_expected_series() {
 
     drop(b.take());
     let _ = status_code(&gw.url("/apis/prom.example.com/v1/foos")).await;
-    assert!(
-        eventually(Duration::from_secs(30), || async {
-            query(r#"aggregator_unavailable_apiservice{name="v1.prom.example.com"}"#).await == Some(1.0)
-                && query(r#"aggregator_unavailable_apiservice_total{name="v1.prom.example.com",reason="FailedDiscoveryCheck"}"#).await == Some(1.0)
-        })
-        .await,
-        "prometheus never saw the APIService unavailable"
-    );
+    wait_until(
+        "prometheus to see the APIService unavailable (the gauge and the counter observed)",
+        Duration::from_secs(30),
+        || async {
+            let gauge = r#"aggregator_unavailable_apiservice{name="v1.prom.example.com"}"#;
+            let total = r#"aggregator_unavailable_apiservice_total{name="v1.prom.example.com",reason="FailedDiscoveryCheck"}"#;
+            (query(gauge).await, query(total).await)
+        },
+        |seen| *seen == (Some(1.0), Some(1.0)),
+    )
+    .await;
 }

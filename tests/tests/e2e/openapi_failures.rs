@@ -18,20 +18,27 @@ async fn a_dead_backend_keeps_its_last_good_documents() {
     w.oauth = None; // killed
                     // The refresh that failed is recorded before anything is compared.
     let metrics_url = w.gw.url("/metrics");
-    let failed = eventually(Duration::from_secs(20), || async {
+    let failures = || async {
         let body = get(&metrics_url, &[])
             .await
             .text()
             .await
             .unwrap_or_default();
-        body.lines()
-            .any(|l| l.starts_with("apiagg_openapi_download_failures_total{source=\"test/oauth"))
-    })
+        let series = body
+            .lines()
+            .filter(|l| l.starts_with("apiagg_openapi_download_failures_total"));
+        series.map(str::to_string).collect::<Vec<_>>()
+    };
+    wait_until(
+        "a failed download of the dead backend to be recorded (the failure series observed)",
+        Duration::from_secs(20),
+        failures,
+        |series| {
+            let source = "apiagg_openapi_download_failures_total{source=\"test/oauth";
+            series.iter().any(|l| l.starts_with(source))
+        },
+    )
     .await;
-    assert!(
-        failed,
-        "no failed download of the dead backend was recorded"
-    );
 
     assert_eq!(index(&w.gw).await, before_index);
     let r = get(&w.gw.url("/openapi/v2"), &[]).await;

@@ -77,6 +77,8 @@ async fn slow_backends_time_out_and_watches_do_not() {
         .await
         .expect("watch");
     assert_eq!(watch.status(), 200);
+    // The wait is what is tested: the 1 s request timeout passes (with room) while the watch
+    // is open; an event after it must still arrive.
     tokio::time::sleep(Duration::from_millis(2500)).await;
     let created = c
         .post(gw.url(&format!("{GV}/flunders")))

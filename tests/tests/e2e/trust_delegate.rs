@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use apiagg_tests::pki::{write_pair, Ca};
 use apiagg_tests::trust::{token_delegate, Cluster, APIAGG_USER};
-use apiagg_tests::{eventually, Apiagg, Sample};
+use apiagg_tests::{answer_code, wait_until, Apiagg, Sample};
 use base64::Engine;
 use serde_json::json;
 
@@ -25,11 +25,15 @@ fn ca_of(delegate: &Sample) -> Vec<u8> {
 async fn a_rotated_token_file_is_used_without_a_restart() {
     let mut c = Cluster::start(true).await;
     let alice = c.client(Some(&c.client_ca.client("alice", &[])));
-    let impersonated = || async {
-        let (code, seen) = c.get(&alice, "/debug/whoami", &[]).await;
-        code == 200 && seen["impersonatedBy"] == APIAGG_USER
+    let whoami = || c.get(&alice, "/debug/whoami", &[]);
+    let impersonated = |(code, seen): &(u16, serde_json::Value)| {
+        *code == 200 && seen["impersonatedBy"] == APIAGG_USER
     };
-    assert!(impersonated().await, "impersonation with the first token");
+    let first = whoami().await;
+    assert!(
+        impersonated(&first),
+        "impersonation with the first token: {first:?}"
+    );
 
     // The delegate now knows only the second token: impersonation fails until apiagg reads it.
     let tokens = c.dir.join("delegate-tokens.csv");
@@ -40,10 +44,13 @@ async fn a_rotated_token_file_is_used_without_a_restart() {
     .expect("rotate");
     assert_eq!(c.get(&alice, "/debug/whoami", &[]).await.0, 401);
     std::fs::write(c.dir.join("apiagg-token"), "apiagg-token-2\n").expect("rotate");
-    assert!(
-        eventually(Duration::from_secs(10), impersonated).await,
-        "the rotated token was not used"
-    );
+    wait_until(
+        "the rotated token to be used (apiagg impersonating alice at the delegate)",
+        Duration::from_secs(10),
+        whoami,
+        impersonated,
+    )
+    .await;
     let exited = c.gw.proc.child.try_wait().expect("try_wait");
     assert!(exited.is_none(), "apiagg restarted: {exited:?}");
 }
@@ -108,11 +115,8 @@ async fn a_rotated_proxy_client_certificate_is_presented_without_a_restart() {
     let c = Cluster::start(true).await;
     let alice = c.client(Some(&c.client_ca.client("alice", &[])));
     let whoami = format!("/apis/{}/{}/whoami", apiagg_tests::G, apiagg_tests::V);
-    let answers = |expected: u16| {
-        let (alice, whoami, c) = (&alice, &whoami, &c);
-        move || async move { c.get(alice, whoami, &[]).await.0 == expected }
-    };
-    assert!(answers(200)().await);
+    let code = || async { c.get(&alice, &whoami, &[]).await.0 };
+    assert_eq!(code().await, 200);
     // A certificate with a CN the backend does not accept: the availability probe, now sent with
     // it, is refused (401) and the APIService turns unavailable (503 with the reason).
     let replace = |pair: (String, String)| {
@@ -124,10 +128,13 @@ async fn a_rotated_proxy_client_certificate_is_presented_without_a_restart() {
             .expect("cert");
     };
     replace(c.front_proxy_ca.client("someone-else", &[]));
-    assert!(
-        eventually(Duration::from_secs(10), answers(503)).await,
-        "the new certificate was not presented"
-    );
+    wait_until(
+        "the new certificate to be presented (the APIService unavailable: 503)",
+        Duration::from_secs(10),
+        code,
+        |code| *code == 503,
+    )
+    .await;
     let (_, status) = c.get(&alice, &whoami, &[]).await;
     let message = status["message"].as_str().unwrap_or_default();
     assert!(
@@ -135,10 +142,13 @@ async fn a_rotated_proxy_client_certificate_is_presented_without_a_restart() {
         "{status}"
     );
     replace(c.front_proxy_ca.client(apiagg_tests::trust::PROXY_CN, &[]));
-    assert!(
-        eventually(Duration::from_secs(10), answers(200)).await,
-        "the restored certificate was not presented"
-    );
+    wait_until(
+        "the restored certificate to be presented (200 again)",
+        Duration::from_secs(10),
+        code,
+        |code| *code == 200,
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -186,15 +196,13 @@ async fn a_delegate_certificate_is_used_only_in_apiaggs_own_name() {
     };
     let url = |p: &str| format!("https://localhost:{}{p}", gw.port);
     let plain = client(None);
-    let ready = eventually(Duration::from_secs(20), || async {
-        let r = plain.get(url("/readyz")).send().await;
-        r.is_ok_and(|r| r.status() == 200)
-    })
+    wait_until(
+        "apiagg to get ready with its delegate certificate",
+        Duration::from_secs(20),
+        || answer_code(plain.get(url("/readyz"))),
+        |code| *code == 200,
+    )
     .await;
-    assert!(
-        ready,
-        "apiagg did not get ready with its delegate certificate"
-    );
 
     // A certificate caller goes as apiagg's certificate impersonating it.
     let bob = client(Some(&callers_ca.client("bob", &["dev"])));

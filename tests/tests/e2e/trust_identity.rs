@@ -10,7 +10,7 @@ use hyper_util::rt::TokioIo;
 
 use apiagg_tests::pki::Ca;
 use apiagg_tests::trust::{Cluster, OUTER_PROXY_CN};
-use apiagg_tests::{eventually, G, V};
+use apiagg_tests::{wait_until, G, V};
 
 fn whoami() -> String {
     format!("/apis/{G}/{V}/whoami")
@@ -57,11 +57,13 @@ async fn a_rotated_client_ca_reaches_open_keep_alive_connections() {
     let aside = rotated.write_ca(&c.dir, "rotated");
     std::fs::rename(aside, c.dir.join("client-ca.crt")).expect("rotate");
     let fresh = c.client(Some(&alice));
-    let reloaded = eventually(Duration::from_secs(20), || async {
-        c.get(&fresh, &whoami(), &[]).await.0 == 401
-    })
+    wait_until(
+        "a new connection to see the rotated CA (401)",
+        Duration::from_secs(20),
+        || async { c.get(&fresh, &whoami(), &[]).await.0 },
+        |code| *code == 401,
+    )
     .await;
-    assert!(reloaded, "a new connection never saw the rotated CA");
 
     // The connection opened before the rotation is verified again on its next request.
     assert_eq!(kept.get(&whoami()).await, 401);

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use apiagg_tests::pki::{write_pair, Ca};
-use apiagg_tests::{eventually, Apiagg};
+use apiagg_tests::{wait_until, Apiagg};
 
 /// A client trusting only `ca`, resolving `name` to apiagg's port.
 fn client(ca: &Ca, name: &str, port: u16) -> reqwest::Client {
@@ -40,16 +40,14 @@ async fn a_replaced_serving_certificate_serves_the_next_connection() {
     let port = gw.port;
 
     let old = client(&first, "localhost", port);
-    let ready = eventually(Duration::from_secs(20), || async {
-        answers(&old, "localhost", port).await.is_some()
-    })
+    let version = wait_until(
+        "apiagg to answer over TLS",
+        Duration::from_secs(20),
+        || answers(&old, "localhost", port),
+        Option::is_some,
+    )
     .await;
-    assert!(ready, "apiagg never answered over TLS");
-    assert_eq!(
-        answers(&old, "localhost", port).await,
-        Some(reqwest::Version::HTTP_2),
-        "HTTP/2 by ALPN"
-    );
+    assert_eq!(version, Some(reqwest::Version::HTTP_2), "HTTP/2 by ALPN");
     // The SNI name gets its own certificate; other names the default one.
     let by_name = client(&sni, "api.example.test", port);
     assert!(answers(&by_name, "api.example.test", port).await.is_some());
@@ -63,13 +61,13 @@ async fn a_replaced_serving_certificate_serves_the_next_connection() {
     write_pair(tmp.path(), "serving", &pair);
     std::fs::rename(tmp.path().join("serving.key"), path.join("serving.key")).expect("key");
     std::fs::rename(tmp.path().join("serving.crt"), path.join("serving.crt")).expect("cert");
-    let switched = eventually(Duration::from_secs(10), || async {
-        answers(&client(&second, "localhost", port), "localhost", port)
-            .await
-            .is_some()
-    })
+    wait_until(
+        "the new certificate to be served",
+        Duration::from_secs(10),
+        || async { answers(&client(&second, "localhost", port), "localhost", port).await },
+        Option::is_some,
+    )
     .await;
-    assert!(switched, "the new certificate was not served");
     assert!(
         answers(&client(&first, "localhost", port), "localhost", port)
             .await

@@ -122,11 +122,14 @@ async fn watches_end_after_the_min_request_timeout() {
         .await
         .expect("watch");
     assert!(read_to_end(watch).await.is_ok());
-    let ready = eventually(Duration::from_secs(20), || async {
-        status_code(&gw.url("/apis/endless.example.com/v1alpha1")).await == 200
-    })
+    let endless = gw.url("/apis/endless.example.com/v1alpha1");
+    wait_until(
+        "the endless backend to be available (its group-version served)",
+        Duration::from_secs(20),
+        || status_code(&endless),
+        |code| *code == 200,
+    )
     .await;
-    assert!(ready, "the endless backend never became available");
     let path = "/apis/endless.example.com/v1alpha1/flunders?watch=true";
     let watch = c
         .get(gw.url(&format!("{path}&timeoutSeconds=1")))
@@ -197,11 +200,14 @@ async fn sigterm_ends_open_watches_evenly_over_the_grace_period() {
         ],
     );
     gw.wait_ready().await;
-    let ready = eventually(Duration::from_secs(20), || async {
-        status_code(&gw.url("/apis/endless.example.com/v1alpha1")).await == 200
-    })
+    let endless = gw.url("/apis/endless.example.com/v1alpha1");
+    wait_until(
+        "the endless backend to be available (its group-version served)",
+        Duration::from_secs(20),
+        || status_code(&endless),
+        |code| *code == 200,
+    )
     .await;
-    assert!(ready, "the endless backend never became available");
 
     // Each watch on a connection of its own, as many clients would hold them.
     let url = gw.url("/apis/endless.example.com/v1alpha1/flunders?watch=true&timeoutSeconds=600");
@@ -231,15 +237,13 @@ async fn sigterm_ends_open_watches_evenly_over_the_grace_period() {
     }
     // Every watch is open once this process has the backend's answer to each (counted, not
     // timed: opening them takes longer on a loaded machine).
-    let open = eventually(Duration::from_secs(60), || async {
-        opened.load(Ordering::Relaxed) == WATCHES
-    })
+    wait_until(
+        &format!("all {WATCHES} watches to be open (those open observed)"),
+        Duration::from_secs(60),
+        || async { opened.load(Ordering::Relaxed) },
+        |open| *open == WATCHES,
+    )
     .await;
-    assert!(
-        open,
-        "{} of {WATCHES} watches open",
-        opened.load(Ordering::Relaxed)
-    );
     let term = Instant::now();
     gw.proc.signal("TERM");
     let mut ends = Vec::with_capacity(WATCHES);

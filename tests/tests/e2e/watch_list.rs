@@ -6,7 +6,7 @@
 //! without the feature: apiagg emulates). Every assertion is on what the client received and on
 //! what the backend was asked (its `/debug/queries` log).
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use apiagg_tests::streaming::*;
 use apiagg_tests::*;
@@ -239,21 +239,19 @@ async fn hostile_streaming_lists_change_neither_identity_nor_mode() {
     let resp = c.get(url).send().await.expect("watch");
     assert_eq!(resp.status(), 200);
     drop(resp);
-    let probes = |queries: Vec<String>| {
+    let probes = |queries: &Vec<String>| {
         queries
             .iter()
             .filter(|q| q.contains("APIAGG-WATCH-LIST-PROBE"))
             .count()
     };
-    let deadline = Instant::now() + LIMIT;
-    while probes(honours.queries().await) < 2 {
-        assert!(
-            Instant::now() < deadline,
-            "no second probe: {:?}",
-            honours.queries().await
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_until(
+        "a second probe (the backend's queries observed)",
+        LIMIT,
+        || honours.queries(),
+        |queries| probes(queries) >= 2,
+    )
+    .await;
     let support = watch_list_status(&gw, &honours.apiservice()).await;
     assert_eq!(support["mode"], "native", "{support}");
 }
@@ -273,11 +271,13 @@ async fn a_client_that_goes_away_ends_the_emulated_watch() {
     drop(watch);
     // Nothing more comes from the backend, yet apiagg notices the client left and ends the
     // watch (and its backend request) long before its timeoutSeconds=60.
-    let ended = eventually(Duration::from_secs(10), || async {
-        gw.metric("apiagg_requests_in_flight").await == Some(1.0)
-    })
+    wait_until(
+        "the emulated watch to end with its client (in flight: the asking request alone)",
+        Duration::from_secs(10),
+        || gw.metric("apiagg_requests_in_flight"),
+        |in_flight| *in_flight == Some(1.0),
+    )
     .await;
-    assert!(ended, "the emulated watch outlived its client");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -324,11 +324,13 @@ async fn an_http2_client_gets_the_emulated_stream_and_leaving_ends_it() {
     assert_eq!(in_flight().await, Some(2.0));
     // The stream is reset (the connection stays): apiagg ends the watch at once.
     drop(watch);
-    let ended = eventually(Duration::from_secs(10), || async {
-        in_flight().await == Some(1.0)
-    })
+    wait_until(
+        "the emulated watch to end with its HTTP/2 stream (in flight: the asking request alone)",
+        Duration::from_secs(10),
+        in_flight,
+        |in_flight| *in_flight == Some(1.0),
+    )
     .await;
-    assert!(ended, "the emulated watch outlived its HTTP/2 stream");
 }
 
 /// Security round 2, item 7: a caller's own path never decides an APIService's mode. The first

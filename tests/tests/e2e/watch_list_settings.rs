@@ -120,18 +120,16 @@ async fn the_annotation_of_a_stored_apiservice_applies_and_follows_changes() {
     });
     let created = c.post(&base).json(&object).send().await.expect("create");
     assert_eq!(created.status(), 201);
-    let mode = |want: &'static str| {
-        let gw = &gw;
-        let name = honours.apiservice();
-        async move {
-            eventually(std::time::Duration::from_secs(20), || {
-                let name = name.clone();
-                async move { watch_list_status(gw, &name).await["mode"] == want }
-            })
-            .await
-        }
+    let (gw, name) = (&gw, &honours.apiservice());
+    let mode = move |want: &'static str, why: &'static str| {
+        wait_until(
+            why,
+            std::time::Duration::from_secs(20),
+            move || watch_list_status(gw, name),
+            move |status| status["mode"] == want,
+        )
     };
-    assert!(mode("emulated").await, "the stored annotation applies");
+    mode("emulated", "the stored annotation (emulated) to apply").await;
     // A merge patch of the annotation alone switches the mode.
     let patch = json!({"metadata": {"annotations": {"apiagg.io/watch-list": "native"}}});
     let patched = c
@@ -142,5 +140,5 @@ async fn the_annotation_of_a_stored_apiservice_applies_and_follows_changes() {
         .await
         .expect("patch");
     assert_eq!(patched.status(), 200);
-    assert!(mode("native").await, "the patched annotation applies");
+    mode("native", "the patched annotation (native) to apply").await;
 }

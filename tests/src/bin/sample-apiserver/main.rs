@@ -129,6 +129,7 @@ fn build_state(args: &Args) -> Result<State> {
         cluster: args.cluster.then(cluster::ClusterResources::new),
         policy: args.authorization_policy.clone().map(sar::Policy::new),
         requests: Default::default(),
+        in_flight: Default::default(),
         negotiation: Default::default(),
         queries: Default::default(),
         info: ResourceInfo {

@@ -49,6 +49,11 @@ pub struct State {
     /// that a refresh they wait for reached the backend. (`GET /debug/last-body` shows the
     /// content type, length and SHA-256 of the last create or update body the resource read.)
     pub requests: std::sync::Mutex<std::collections::BTreeMap<String, u64>>,
+    /// Requests arrived and not answered yet, by path (`GET /debug/in-flight` shows those held
+    /// now; requests under `/debug/` are left out): tests wait with it until the backend holds
+    /// what they sent, say `slow?ms=` requests filling a bound. A request counts until its
+    /// response head is ready (a watch only briefly) or its caller leaves.
+    pub in_flight: std::sync::Mutex<BTreeMap<String, u64>>,
     /// What each path was asked for and answered (`GET /debug/negotiation` shows it): path →
     /// `Accept` (empty when absent) → `"<status> <Content-Type>"` → count. Tests read with it
     /// which discovery format a client asked for and got.
@@ -98,6 +103,7 @@ pub async fn handle(
         let mut log = state.requests.lock().unwrap_or_else(|e| e.into_inner());
         *log.entry(path.clone()).or_default() += 1;
     }
+    let _held = (!path.starts_with("/debug/")).then(|| Held::new(state.clone(), &path));
     let mut resp = if state.auth.enabled() && auth::is_open(&path) {
         route(&state, req).await
     } else {
@@ -133,6 +139,40 @@ pub async fn handle(
     Ok(resp)
 }
 
+/// One request counted in [`State::in_flight`] until dropped (answered, or its caller gone).
+struct Held {
+    state: Arc<State>,
+    path: String,
+}
+
+impl Held {
+    fn new(state: Arc<State>, path: &str) -> Held {
+        let mut held = state.in_flight.lock().unwrap_or_else(|e| e.into_inner());
+        *held.entry(path.to_string()).or_default() += 1;
+        drop(held);
+        Held {
+            state,
+            path: path.to_string(),
+        }
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        let mut held = self
+            .state
+            .in_flight
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some(count) = held.get_mut(&self.path) {
+            *count -= 1;
+            if *count == 0 {
+                held.remove(&self.path);
+            }
+        }
+    }
+}
+
 async fn route(state: &Arc<State>, req: Request<Incoming>) -> Response<Body> {
     let raw_path = req.uri().path();
     // Python clients ask for `/apis/`, `/version/`: a trailing slash is ignored.
@@ -143,6 +183,10 @@ async fn route(state: &Arc<State>, req: Request<Incoming>) -> Response<Body> {
     if path == "/debug/requests" {
         let log = state.requests.lock().unwrap_or_else(|e| e.into_inner());
         return json(StatusCode::OK, &json!(*log));
+    }
+    if path == "/debug/in-flight" {
+        let held = state.in_flight.lock().unwrap_or_else(|e| e.into_inner());
+        return json(StatusCode::OK, &json!(*held));
     }
     if path == "/debug/negotiation" {
         let log = state.negotiation.lock().unwrap_or_else(|e| e.into_inner());
