@@ -13,6 +13,10 @@ use http::HeaderValue;
 /// The request header (and response header) that carries the audit ID.
 pub const HEADER: http::HeaderName = http::HeaderName::from_static("audit-id");
 
+/// [`HEADER`] as apiagg writes it into pingora's headers: pingora writes a name given as text
+/// as it is, and copies a `HeaderName` into a new buffer per request.
+pub const HEADER_WIRE: &str = "Audit-ID";
+
 /// Incoming IDs longer than this are not taken (a new one is generated). kube-apiserver sets no
 /// bound; a UUID has 36 characters, so 128 leaves room for any other ID scheme.
 pub const MAX_HEADER_LEN: usize = 128;
@@ -173,6 +177,7 @@ mod tests {
     #[test]
     fn incoming_ids_are_taken_when_valid() {
         assert_eq!(HEADER.as_str(), "audit-id");
+        assert!(HEADER_WIRE.eq_ignore_ascii_case(HEADER.as_str()));
         let id = AuditId::from_header(b"1a2b3c4d-0000-4000-8000-000000000001").expect("uuid");
         assert_eq!(id.as_str(), "1a2b3c4d-0000-4000-8000-000000000001");
         assert_eq!(id.header_value(), "1a2b3c4d-0000-4000-8000-000000000001");

@@ -46,7 +46,7 @@ use std::path::PathBuf;
 
 pub use self::{
     auditor::Auditor,
-    id::{AuditId, HEADER as AUDIT_ID_HEADER},
+    id::{AuditId, HEADER as AUDIT_ID_HEADER, HEADER_WIRE as AUDIT_ID_WIRE},
     policy::{Attributes, Decision, Level, OmitStages, Policy, PolicyError, Problem, Stage},
     request::{Begin, Identity, RequestAudit, StatusSummary},
     settings::{

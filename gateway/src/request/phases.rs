@@ -14,7 +14,7 @@ use super::classify::{classify, exempt_from_shutdown, non_canonical, Route};
 use super::reply::{self, Reply};
 use super::{apiservice_api, body, deadline, errors, forward, ApiaggProxy, Deadlined, RequestCtx};
 use crate::auth::ConnectionIdentity;
-use apiagg_audit::AUDIT_ID_HEADER;
+use apiagg_audit::AUDIT_ID_WIRE;
 use apiagg_observe::{Milestone, RouteKind};
 
 /// Why no endpoint was picked when every healthy one holds its bound of requests.
@@ -358,7 +358,7 @@ impl ProxyHttp for ApiaggProxy {
         if let Some(id) = super::audit::id_header(ctx) {
             // The same audit ID at the backend and the delegate (the caller's own was removed
             // or replaced: it is what apiagg audited).
-            request.insert_header(AUDIT_ID_HEADER, id)?;
+            request.insert_header(AUDIT_ID_WIRE, id)?;
         }
         let forwarding = self.forwarding(session, ctx, upstream);
         let authority = &upstream.endpoints[ctx.endpoint].authority_header;

@@ -10,7 +10,7 @@ use pingora_proxy::{FailToProxy, Session};
 
 use super::reply;
 use super::{deadline, errors, ApiaggProxy, RequestCtx};
-use apiagg_audit::AUDIT_ID_HEADER;
+use apiagg_audit::AUDIT_ID_WIRE;
 use apiagg_observe::RouteKind;
 
 impl ApiaggProxy {
@@ -27,7 +27,7 @@ impl ApiaggProxy {
             }
         }
         if let Some(id) = super::audit::id_header(ctx) {
-            response.insert_header(AUDIT_ID_HEADER, id)?;
+            response.insert_header(AUDIT_ID_WIRE, id)?;
         }
         if let Some(audit) = ctx.audit.as_mut() {
             audit.response_started(response.status.as_u16());
