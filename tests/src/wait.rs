@@ -6,8 +6,10 @@
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-/// How long [`wait_until`] waits between two looks.
-pub const POLL_EVERY: Duration = Duration::from_millis(25);
+/// How long [`wait_until`] waits between two looks. Some looks are not cheap (reading a whole
+/// audit log, scraping metrics) and share two cores with apiagg: looking more often slows what
+/// is awaited.
+pub const POLL_EVERY: Duration = Duration::from_millis(50);
 
 /// Waits for a state: looks (`observe`) every [`POLL_EVERY`] until the value seen satisfies
 /// `done`, and returns that value. When `limit` passes first, the test
