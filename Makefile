@@ -2,13 +2,13 @@
 #   make run   the gateway on the bundled example, with the sample backend it points at
 #   make test  every test of the workspace, then the instruction budget in release
 # and for developers:
-#   make check what CI runs (.ci/run calls it): formatting, clippy, then make test
+#   make check what CI runs (.ci/run): make lint (formatting, clippy), then make test
 #   make bench the benchmark scripts of tests/bench, short (BENCH="instructions" picks some)
 #   make fuzz  every fuzz target for FUZZ_SECONDS each (default 30; needs a nightly toolchain)
 
 FUZZ_SECONDS ?= 30
 
-.PHONY: run test check bench fuzz
+.PHONY: run test lint check bench fuzz
 
 run:
 	@scripts/need.sh cmake protoc
@@ -21,11 +21,12 @@ test:
 	cargo build --release -p apiagg-gateway -p apiagg-tests --bins
 	cargo test --release -p apiagg-tests --test instruction_budget
 
-check:
-	@scripts/need.sh make cmake prometheus protoc etcd valgrind python:kubernetes
+lint:
+	@scripts/need.sh cmake protoc
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets -- -D warnings
-	$(MAKE) test
+
+check: lint test
 
 bench:
 	@scripts/need.sh cmake protoc valgrind nginx
