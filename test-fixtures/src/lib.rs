@@ -5,8 +5,8 @@
 
 use std::path::{Path, PathBuf};
 
-/// The fixture folder.
-pub fn root() -> PathBuf {
+/// The fixture folder, whether it exists or not.
+fn root() -> PathBuf {
     match std::env::var_os("APIAGG_FIXTURES") {
         Some(dir) => PathBuf::from(dir),
         None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures"),

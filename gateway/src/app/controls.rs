@@ -4,7 +4,7 @@
 //! backends run before the first request and are flushed after the last).
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::Context;
@@ -73,27 +73,37 @@ pub fn flow_control(
 
 /// Starts auditing as `settings` ask (off without a policy file and a backend); an invalid
 /// policy or an unwritable log stops the start with the reason.
-pub fn auditor(settings: AuditSettings, gateway: &Gateway) -> anyhow::Result<Auditor> {
+/// The webhook's token file, when it has one, goes into `watched` (re-read when it changes).
+pub fn auditor(
+    settings: AuditSettings,
+    gateway: &Gateway,
+    watched: &mut Vec<Reloadable>,
+) -> anyhow::Result<Auditor> {
+    let tokens = Arc::new(Mutex::new(Vec::new()));
+    let found = tokens.clone();
+    let connect = move |path: &Path| {
+        let client = kubeconfig_client(path, WEBHOOK_CONNECT_TIMEOUT)?;
+        let authorization = client.token.map(|token| {
+            lock(&found).push(Reloadable::from(token.clone()));
+            Arc::new(move || token.header().map(|value| (*value).clone())) as Authorization
+        });
+        Ok(WebhookTarget {
+            http: client.http,
+            url: client.url,
+            authorization,
+        })
+    };
     let auditor =
-        Auditor::start(settings, gateway.metrics.registry(), &audit_webhook).context("audit")?;
+        Auditor::start(settings, gateway.metrics.registry(), &connect).context("audit")?;
+    watched.append(&mut lock(&tokens));
     if auditor.is_enabled() {
         tracing::info!("auditing is on");
     }
     Ok(auditor)
 }
 
-/// The audit webhook's client, from its kubeconfig.
-fn audit_webhook(path: &Path) -> Result<WebhookTarget, String> {
-    let client = kubeconfig_client(path, WEBHOOK_CONNECT_TIMEOUT)?;
-    let authorization = client.token.map(|token| {
-        let token = Arc::new(token);
-        Arc::new(move || token.header()) as Authorization
-    });
-    Ok(WebhookTarget {
-        http: client.http,
-        url: client.url,
-        authorization,
-    })
+fn lock<T>(items: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    items.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// The flow-control objects of `flow`, applied again when their file changes.

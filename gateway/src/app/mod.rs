@@ -120,7 +120,7 @@ pub fn serve(launch: Launch) -> anyhow::Result<()> {
         watched.push(controls::flow_objects(path.clone(), flow.clone()));
     }
     // The audit backends run before the first request is accepted.
-    let auditor = controls::auditor(launch.audit.clone(), &gateway)?;
+    let auditor = controls::auditor(launch.audit.clone(), &gateway, &mut watched)?;
     if let (true, Some(path)) = (auditor.is_enabled(), &launch.audit.policy_file) {
         watched.push(controls::audit_policy(path.clone(), auditor.clone()));
     }

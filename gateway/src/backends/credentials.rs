@@ -14,6 +14,7 @@ use pingora_core::utils::tls::CertKey;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
 use super::certs::{check_pair, earliest_not_after, CertError, CheckedPair, Purpose};
+use super::reload::Reload;
 
 /// Why credentials cannot be loaded. Retryable once the files are fixed.
 #[derive(Debug, thiserror::Error)]
@@ -171,6 +172,21 @@ impl BearerToken {
         self.header.store(Some(Arc::new(value)));
         *last = bytes;
         Ok(true)
+    }
+}
+
+impl Reload for BearerToken {
+    type Error = CredentialError;
+
+    fn name(&self) -> String {
+        match &self.source {
+            TokenSource::File(path) => format!("token {}", path.display()),
+            TokenSource::Inline(_) => "inline token".into(),
+        }
+    }
+
+    fn reload(&self) -> Result<bool, CredentialError> {
+        self.refresh()
     }
 }
 

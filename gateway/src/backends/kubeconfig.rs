@@ -3,17 +3,12 @@
 //! client certificate and the bearer token, built with the one TLS stack of [`client_config`].
 
 use std::path::Path;
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
-
-use http::HeaderValue;
+use std::sync::Arc;
+use std::time::Duration;
 
 use super::credentials::{BearerToken, ClientIdentity};
 use super::tls::{client_config, parse_ca_pem};
 use apiagg_observe::error_chain;
-
-/// A token file is read again at most this often.
-const TOKEN_REFRESH: Duration = Duration::from_secs(60);
 
 /// What a kubeconfig's current context says about reaching its server.
 pub struct KubeconfigClient {
@@ -21,8 +16,9 @@ pub struct KubeconfigClient {
     pub http: reqwest::Client,
     /// The server URL, path included.
     pub url: String,
-    /// The bearer token, if the context has one.
-    pub token: Option<RefreshedToken>,
+    /// The bearer token, if the context has one; a token file is re-read by the file watcher
+    /// (it is a `Reload`).
+    pub token: Option<Arc<BearerToken>>,
 }
 
 /// Reads the kubeconfig at `path` and builds its client; the error names what is wrong.
@@ -67,30 +63,6 @@ pub fn kubeconfig_client(
     Ok(KubeconfigClient {
         http,
         url: config.url.to_string(),
-        token: token.map(|token| RefreshedToken {
-            token,
-            read: Mutex::new(Instant::now()),
-        }),
+        token: token.map(Arc::new),
     })
-}
-
-/// A bearer token re-read from its file at most every minute when asked for.
-pub struct RefreshedToken {
-    token: BearerToken,
-    read: Mutex<Instant>,
-}
-
-impl RefreshedToken {
-    /// The `Authorization` value; a file that cannot be read again keeps the old token.
-    pub fn header(&self) -> Option<HeaderValue> {
-        let mut read = self.read.lock().unwrap_or_else(|e| e.into_inner());
-        if read.elapsed() >= TOKEN_REFRESH {
-            *read = Instant::now();
-            if let Err(e) = self.token.refresh() {
-                tracing::warn!(error = %e, "cannot read a webhook token again; the old one stays");
-            }
-        }
-        drop(read);
-        self.token.header().map(|value| (*value).clone())
-    }
 }
