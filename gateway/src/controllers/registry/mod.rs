@@ -320,8 +320,7 @@ impl BackgroundService for RegistryController {
             let loaded = inputs.loaded.borrow_and_update().clone();
             let stored = inputs.stored.borrow_and_update().clone();
             let groups = inputs.groups.borrow_and_update().clone();
-            let changes = inputs.cluster_changes.clone();
-            self.follow_cluster(&loaded, &mut inputs.cluster_watch, &changes);
+            self.follow_cluster(&loaded, &mut inputs.cluster_watch, &inputs.cluster_changes);
             let followed = inputs.cluster_watch.as_ref().map(|_| &cluster);
             let composed = compose(&RegistryInputs {
                 config: &loaded.config,
