@@ -7,7 +7,8 @@
 //!   `--shutdown-watch-termination-grace-period` instead of all at once: each watch gets a
 //!   place in that period from its sequence number ([`Watches::drain_ends`]), spread evenly.
 //!
-//! Everything is atomics: a watch costs an increment when it opens and when it closes.
+//! Everything is atomics: a watch costs an increment when it opens and when it closes. A watch
+//! waits for its turn with [`Watches::turn`], so an idle one ends on time too.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -23,6 +24,8 @@ pub struct Watches {
     draining: OnceLock<(Instant, Duration)>,
     /// Watches ended by the drain so far.
     ended: AtomicUsize,
+    /// Woken when draining starts.
+    begun: tokio::sync::Notify,
 }
 
 /// One open watch; closing it (drop) counts it out.
@@ -49,6 +52,7 @@ impl Watches {
             next: AtomicU64::new(0),
             draining: OnceLock::new(),
             ended: AtomicUsize::new(0),
+            begun: tokio::sync::Notify::new(),
         })
     }
 
@@ -77,6 +81,21 @@ impl Watches {
     /// counts).
     pub fn start_draining(&self, grace: Duration) {
         let _ = self.draining.set((Instant::now(), grace));
+        self.begun.notify_waiters();
+    }
+
+    /// Completes when `watch` must end because the process is terminating (never while it is
+    /// not).
+    pub async fn turn(&self, watch: &OpenWatch) {
+        loop {
+            let begun = self.begun.notified();
+            if let Some(&(start, grace)) = self.draining.get() {
+                let at = start + grace.mul_f64(place(watch.sequence));
+                tokio::time::sleep_until(at.into()).await;
+                return;
+            }
+            begun.await;
+        }
     }
 
     /// Whether `watch` must end now because the process is terminating; counts it the first

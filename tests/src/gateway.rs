@@ -128,7 +128,11 @@ impl Apiagg {
             .arg(dir.path().join("apiagg.yaml"))
             .args(["--reload-interval", "200ms", "--threads", "2"])
             .args(extra)
-            .env("RUST_LOG", "info")
+            // APIAGG_TEST_LOG (say `debug`) raises the level when a test is being debugged.
+            .env(
+                "RUST_LOG",
+                std::env::var("APIAGG_TEST_LOG").unwrap_or_else(|_| "info".into()),
+            )
             .envs(env.iter().copied())
             .stdout(Stdio::piped());
         if logged {

@@ -1,15 +1,17 @@
-//! apiagg's own per-request work stays within its instruction budget (issue 12): the release
-//! `apiagg` runs under `valgrind --tool=callgrind`, counting only inside its pingora callbacks
-//! (`request_filter`, `upstream_peer`, `upstream_request_filter`, `response_filter`, `logging`,
-//! …), while a client sends N1 and then, in a second run, N2 proxied GETs on one keep-alive
-//! connection; (count₂ − count₁) / (N2 − N1) is the cost of one request, start-up excluded.
-//! Instruction counts are deterministic, so the test does not depend on the machine's load.
+//! apiagg's per-request work stays within its instruction budget (issues 12 and 30): the release
+//! `apiagg` runs under `valgrind --tool=callgrind` while a client sends N1 and then, in a second
+//! run, N2 proxied GETs on one keep-alive connection; (count₂ − count₁) / (N2 − N1) is the cost
+//! of one request, start-up excluded. Instruction counts are deterministic, so the test does not
+//! depend on the machine's load.
 //!
-//! Two figures are checked, each against twice its budget:
+//! Since the request path is apiagg's own on pingora-core (issue 30), everything the process
+//! executes per request is apiagg's to answer for, so two figures are checked, each failing at
+//! a tenth over its budget (measured with the front door as deployed: API Priority and Fairness
+//! and a Metadata audit):
+//! - the whole process: reading the request, the request path, the backend connection from the
+//!   pool, relaying the answer, the audit writer;
 //! - apiagg's own code: instructions executed on the source lines of this workspace's crates
-//!   (library code inlined into apiagg's functions is not counted here);
-//! - its callbacks whole: the same plus the library code they call (header maps, pingora's
-//!   peer, the allocator).
+//!   (library code inlined into them is not counted here).
 //!
 //! The budgets are for the optimized build: `make test` runs this file with `--release`.
 
@@ -21,21 +23,15 @@ use std::time::Duration;
 
 use apiagg_tests::*;
 
-/// apiagg's own code per proxied GET (issue 12's budget was 2,000 without the front door;
-/// measured 3,935 on 2026-11-25 with flow control and a Metadata audit).
-const OWN_BUDGET: u64 = 2_500;
-/// apiagg's callbacks per proxied GET, with the library code they call. Measured 8,200 on
-/// 2026-11-24 without the front door (the seven header-map writes of the forwarding policy,
-/// about 3,600, and pingora's per-request peer copy are most of it); 24,956 on 2026-11-25 with
-/// flow control and a Metadata audit: the front door's four headers in pingora's header maps
-/// (`Audit-ID` to the backend; `Audit-ID` and the two flow-control UIDs in the response, with
-/// the maps' regrowth) about 6,000, the audit record and its two events about 5,000,
-/// classification and the seat about 2,000.
-const CALLBACKS_BUDGET: u64 = 14_000;
+/// apiagg's own code per proxied GET (measured 8,170 on 2026-11-27, issue 30).
+const OWN_BUDGET: u64 = 8_170;
+/// The whole process per proxied GET (measured 104,549 on 2026-11-27, issue 30; the
+/// pingora-proxy path took 143,350 with the same front door, nginx proxying alone 23,818).
+const WHOLE_BUDGET: u64 = 104_549;
+/// How far over its budget a figure may go before the test fails: a tenth.
+const SLACK: f64 = 1.10;
 const N1: u64 = 200;
 const N2: u64 = 1_200;
-/// What counts: everything pingora calls on apiagg's `ProxyHttp` implementation.
-const CALLBACKS: &str = "*ProxyHttp for apiagg_gateway::request::ApiaggProxy>::*";
 
 #[test]
 #[cfg_attr(
@@ -55,20 +51,21 @@ fn a_proxied_get_costs_apiagg_no_more_than_twice_its_budget() {
     let first = count(&config, &path, N1);
     let second = count(&config, &path, N2);
     let own = (second.own - first.own) / (N2 - N1);
-    let callbacks = (second.callbacks - first.callbacks) / (N2 - N1);
+    let whole = (second.whole - first.whole) / (N2 - N1);
     eprintln!(
-        "per proxied GET: apiagg's own code {own} instructions (budget {OWN_BUDGET}), its \
-         callbacks with what they call {callbacks} (budget {CALLBACKS_BUDGET})"
+        "per proxied GET: apiagg's own code {own} instructions (budget {OWN_BUDGET}), the \
+         whole process {whole} (budget {WHOLE_BUDGET})"
+    );
+    let over = |figure: u64, budget: u64| figure as f64 > budget as f64 * SLACK;
+    assert!(
+        !over(own, OWN_BUDGET),
+        "apiagg's own code takes {own} instructions per proxied GET, more than a tenth over its \
+         budget of {OWN_BUDGET}"
     );
     assert!(
-        own <= 2 * OWN_BUDGET,
-        "apiagg's own code takes {own} instructions per proxied GET, over twice its budget of \
-         {OWN_BUDGET}"
-    );
-    assert!(
-        callbacks <= 2 * CALLBACKS_BUDGET,
-        "apiagg's callbacks take {callbacks} instructions per proxied GET, over twice their \
-         budget of {CALLBACKS_BUDGET}"
+        !over(whole, WHOLE_BUDGET),
+        "apiagg takes {whole} instructions per proxied GET, more than a tenth over its budget \
+         of {WHOLE_BUDGET}"
     );
 }
 
@@ -76,8 +73,8 @@ fn a_proxied_get_costs_apiagg_no_more_than_twice_its_budget() {
 struct Counts {
     /// On the source lines of this workspace.
     own: u64,
-    /// In its callbacks, their callees included.
-    callbacks: u64,
+    /// In the whole process.
+    whole: u64,
 }
 
 /// Runs apiagg under callgrind, sends `n` GETs for `path` after it is ready, and counts.
@@ -95,7 +92,6 @@ fn count(config: &str, path: &str, n: u64) -> Counts {
     let child = Command::new("valgrind")
         .arg("--tool=callgrind")
         .arg(format!("--callgrind-out-file={}", out.display()))
-        .arg(format!("--toggle-collect={CALLBACKS}"))
         .arg(binary("apiagg", "apiagg-gateway"))
         .args(["serve", "--config"])
         .arg(dir.path().join("apiagg.yaml"))
@@ -204,10 +200,7 @@ fn read_counts(out: &Path) -> Counts {
         .to_string_lossy()
         .into_owned()
         + "/";
-    let mut counts = Counts {
-        own: 0,
-        callbacks: 0,
-    };
+    let mut counts = Counts { own: 0, whole: 0 };
     for line in text.lines() {
         // "  1,234 ( 0.5%)  file:function [object]"
         let trimmed = line.trim_start();
@@ -223,12 +216,12 @@ fn read_counts(out: &Path) -> Counts {
             None => rest.trim_start(),
         };
         if rest.contains("PROGRAM TOTALS") {
-            counts.callbacks = ir;
+            counts.whole = ir;
         } else if rest.starts_with(&workspace) {
             counts.own += ir;
         }
     }
-    assert!(counts.callbacks > 0, "no counts in {}", out.display());
+    assert!(counts.whole > 0, "no counts in {}", out.display());
     assert!(
         counts.own > 0,
         "no instructions from {workspace} in {}: were the sources moved?",

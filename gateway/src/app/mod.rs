@@ -135,15 +135,17 @@ pub fn serve(launch: Launch) -> anyhow::Result<()> {
         tracer: tracer.clone(),
         open_files: file_budget.clone(),
     };
-    let mut proxy_app = pingora_proxy::http_proxy(
-        &server.configuration,
-        ApiaggProxy::new(gateway.clone(), auth.clone(), controls),
-    );
     // An HTTP/2 connection with no stream open is closed after the idle timeout (HTTP/1.1's
     // idle and head deadlines, and HTTP/2's preface, are the stream's: request::Deadlined).
     let mut server_options = HttpServerOptions::default();
     server_options.h2_idle_timeout = Some(launch.connection_timeouts.idle);
-    proxy_app.server_options = Some(server_options);
+    let proxy_app = ApiaggProxy::new(
+        gateway.clone(),
+        auth.clone(),
+        controls,
+        &server.configuration,
+        server_options,
+    );
     let timed_out = TimedOut::register(gateway.metrics.registry()).context("creating metrics")?;
     let listener = listen::Listener::new(&listen, config.tls.as_ref())?;
     let (listening, tls) = listener.config(certificates, auth.certificates())?;

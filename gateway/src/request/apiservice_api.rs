@@ -2,11 +2,11 @@
 //! sends its answer (with one `Warning` header per warning) or streams its watch. The config
 //! file's APIServices are shown with the status the availability controller published.
 
+use super::Session;
 use apiagg_requestinfo::RequestInfo;
 use bytes::Bytes;
 use pingora_error::Result;
 use pingora_http::ResponseHeader;
-use pingora_proxy::Session;
 use serde_json::{json, Value};
 
 use super::reply::{self, Reply};
@@ -163,8 +163,8 @@ async fn send_warned(
     for text in warnings {
         head.append_header("Warning", warning_header(text))?;
     }
-    session.write_response_header(Box::new(head), false).await?;
-    session.write_response_body(Some(body), true).await
+    session.write_response_header(Box::new(head)).await?;
+    session.write_response_body(body, true).await
 }
 
 /// Sends a watch until it ends, the client leaves, its timeout passes or shutdown refuses new
@@ -176,7 +176,7 @@ async fn stream_watch(
     headers: Vec<(http::HeaderName, http::HeaderValue)>,
 ) -> Result<()> {
     let head = reply::watch_head(headers, session.is_http2())?;
-    session.write_response_header(head, false).await?;
+    session.write_response_header(head).await?;
     let deadline = tokio::time::Instant::now() + stream.timeout();
     loop {
         let next = tokio::time::timeout_at(deadline, stream.next());
@@ -186,7 +186,7 @@ async fn stream_watch(
         };
         match line {
             Ok(Some(line)) => {
-                let sent = session.write_response_body(Some(Bytes::from(line)), false);
+                let sent = session.write_response_body(Bytes::from(line), false);
                 // A client that went away ends its watch; that is not an error.
                 if sent.await.is_err() {
                     return Ok(());
@@ -195,7 +195,7 @@ async fn stream_watch(
             Ok(None) | Err(_) => break,
         }
     }
-    let _ = session.write_response_body(None, true).await;
+    let _ = session.finish_body().await;
     Ok(())
 }
 

@@ -10,8 +10,8 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::SystemTime;
 
+use super::Session;
 use apiagg_requestinfo::RequestInfo;
-use pingora_proxy::Session;
 
 use super::reply::Reply;
 use super::{ApiaggProxy, RequestCtx};

@@ -8,9 +8,9 @@
 //! records whom it asks for). Refusals are kube-apiserver's Status: 403 `Forbidden`, or 500
 //! `InternalError` when the delegate could not decide.
 
+use super::Session;
 use apiagg_requestinfo::RequestInfo;
 use http::HeaderName;
-use pingora_proxy::Session;
 
 use super::reply::{self, Reply};
 use super::{ApiaggProxy, RequestCtx};

@@ -1,15 +1,16 @@
-//! Layer 3: the request path, pingora's `ProxyHttp`. `request_filter` (phases.rs) reads as one
-//! ordered sequence: canonical path → one parse (`RequestInfo`) → shutdown gate → health →
-//! authenticate (and the audit begins) → authorize → the backend's bound and API Priority and
-//! Fairness → what apiagg answers itself (answers.rs, openapi.rs) | the APIService API
-//! (apiservice_api.rs) | a remote APIService's backend (deadlines, upgrades) | the delegate.
-//! Everything here reads published snapshots only: no lock, no document built per request.
+//! Layer 3: the request path on pingora-core. serve.rs is the server side (pingora's
+//! `HttpServerApp`); `route` (phases.rs) reads as one ordered sequence: canonical path → one
+//! parse (`RequestInfo`) → shutdown gate → health → authenticate (and the audit begins) →
+//! impersonation → API Priority and Fairness → authorize → what apiagg answers itself
+//! (answers.rs, openapi.rs) | the APIService API (apiservice_api.rs) | a remote APIService's
+//! backend (deadlines, upgrades) | the delegate; proxy.rs forwards, response.rs relays the
+//! answer back or turns a failure into its Status. Everything here reads published snapshots
+//! only: no lock, no document built per request.
 
 mod answers;
 mod apiservice_api;
 mod audit;
 mod authorize;
-mod body;
 mod bounds;
 mod classify;
 mod deadline;
@@ -17,22 +18,33 @@ mod deadlines;
 mod errors;
 mod flow;
 mod forward;
+mod framing;
 mod openapi;
 mod phases;
+mod proxy;
 mod reply;
 mod response;
+mod serve;
 mod trace;
 mod upgrade;
 mod watch_list;
 
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Instant;
 
 use apiagg_requestinfo::RequestInfo;
 use bytes::Bytes;
+use pingora_core::apps::HttpServerOptions;
+use pingora_core::connectors::http::Connector;
+use pingora_core::connectors::ConnectorOptions;
+use pingora_core::server::configuration::ServerConf;
 use pingora_error::Result;
 use pingora_http::RequestHeader;
-use pingora_proxy::Session;
+use tokio::sync::Notify;
+
+/// A client's request: an HTTP/1.1 request or an HTTP/2 stream.
+pub(crate) use pingora_core::protocols::http::ServerSession as Session;
 
 pub use self::deadlines::{ConnectionTimeouts, Deadlined, TimedOut};
 
@@ -60,7 +72,6 @@ pub struct RequestCtx {
     code: u16,
     /// Replacement body for an upstream response apiagg rewrites (`Some` until sent).
     replacement: Option<Bytes>,
-    replacing: bool,
     /// `subresource` label of `apiserver_request_total` for documents apiagg serves itself.
     subresource: &'static str,
     /// The caller, once authenticated.
@@ -132,13 +143,32 @@ pub struct ApiaggProxy {
     open_files: Arc<OpenFiles>,
     /// Backend failures logged so far, to log repeats on change and then rate-limited.
     repeats: Repeats,
+    /// Pooled connections to backends and the delegate (HTTP/1.1 and HTTP/2).
+    connector: Connector,
+    /// How pingora serves client connections (HTTP/2's idle timeout).
+    server_options: HttpServerOptions,
+    /// Set, and waiters woken, once the server stopped listening: connections waiting for a
+    /// request close.
+    closed: AtomicBool,
+    closing: Notify,
 }
 
 impl ApiaggProxy {
     /// A proxy reading `gateway`'s snapshots, authenticating callers with `auth`, and wrapped
-    /// in the front-door `controls`.
-    pub fn new(gateway: Arc<Gateway>, auth: Arc<Authenticator>, controls: Controls) -> ApiaggProxy {
+    /// in the front-door `controls`; `conf` sizes its backend connection pool, `server` says
+    /// how client connections are served.
+    pub fn new(
+        gateway: Arc<Gateway>,
+        auth: Arc<Authenticator>,
+        controls: Controls,
+        conf: &ServerConf,
+        server: HttpServerOptions,
+    ) -> ApiaggProxy {
         ApiaggProxy {
+            connector: Connector::new(Some(ConnectorOptions::from_server_conf(conf))),
+            server_options: server,
+            closed: AtomicBool::new(false),
+            closing: Notify::new(),
             gateway,
             auth,
             flow: controls.flow,
@@ -213,8 +243,8 @@ impl ApiaggProxy {
         }
     }
 
-    /// Hands the request to `upstream`: tunnelled here when it asks for an upgrade, else proxied
-    /// by pingora (`Ok(false)`).
+    /// Hands the request to `upstream`: tunnelled here when it asks for an upgrade, else
+    /// forwarded (`Ok(false)`, proxy.rs).
     async fn to_upstream(
         &self,
         session: &mut Session,
@@ -257,7 +287,7 @@ impl ApiaggProxy {
             }
         }
         // Only WebSocket and SPDY/3.1 upgrades are tunnelled; any other mention of an upgrade
-        // is refused, so pingora never proxies a request with an `Upgrade` header.
+        // is refused, so no forwarded request carries an `Upgrade` header.
         let upgrade = match upgrade::is_upgrade(session.req_header()) {
             Ok(upgrade) => upgrade,
             Err(refused) => {

@@ -1,86 +1,35 @@
-//! pingora's phases for apiagg, in the order pingora calls them.
-
-use std::time::Instant;
+//! The request path as one ordered function, in kube-apiserver's order (the seeds'
+//! `DefaultBuildHandlerChain`): canonical path and one parse → shutdown gate → health →
+//! authenticate (the audit begins) → impersonation → API Priority and Fairness → authorize →
+//! what apiagg answers itself | the APIService API | a remote APIService | the delegate.
 
 use apiagg_requestinfo::RequestInfo;
-use async_trait::async_trait;
-use bytes::Bytes;
-use pingora_core::upstreams::peer::HttpPeer;
-use pingora_error::{Error, ErrorSource, ErrorType, Result};
-use pingora_http::{RequestHeader, ResponseHeader};
-use pingora_proxy::{FailToProxy, ProxyHttp, Session};
+use pingora_error::Result;
 
 use super::classify::{classify, exempt_from_shutdown, non_canonical, Route};
 use super::reply::{self, Reply};
-use super::{apiservice_api, body, deadline, errors, forward, ApiaggProxy, Deadlined, RequestCtx};
+use super::{apiservice_api, ApiaggProxy, RequestCtx, Session};
 use crate::auth::ConnectionIdentity;
-use apiagg_audit::AUDIT_ID_WIRE;
 use apiagg_observe::{Milestone, RouteKind};
 
-/// Why no endpoint was picked when every healthy one holds its bound of requests.
-const ENDPOINTS_FULL: &str = "every endpoint has --max-requests-inflight-per-endpoint requests";
-
-#[async_trait]
-impl ProxyHttp for ApiaggProxy {
-    type CTX = RequestCtx;
-
-    /// No downstream modules: pingora's default adds a disabled compression module, built and
-    /// called on every request for nothing (apiagg passes bodies as the backend sent them).
-    fn init_downstream_modules(&self, _modules: &mut pingora_core::modules::http::HttpModules) {}
-
-    /// Runs first for every request: counts it in flight and notes whether the mux was complete.
-    fn new_ctx(&self) -> RequestCtx {
-        self.gateway.metrics.in_flight.inc();
-        RequestCtx {
-            started: Instant::now(),
-            arrived_complete: self.gateway.lifecycle.mux_complete(),
-            kind: RouteKind::NotFound,
-            upstream: None,
-            endpoint: 0,
-            code: 0,
-            replacement: None,
-            replacing: false,
-            subresource: "",
-            caller: None,
-            own_connection: false,
-            tried: 0,
-            retry_same: false,
-            limit: deadline::Limit::LongRunning,
-            deadline: None,
-            watch: None,
-            watch_timeout: None,
-            ended_by_us: false,
-            streaming_list: false,
-            backend_slot: None,
-            endpoint_slot: None,
-            file: None,
-            seat: None,
-            classified: None,
-            running: None,
-            audit: None,
-            audit_id: None,
-            audit_status: None,
-            trace: None,
-            _in_flight: Some(self.gateway.lifecycle.track()),
-        }
-    }
-
-    /// Runs once the request head is read. `Ok(true)`: apiagg answered; `Ok(false)`: pingora
-    /// proxies to `ctx.upstream`.
-    async fn request_filter(&self, session: &mut Session, ctx: &mut RequestCtx) -> Result<bool> {
-        // The head is in: the connection's head and idle deadlines stop until the answer ends;
-        // pingora's own per-read keep-alive timeout gives way to them.
-        if let Some(stream) = session.stream() {
-            Deadlined::request_started(stream);
-            if session.get_keepalive().is_some_and(|k| k != 0) {
-                session.set_keepalive(Some(0));
-            }
-        }
+impl ApiaggProxy {
+    /// One request, in kube-apiserver's order: `Ok(true)` when apiagg answered it, `Ok(false)`
+    /// when it goes to `ctx.upstream` (the forwarding loop, proxy.rs). `Err`: the client is gone
+    /// or writing the answer failed.
+    pub(super) async fn route(&self, session: &mut Session, ctx: &mut RequestCtx) -> Result<bool> {
         // A Uri clone shares its bytes: no allocation on the request path.
         let uri = session.req_header().uri.clone();
         self.trace_begin(session.req_header(), ctx);
 
-        // 0. Only canonical paths are routed: what apiagg routes on is what the backend sees.
+        // 0. CONNECT is not an API request (and would frame no body): 405, and the connection
+        // closes.
+        if session.req_header().method == http::Method::CONNECT {
+            session.set_keepalive(None);
+            let message = "CONNECT is refused: apiagg proxies API requests, it tunnels nothing";
+            let reply = reply::failure_reply(405, "MethodNotAllowed", message);
+            return self.answer(session, ctx, RouteKind::Refused, reply).await;
+        }
+        // Only canonical paths are routed: what apiagg routes on is what the backend sees.
         if let Some(why) = non_canonical(uri.path()) {
             let message =
                 format!("the request path is refused because {why}; send its canonical form");
@@ -218,230 +167,5 @@ impl ProxyHttp for ApiaggProxy {
 
         // 10. Everything else is the delegate's; without one, 404 (503 before mux completion).
         self.to_delegate(session, ctx, &routes, &info).await
-    }
-
-    /// Picks a healthy endpoint of the chosen upstream (again on each retry).
-    async fn upstream_peer(
-        &self,
-        _session: &mut Session,
-        ctx: &mut RequestCtx,
-    ) -> Result<Box<HttpPeer>> {
-        let Some(upstream) = &ctx.upstream else {
-            return Error::e_explain(ErrorType::InternalError, "no upstream selected");
-        };
-        let cap = ctx
-            .backend_slot
-            .is_some()
-            .then_some(self.gateway.options.max_requests_per_endpoint);
-        let picked = if std::mem::take(&mut ctx.retry_same) {
-            Some(ctx.endpoint)
-        } else {
-            ctx.endpoint_slot = None;
-            upstream.pick_untried(ctx.tried, cap)
-        };
-        let Some(index) = picked else {
-            return Error::e_explain(ErrorType::ConnectNoRoute, "upstream has no endpoints");
-        };
-        if let (Some(cap), None) = (cap, &ctx.endpoint_slot) {
-            match upstream.endpoints[index].health.slots.try_take(cap) {
-                Some(slot) => ctx.endpoint_slot = Some(slot),
-                None => return Error::e_explain(ErrorType::ConnectNoRoute, ENDPOINTS_FULL),
-            }
-        }
-        ctx.endpoint = index;
-        if index < 64 {
-            ctx.tried |= 1 << index;
-        }
-        let endpoint = &upstream.endpoints[index];
-        let mut peer = Box::new(if ctx.own_connection {
-            endpoint.own_peer.clone()
-        } else {
-            endpoint.peer.clone()
-        });
-        let connect = self.gateway.options.connect_timeout;
-        if !deadline::bound(&mut peer.options, connect, ctx.deadline) {
-            return Error::e_explain(ErrorType::ReadTimedout, "the request deadline passed");
-        }
-        ctx.trace_connect();
-        Ok(peer)
-    }
-
-    /// Connecting failed: eject the endpoint; retry on another healthy one (the request never
-    /// reached this one). Unless apiagg itself is out of open files or memory: then nothing is
-    /// ejected and the client gets a 503 saying so.
-    fn fail_to_connect(
-        &self,
-        _session: &mut Session,
-        _peer: &HttpPeer,
-        ctx: &mut RequestCtx,
-        mut e: Box<Error>,
-    ) -> Box<Error> {
-        ctx.trace_connect_failed(&e);
-        if errors::exhausted(&e).is_some() {
-            // apiagg's own exhaustion: no endpoint is to blame, and another would fail alike.
-            e.set_retry(false);
-        } else if let Some(upstream) = &ctx.upstream {
-            errors::eject(&self.gateway.health, upstream, ctx.endpoint, &e);
-            e.set_retry(upstream.has_untried(ctx.tried));
-        }
-        e
-    }
-
-    /// Proxying failed after connecting: eject a broken endpoint; retry only idempotent
-    /// requests whose body can be replayed.
-    fn error_while_proxy(
-        &self,
-        peer: &HttpPeer,
-        session: &mut Session,
-        e: Box<Error>,
-        ctx: &mut RequestCtx,
-        client_reused: bool,
-    ) -> Box<Error> {
-        ctx.trace_backend_failed(&e);
-        if let (true, Some(upstream)) = (errors::endpoint_broken(&e, client_reused), &ctx.upstream)
-        {
-            errors::eject(&self.gateway.health, upstream, ctx.endpoint, &e);
-        }
-        let mut e = e.more_context(format!("Peer: {peer}"));
-        if !session.req_header().method.is_idempotent() || session.as_ref().retry_buffer_truncated()
-        {
-            e.set_retry(false);
-        } else {
-            // Only a stale pooled connection is retried (the request never reached the
-            // backend), on the same endpoint with a fresh connection.
-            e.retry.decide_reuse(client_reused);
-            // Another endpoint if there is one (this one may be going away), else a fresh
-            // connection to the same.
-            ctx.retry_same = e.retry()
-                && !ctx
-                    .upstream
-                    .as_ref()
-                    .is_some_and(|u| u.has_untried(ctx.tried));
-        }
-        e
-    }
-
-    /// Runs for each piece of the request body on its way to the backend (`end_of_stream`: no
-    /// more follow); `Ok` passes the piece on. An empty last piece is dropped so the body is
-    /// framed exactly once (`body.rs`, cloudflare/pingora#935).
-    async fn request_body_filter(
-        &self,
-        _session: &mut Session,
-        body: &mut Option<Bytes>,
-        end_of_stream: bool,
-        ctx: &mut RequestCtx,
-    ) -> Result<()> {
-        if let (Some(audit), Some(piece)) = (ctx.audit.as_mut(), body.as_ref()) {
-            if audit.wants_request_body() {
-                audit.request_body(piece);
-            }
-        }
-        body::frame_once(body, end_of_stream);
-        Ok(())
-    }
-
-    /// Applies the one header policy (`forward.rs`) to the request pingora sends upstream.
-    async fn upstream_request_filter(
-        &self,
-        session: &mut Session,
-        request: &mut RequestHeader,
-        ctx: &mut RequestCtx,
-    ) -> Result<()> {
-        // The connection is up: the backend's span starts (its context goes upstream).
-        ctx.trace_backend(None);
-        let Some(upstream) = &ctx.upstream else {
-            return Ok(());
-        };
-        if let Some(seconds) = ctx.watch_timeout {
-            forward::add_timeout_seconds(request, seconds)?;
-        }
-        if let Some(id) = super::audit::id_header(ctx) {
-            // The same audit ID at the backend and the delegate (the caller's own was removed
-            // or replaced: it is what apiagg audited).
-            request.insert_header(AUDIT_ID_WIRE, id)?;
-        }
-        let forwarding = self.forwarding(session, ctx, upstream);
-        let authority = &upstream.endpoints[ctx.endpoint].authority_header;
-        forward::apply(request, &forwarding, authority)
-    }
-
-    /// Checks the upstream's response head: remote backends' CORS headers are dropped and
-    /// answers apiagg must not pass on are replaced by a Status.
-    async fn response_filter(
-        &self,
-        _session: &mut Session,
-        response: &mut ResponseHeader,
-        ctx: &mut RequestCtx,
-    ) -> Result<()> {
-        self.filter_head(response, ctx)
-    }
-
-    /// Sends the replacement body instead of the upstream's, when the head was replaced; bounds
-    /// a watch's writes by its deadline.
-    fn response_body_filter(
-        &self,
-        session: &mut Session,
-        body: &mut Option<Bytes>,
-        end_of_stream: bool,
-        ctx: &mut RequestCtx,
-    ) -> Result<Option<std::time::Duration>> {
-        if let (Some(deadline), Some(_)) = (ctx.deadline, &ctx.watch) {
-            // A watch whose client stopped reading blocks in its write: the write may block
-            // only until the watch's deadline, so the watch ends then whatever the reader does.
-            let left = deadline.saturating_duration_since(Instant::now());
-            session.set_write_timeout(Some(left.max(std::time::Duration::from_millis(1))));
-        }
-        self.filter_body(body, end_of_stream, ctx)
-    }
-
-    /// The request failed for good: a Status instead of pingora's empty 502, unless the client
-    /// is gone or a response was already started.
-    async fn fail_to_proxy(
-        &self,
-        session: &mut Session,
-        e: &Error,
-        ctx: &mut RequestCtx,
-    ) -> FailToProxy {
-        self.fail(session, e, ctx).await
-    }
-
-    /// pingora's error line is never printed: `fail_to_proxy` logs failures itself, a client
-    /// that went away (a watch closed, kubectl interrupted) at debug level, a backend failure
-    /// once when it starts or changes and then once every ten seconds with a count.
-    fn suppress_error_log(&self, _session: &Session, _ctx: &RequestCtx, e: &Error) -> bool {
-        if e.esource() == &ErrorSource::Downstream {
-            tracing::debug!("client went away: {e}");
-        }
-        true
-    }
-
-    /// Runs last for every request: in-flight accounting and request metrics.
-    async fn logging(&self, session: &mut Session, _e: Option<&Error>, ctx: &mut RequestCtx) {
-        if let Some(stream) = session.stream() {
-            Deadlined::answered(stream);
-        }
-        let code = session
-            .response_written()
-            .map_or(ctx.code, |r| r.status.as_u16());
-        ctx.audit_complete(code);
-        ctx.trace_end(code);
-        ctx.seat = None;
-        ctx.running = None;
-        let metrics = &self.gateway.metrics;
-        metrics.in_flight.dec();
-        ctx._in_flight = None;
-        if !self.gateway.options.request_metrics {
-            return;
-        }
-        let seconds = ctx.started.elapsed().as_secs_f64();
-        metrics.observe(ctx.kind, code, seconds);
-        if ctx.kind == RouteKind::Proxy {
-            if let Some(m) = ctx.upstream.as_ref().and_then(|u| u.metrics.as_ref()) {
-                m.observe(code, seconds);
-            }
-        }
-        if !ctx.subresource.is_empty() {
-            metrics.observe_apiserver(ctx.subresource, code, seconds);
-        }
     }
 }

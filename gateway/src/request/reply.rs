@@ -1,12 +1,12 @@
 //! Responses apiagg writes itself; every error among them is a `metav1.Status`.
 
+use super::Session;
 use apiagg_apis::failure_status;
 use bytes::Bytes;
 use http::header::{CONTENT_LENGTH, CONTENT_TYPE, X_CONTENT_TYPE_OPTIONS};
 use http::{HeaderName, HeaderValue, StatusCode};
 use pingora_error::{ErrorType::InvalidHTTPHeader, OrErr, Result};
 use pingora_http::ResponseHeader;
-use pingora_proxy::Session;
 use serde_json::{json, Value};
 
 use crate::auth::AuthError;
@@ -95,10 +95,11 @@ impl Reply {
         }
         let resp = ResponseHeader::from(head);
         if self.code == 304 {
-            return session.write_response_header(Box::new(resp), true).await;
+            session.write_response_header(Box::new(resp)).await?;
+            return session.finish_body().await;
         }
-        session.write_response_header(Box::new(resp), false).await?;
-        session.write_response_body(Some(self.body), true).await
+        session.write_response_header(Box::new(resp)).await?;
+        session.write_response_body(self.body, true).await
     }
 }
 

@@ -4,16 +4,130 @@
 use std::time::Instant;
 
 use bytes::Bytes;
+use pingora_core::protocols::http::client::HttpSession as BackendSession;
 use pingora_error::{Error, ErrorSource, ErrorType, Result};
 use pingora_http::ResponseHeader;
-use pingora_proxy::{FailToProxy, Session};
 
-use super::reply;
-use super::{deadline, errors, ApiaggProxy, RequestCtx};
+use super::{deadline, errors, ApiaggProxy, RequestCtx, Session};
+use super::{framing, reply};
 use apiagg_audit::AUDIT_ID_WIRE;
 use apiagg_observe::RouteKind;
 
 impl ApiaggProxy {
+    /// The backend's answer, relayed: its head (informational ones included, for an HTTP/1.1
+    /// client) through [`Self::filter_head`], then its body piece by piece, each written before
+    /// the next is read. A watch also ends at its deadline or at its turn in the shutdown drain,
+    /// even while no event comes. `Ok(true)`: the backend connection may be reused.
+    pub(super) async fn relay_answer(
+        &self,
+        session: &mut Session,
+        ctx: &mut RequestCtx,
+        backend: &mut BackendSession,
+    ) -> Result<bool> {
+        let mut head = loop {
+            backend
+                .read_response_header()
+                .await
+                .map_err(|e| e.into_up())?;
+            let Some(head) = backend.response_header() else {
+                return Error::e_explain(ErrorType::InvalidHTTPHeader, "no response head")
+                    .map_err(|e| e.into_up());
+            };
+            if !head.status.is_informational() {
+                break Box::new(head.clone());
+            }
+            if head.status == http::StatusCode::SWITCHING_PROTOCOLS {
+                // Upgrades are tunnelled (upgrade.rs): a 101 here is a backend that broke HTTP.
+                return Error::e_explain(
+                    ErrorType::InvalidHTTPHeader,
+                    "unasked 101 from the backend",
+                )
+                .map_err(|e| e.into_up());
+            }
+            if !session.is_http2() {
+                let informational = Box::new(head.clone());
+                session
+                    .write_response_header(informational)
+                    .await
+                    .map_err(|e| e.into_down())?;
+            }
+        };
+        framing::strip_response_hop_by_hop(&mut head);
+        self.filter_head(&mut head, ctx)?;
+        if !session.is_http2() {
+            framing::frame_for_http11(
+                &mut head,
+                session.req_header().method == http::Method::HEAD,
+            )?;
+        }
+        session
+            .write_response_header(head)
+            .await
+            .map_err(|e| e.into_down())?;
+        if let Some(body) = ctx.replacement.take() {
+            session
+                .write_response_body(body, true)
+                .await
+                .map_err(|e| e.into_down())?;
+            // The backend's own body was not read: its connection is not reused.
+            return Ok(false);
+        }
+        loop {
+            let piece = match (&ctx.watch, ctx.deadline) {
+                (Some(watch), deadline) => {
+                    // A watch whose client stopped reading blocks in its write: the write may
+                    // block only until the watch's deadline.
+                    if let Some(deadline) = deadline {
+                        let left = deadline.saturating_duration_since(Instant::now());
+                        session
+                            .set_write_timeout(Some(left.max(std::time::Duration::from_millis(1))));
+                    }
+                    let watches = &self.gateway.watches;
+                    let until = deadline.map(tokio::time::Instant::from_std);
+                    tokio::select! {
+                        biased;
+                        piece = backend.read_response_body() => piece.map_err(|e| e.into_up())?,
+                        () = watches.turn(watch) => {
+                            // The process is terminating: this watch's turn in the drain came
+                            // (the client re-watches, at another replica).
+                            watches.ended_by_drain();
+                            ctx.ended_by_us = true;
+                            return Error::e_explain(ErrorType::ReadTimedout, "the watch ended at shutdown");
+                        }
+                        () = sleep_until(until) => {
+                            ctx.ended_by_us = true;
+                            tracing::debug!("watch cut: the backend did not end it after its timeoutSeconds");
+                            return Error::e_explain(ErrorType::ReadTimedout, "the request deadline passed");
+                        }
+                    }
+                }
+                (None, _) => backend
+                    .read_response_body()
+                    .await
+                    .map_err(|e| e.into_up())?,
+            };
+            let Some(piece) = piece else { break };
+            self.filter_body(&piece, ctx)?;
+            if piece.is_empty() {
+                continue;
+            }
+            session
+                .write_response_body(piece, false)
+                .await
+                .map_err(|e| e.into_down())?;
+        }
+        if let (true, BackendSession::H2(h2)) = (session.is_http2(), &mut *backend) {
+            if let Some(trailers) = h2.read_trailers().await.map_err(|e| e.into_up())? {
+                session
+                    .write_response_trailers(trailers)
+                    .await
+                    .map_err(|e| e.into_down())?;
+            }
+        }
+        session.finish_body().await.map_err(|e| e.into_down())?;
+        Ok(backend.response_done())
+    }
+
     /// The backend's response head: classification and audit headers added, remote backends' CORS headers dropped, answers apiagg must not pass on
     /// replaced by a Status.
     pub(super) fn filter_head(
@@ -66,64 +180,33 @@ impl ApiaggProxy {
             response.insert_header("Retry-After", reply::MUX_RETRY_AFTER_SECONDS.to_string())?;
         }
         ctx.replacement = Some(body);
-        ctx.replacing = true;
         Ok(())
     }
 
-    /// A piece of the backend's body: recorded for the audit, replaced when the head was, or
-    /// the answer cut when its deadline passed or the process is ending the watch.
-    pub(super) fn filter_body(
-        &self,
-        body: &mut Option<Bytes>,
-        end_of_stream: bool,
-        ctx: &mut RequestCtx,
-    ) -> Result<Option<std::time::Duration>> {
-        if let (Some(audit), Some(piece)) = (ctx.audit.as_mut(), body.as_ref()) {
-            if audit.wants_response_body() && !ctx.replacing {
+    /// A piece of the backend's body: recorded for the audit; the answer is cut when its
+    /// deadline passed (it started in time but does not end in time, as upstream cuts it).
+    fn filter_body(&self, piece: &Bytes, ctx: &mut RequestCtx) -> Result<()> {
+        if let Some(audit) = ctx.audit.as_mut() {
+            if audit.wants_response_body() {
                 audit.response_body(piece);
             }
         }
-        if ctx.replacing {
-            *body = ctx.replacement.take();
-        } else if !end_of_stream && ctx.deadline.is_some_and(|d| Instant::now() >= d) {
-            // The answer started in time but does not end in time: cut it, as upstream does.
-            // A watch past its lifetime is expected to end: the client re-watches.
-            if ctx.watch.is_some() {
-                ctx.ended_by_us = true;
-                tracing::debug!("watch cut: the backend did not end it after its timeoutSeconds");
-            }
+        if ctx.deadline.is_some_and(|d| Instant::now() >= d) {
             return Error::e_explain(ErrorType::ReadTimedout, "the request deadline passed");
-        } else if let (false, Some(watch)) = (end_of_stream, &ctx.watch) {
-            // The process is terminating: this watch's turn in the drain came (the client
-            // re-watches, at another replica).
-            let watches = &self.gateway.watches;
-            if watches.drain_ends(watch, Instant::now()) {
-                watches.ended_by_drain();
-                ctx.ended_by_us = true;
-                return Error::e_explain(ErrorType::ReadTimedout, "the watch ended at shutdown");
-            }
         }
-        Ok(None)
+        Ok(())
     }
 
     /// The answer to a request that failed for good: a Status instead of pingora's empty 502,
     /// unless the client is gone or a response was already started.
-    pub(super) async fn fail(
-        &self,
-        session: &mut Session,
-        e: &Error,
-        ctx: &mut RequestCtx,
-    ) -> FailToProxy {
+    pub(super) async fn fail(&self, session: &mut Session, e: &Error, ctx: &mut RequestCtx) {
         let downstream_gone = e.esource() == &ErrorSource::Downstream;
         if !downstream_gone && !ctx.ended_by_us {
             self.log_failure(ctx, e);
         }
         if downstream_gone || session.response_written().is_some() {
             ctx.code = 0;
-            return FailToProxy {
-                error_code: 0,
-                can_reuse_downstream: false,
-            };
+            return;
         }
         let target = ctx.upstream.as_ref().map_or_else(
             || "no backend".to_string(),
@@ -147,9 +230,8 @@ impl ApiaggProxy {
             None => errors::unreachable(ctx.kind, ctx.arrived_complete, &target, e),
         };
         let reply = ctx.own_answer(reply);
-        // The connection is closed after a failed proxy attempt: pingora may not reuse it (a
-        // body half read, an abandoned upstream side), and a client must know before it sends
-        // the next request on it.
+        // The connection is closed after a failed proxy attempt (a body may be half read), and
+        // a client must know before it sends the next request on it.
         let reply_code = reply.code();
         session.set_keepalive(None);
         let code = match reply.send(session).await {
@@ -168,9 +250,13 @@ impl ApiaggProxy {
                 .terminated(&method, group, version, reply_code);
         }
         ctx.code = code;
-        FailToProxy {
-            error_code: code,
-            can_reuse_downstream: false,
-        }
+    }
+}
+
+/// Sleeps until `until`; forever without one.
+async fn sleep_until(until: Option<tokio::time::Instant>) {
+    match until {
+        Some(until) => tokio::time::sleep_until(until).await,
+        None => std::future::pending().await,
     }
 }

@@ -9,11 +9,11 @@
 use std::io;
 use std::time::Duration;
 
+use super::Session;
 use pingora_core::protocols::http::server::Session as HttpSession;
 use pingora_core::protocols::l4::stream::Stream as L4Stream;
 use pingora_core::protocols::Stream;
 use pingora_http::RequestHeader;
-use pingora_proxy::Session;
 use rustls::pki_types::ServerName;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -187,7 +187,7 @@ async fn read_head(backend: &mut Box<dyn Io>) -> io::Result<(u16, Vec<u8>, Vec<u
 /// Takes the raw client connection out of the pingora session, leaving a parsed copy of the
 /// request on a detached socket so the rest of pingora's request handling stays consistent.
 async fn take_client_stream(session: &mut Session) -> io::Result<Stream> {
-    let raw_head = session.downstream_session.to_h1_raw();
+    let raw_head = session.to_h1_raw();
     let (ours, theirs) = std::os::unix::net::UnixStream::pair()?;
     {
         use std::io::Write;
@@ -201,10 +201,10 @@ async fn take_client_stream(session: &mut Session) -> io::Result<Stream> {
         .read_request()
         .await
         .map_err(|e| io::Error::other(e.to_string()))?;
-    match std::mem::replace(&mut *session.downstream_session, placeholder) {
+    match std::mem::replace(session, placeholder) {
         HttpSession::H1(client) => Ok(client.into_inner()),
         other => {
-            *session.downstream_session = other;
+            *session = other;
             Err(io::Error::other(
                 "upgrades need an HTTP/1.1 client connection",
             ))

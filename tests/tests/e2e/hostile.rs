@@ -243,14 +243,13 @@ async fn shutdown_exemptions_are_exact_paths() {
     let config = one_backend("wardle", &backend);
     let gw = Apiagg::start(&config, &["--shutdown-drain-timeout", "10s"]);
     gw.wait_ready().await;
-    // An open watch keeps apiagg draining (and answering) after SIGTERM.
+    // A request in flight keeps apiagg draining (and answering) after SIGTERM. (An idle watch
+    // no longer does: it ends at its turn in the drain, the first watch at once.)
     let c = client();
-    let watch = c
-        .get(gw.url(&format!("{GV}/flunders?watch=true&timeoutSeconds=20")))
-        .send()
-        .await
-        .expect("watch");
-    assert_eq!(watch.status(), 200);
+    let slow = tokio::spawn(c.get(gw.url(&format!("{GV}/slow?ms=8000"))).send());
+    backend
+        .wait_in_flight(&format!("{GV}/slow"), 1, Duration::from_secs(5))
+        .await;
     gw.proc.signal("TERM");
     let apis = gw.url("/apis");
     wait_until(
@@ -265,7 +264,8 @@ async fn shutdown_exemptions_are_exact_paths() {
     for path in ["/metricsX", "/metrics/x", "/livezX", "/readyzfoo"] {
         assert_eq!(status_code(&gw.url(path)).await, 429, "{path}");
     }
-    drop(watch);
+    let slow = slow.await.expect("task").expect("the slow request drains");
+    assert_eq!(slow.status(), 200);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -6,10 +6,10 @@
 
 use std::time::Duration;
 
+use crate::request::Session;
 use apiagg_requestinfo::QueryParams;
 use bytes::Bytes;
 use pingora_error::Result;
-use pingora_proxy::Session;
 
 use super::protocol::{self, ItemType, Page};
 use crate::backends::{Client, FetchError, Fetched};
@@ -219,7 +219,7 @@ impl Stream<'_> {
             audit.response_started(200);
         }
         ctx.code = 200;
-        session.write_response_header(head, false).await
+        session.write_response_header(head).await
     }
 
     /// Watches from `resource_version` and relays the events until the backend ends the
@@ -253,7 +253,7 @@ impl Stream<'_> {
                 chunk = response.chunk() => Next::Chunk(chunk),
                 _ = tick.tick() => Next::Tick,
                 // A request without a body: this returns only when the client goes away.
-                _ = session.downstream_session.read_body_or_idle(true) => Next::ClientGone,
+                _ = session.read_body_or_idle(true) => Next::ClientGone,
             };
             match next {
                 Next::Chunk(Ok(Some(chunk))) => {
@@ -284,7 +284,7 @@ impl Stream<'_> {
 
     /// Ends the answer.
     async fn end(&self, session: &mut Session) -> Result<u16> {
-        let _ = session.write_response_body(None, true).await;
+        let _ = session.finish_body().await;
         Ok(200)
     }
 }
@@ -311,8 +311,5 @@ async fn send(session: &mut Session, events: Vec<u8>) -> bool {
 }
 
 async fn send_bytes(session: &mut Session, bytes: Bytes) -> bool {
-    session
-        .write_response_body(Some(bytes), false)
-        .await
-        .is_ok()
+    session.write_response_body(bytes, false).await.is_ok()
 }

@@ -22,9 +22,9 @@ mod protocol;
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::request::Session;
 use apiagg_requestinfo::{QueryParams, RequestInfo};
 use pingora_error::Result;
-use pingora_proxy::Session;
 
 use self::protocol::Encoding;
 use super::reply::{self, Reply};

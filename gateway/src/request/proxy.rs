@@ -1,0 +1,283 @@
+//! The forwarding loop: a request for `ctx.upstream` goes to one of its healthy endpoints over a
+//! pooled connection (pingora-core's connectors), its answer comes back piece by piece, and a
+//! failure before anything reached the backend is retried once elsewhere.
+//!
+//! - Endpoints: a healthy one not tried yet, within `--max-requests-inflight-per-endpoint` when
+//!   the backend is bounded; one that refuses connections is ejected (the availability
+//!   controller publishes it), unless apiagg itself is out of open files or memory.
+//! - Retries: only where the request never reached a backend (connecting failed, or a pooled
+//!   HTTP/1.1 connection turned out stale), only idempotent requests, and only with a body
+//!   that can be sent again (pingora keeps up to 64 KiB of it).
+//! - Bodies stream both ways with back-pressure: each piece is written before the next is read.
+
+use bytes::Bytes;
+use pingora_core::protocols::http::client::HttpSession as BackendSession;
+use pingora_core::upstreams::peer::HttpPeer;
+use pingora_error::{Error, ErrorType, Result};
+use pingora_http::RequestHeader;
+
+use super::{deadline, errors, forward, framing, ApiaggProxy, RequestCtx, Session};
+use apiagg_audit::AUDIT_ID_WIRE;
+
+/// Why no endpoint was picked when every healthy one holds its bound of requests.
+const ENDPOINTS_FULL: &str = "every endpoint has --max-requests-inflight-per-endpoint requests";
+
+/// Attempts beyond the first, at most (never twice on one endpoint unless its pooled connection
+/// was stale).
+const RETRIES: u8 = 1;
+
+impl ApiaggProxy {
+    /// Forwards the request to `ctx.upstream` and streams the answer back. `Err`: the request
+    /// failed for good (the caller answers with a Status when nothing was written yet).
+    pub(super) async fn forward(&self, session: &mut Session, ctx: &mut RequestCtx) -> Result<()> {
+        let has_body = !session.is_body_empty();
+        if has_body && session.req_header().method.is_idempotent() {
+            session.enable_retry_buffering();
+        }
+        let mut retries = 0;
+        loop {
+            let peer = self.upstream_peer(ctx)?;
+            // Boxed: connecting (TCP, TLS, the HTTP/2 handshake) is the large branch.
+            let (mut backend, reused) =
+                match Box::pin(self.connector.get_http_session(&*peer)).await {
+                    Ok(connected) => connected,
+                    Err(e) => {
+                        let e = self.fail_to_connect(ctx, e);
+                        if e.retry() && retries < RETRIES {
+                            retries += 1;
+                            continue;
+                        }
+                        return Err(e);
+                    }
+                };
+            // A pooled connection keeps the timeouts of its first request: each read and write
+            // is bounded by this request's deadline.
+            backend.set_read_timeout(peer.options.read_timeout);
+            backend.set_write_timeout(peer.options.write_timeout);
+            let replay = (retries > 0).then(|| session.get_retry_buffer()).flatten();
+            match self
+                .exchange(session, ctx, &mut backend, has_body, replay)
+                .await
+            {
+                Ok(true) => {
+                    let idle = peer.options.idle_timeout;
+                    self.connector
+                        .release_http_session(backend, &*peer, idle)
+                        .await;
+                    return Ok(());
+                }
+                Ok(false) => {
+                    backend.shutdown().await;
+                    return Ok(());
+                }
+                Err(e) => {
+                    backend.shutdown().await;
+                    let e = self.error_while_proxy(&peer, session, e, ctx, reused);
+                    if e.retry() && retries < RETRIES && session.response_written().is_none() {
+                        retries += 1;
+                        continue;
+                    }
+                    return Err(e);
+                }
+            }
+        }
+    }
+
+    /// One attempt on a connected backend: the request head and body, then the answer.
+    /// `Ok(true)`: the backend connection may carry another request.
+    async fn exchange(
+        &self,
+        session: &mut Session,
+        ctx: &mut RequestCtx,
+        backend: &mut BackendSession,
+        has_body: bool,
+        replay: Option<Bytes>,
+    ) -> Result<bool> {
+        // The connection is up: the backend's span starts (its context goes upstream).
+        ctx.trace_backend(None);
+        let head = self.backend_request(session, ctx, backend.as_http2().is_some(), has_body)?;
+        backend
+            .write_request_header(head)
+            .await
+            .map_err(|e| e.into_up())?;
+        if has_body {
+            self.send_body(session, ctx, backend, replay).await?;
+        }
+        backend
+            .finish_request_body()
+            .await
+            .map_err(|e| e.into_up())?;
+        self.relay_answer(session, ctx, backend).await
+    }
+
+    /// The head the backend gets: the client's, under the one header policy (forward.rs), framed
+    /// for the backend's protocol.
+    fn backend_request(
+        &self,
+        session: &Session,
+        ctx: &RequestCtx,
+        h2: bool,
+        has_body: bool,
+    ) -> Result<Box<RequestHeader>> {
+        let Some(upstream) = &ctx.upstream else {
+            return Error::e_explain(ErrorType::InternalError, "no upstream selected");
+        };
+        let mut request = Box::new(session.req_header().clone());
+        if let Some(seconds) = ctx.watch_timeout {
+            forward::add_timeout_seconds(&mut request, seconds)?;
+        }
+        let forwarding = self.forwarding(session, ctx, upstream);
+        let endpoint = &upstream.endpoints[ctx.endpoint];
+        framing::strip_hop_by_hop(&mut request);
+        forward::apply(&mut request, &forwarding, &endpoint.authority_header)?;
+        if let Some(id) = super::audit::id_header(ctx) {
+            // The same audit ID at the backend and the delegate (the caller's own was removed
+            // or replaced: it is what apiagg audited).
+            request.insert_header(AUDIT_ID_WIRE, id)?;
+        }
+        if h2 {
+            framing::h2_target(&mut request, endpoint.tls, &endpoint.authority_header)?;
+        } else {
+            framing::h1_framing(&mut request, has_body)?;
+        }
+        Ok(request)
+    }
+
+    /// The request body, piece by piece (after what a retry replays): recorded for the audit,
+    /// each piece written before the next is read. An empty last piece is no piece: the body is
+    /// framed exactly once (cloudflare/pingora#935).
+    async fn send_body(
+        &self,
+        session: &mut Session,
+        ctx: &mut RequestCtx,
+        backend: &mut BackendSession,
+        replay: Option<Bytes>,
+    ) -> Result<()> {
+        if let Some(replayed) = replay.filter(|b| !b.is_empty()) {
+            backend
+                .write_request_body(replayed, false)
+                .await
+                .map_err(|e| e.into_up())?;
+        } else if framing::expects_continue(session.req_header()) && !session.is_http2() {
+            // The `Expect` header stays here: apiagg asks for the body itself.
+            session
+                .write_continue_response()
+                .await
+                .map_err(|e| e.into_down())?;
+        }
+        while let Some(piece) = session
+            .read_request_body()
+            .await
+            .map_err(|e| e.into_down())?
+        {
+            if piece.is_empty() {
+                continue;
+            }
+            if let Some(audit) = ctx.audit.as_mut() {
+                if audit.wants_request_body() {
+                    audit.request_body(&piece);
+                }
+            }
+            backend
+                .write_request_body(piece, false)
+                .await
+                .map_err(|e| e.into_up())?;
+        }
+        Ok(())
+    }
+
+    /// Picks a healthy endpoint of the chosen upstream (again on each retry), and the peer to
+    /// reach it with, bounded by the request's deadline.
+    fn upstream_peer(&self, ctx: &mut RequestCtx) -> Result<Box<HttpPeer>> {
+        let Some(upstream) = &ctx.upstream else {
+            return Error::e_explain(ErrorType::InternalError, "no upstream selected");
+        };
+        let cap = ctx
+            .backend_slot
+            .is_some()
+            .then_some(self.gateway.options.max_requests_per_endpoint);
+        let picked = if std::mem::take(&mut ctx.retry_same) {
+            Some(ctx.endpoint)
+        } else {
+            ctx.endpoint_slot = None;
+            upstream.pick_untried(ctx.tried, cap)
+        };
+        let Some(index) = picked else {
+            return Error::e_explain(ErrorType::ConnectNoRoute, "upstream has no endpoints");
+        };
+        if let (Some(cap), None) = (cap, &ctx.endpoint_slot) {
+            match upstream.endpoints[index].health.slots.try_take(cap) {
+                Some(slot) => ctx.endpoint_slot = Some(slot),
+                None => return Error::e_explain(ErrorType::ConnectNoRoute, ENDPOINTS_FULL),
+            }
+        }
+        ctx.endpoint = index;
+        if index < 64 {
+            ctx.tried |= 1 << index;
+        }
+        let endpoint = &upstream.endpoints[index];
+        let mut peer = Box::new(if ctx.own_connection {
+            endpoint.own_peer.clone()
+        } else {
+            endpoint.peer.clone()
+        });
+        let connect = self.gateway.options.connect_timeout;
+        if !deadline::bound(&mut peer.options, connect, ctx.deadline) {
+            return Error::e_explain(ErrorType::ReadTimedout, "the request deadline passed");
+        }
+        ctx.trace_connect();
+        Ok(peer)
+    }
+
+    /// Connecting failed: eject the endpoint; retry on another healthy one (the request never
+    /// reached this one). Unless apiagg itself is out of open files or memory: then nothing is
+    /// ejected and the client gets a 503 saying so.
+    fn fail_to_connect(&self, ctx: &mut RequestCtx, mut e: Box<Error>) -> Box<Error> {
+        ctx.trace_connect_failed(&e);
+        if errors::exhausted(&e).is_some() {
+            // apiagg's own exhaustion: no endpoint is to blame, and another would fail alike.
+            e.set_retry(false);
+        } else if let Some(upstream) = &ctx.upstream {
+            errors::eject(&self.gateway.health, upstream, ctx.endpoint, &e);
+            e.set_retry(upstream.has_untried(ctx.tried));
+        }
+        e
+    }
+
+    /// Proxying failed after connecting: eject a broken endpoint; retry only idempotent
+    /// requests whose body can be replayed, and only when the request never reached the
+    /// backend (a stale pooled connection).
+    fn error_while_proxy(
+        &self,
+        peer: &HttpPeer,
+        session: &Session,
+        e: Box<Error>,
+        ctx: &mut RequestCtx,
+        reused: bool,
+    ) -> Box<Error> {
+        ctx.trace_backend_failed(&e);
+        if let (true, Some(upstream)) = (errors::endpoint_broken(&e, reused), &ctx.upstream) {
+            errors::eject(&self.gateway.health, upstream, ctx.endpoint, &e);
+        }
+        let mut e = e.more_context(format!("Peer: {peer}"));
+        let replayable = !session.retry_buffer_truncated();
+        if e.esource() != &pingora_error::ErrorSource::Upstream
+            || !session.req_header().method.is_idempotent()
+            || !replayable
+        {
+            e.set_retry(false);
+        } else {
+            // Only a stale pooled connection is retried (the request never reached the
+            // backend).
+            e.retry.decide_reuse(reused);
+            // Another endpoint if there is one (this one may be going away), else a fresh
+            // connection to the same.
+            ctx.retry_same = e.retry()
+                && !ctx
+                    .upstream
+                    .as_ref()
+                    .is_some_and(|u| u.has_untried(ctx.tried));
+        }
+        e
+    }
+}

@@ -1,0 +1,169 @@
+//! The server side on pingora-core: pingora's `Server`, listeners, TLS and HTTP sessions hand
+//! apiagg each request (a request of an HTTP/1.1 connection, or an HTTP/2 stream); apiagg reads
+//! its head, runs the ordered request path (phases.rs), forwards it (proxy.rs) or answers it,
+//! records it, and gives a reusable HTTP/1.1 connection back for its next request.
+//!
+//! The future of a request is what an idle HTTP/2 stream (a watch) holds for its whole life:
+//! the rare, large branches (connecting, the upgrade tunnel, the streaming-list emulation, the
+//! APIService API) are boxed where they start, so they do not size it.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+use async_trait::async_trait;
+use pingora_core::apps::{
+    HttpPersistentSettings, HttpServerApp, HttpServerOptions, ReusedHttpStream,
+};
+use pingora_core::server::ShutdownWatch;
+use pingora_error::ErrorType;
+
+use super::reply;
+use super::{deadline, ApiaggProxy, Deadlined, RequestCtx, Session};
+use apiagg_observe::RouteKind;
+
+#[async_trait]
+impl HttpServerApp for ApiaggProxy {
+    async fn process_new_http(
+        self: &Arc<Self>,
+        mut session: Session,
+        shutdown: &ShutdownWatch,
+    ) -> Option<ReusedHttpStream> {
+        // A connection waiting for its next request is let go once the server stops listening.
+        let closing = self.closing.notified();
+        if self.closed.load(Ordering::Acquire) {
+            return None;
+        }
+        let read = tokio::select! {
+            biased;
+            read = session.read_request() => read,
+            () = closing => return None,
+        };
+        match read {
+            Ok(true) => {}
+            Ok(false) => return None,
+            Err(e) => {
+                // A head pingora cannot parse gets a 400 and the connection closes; anything
+                // else is a connection that broke.
+                if e.etype() == &ErrorType::InvalidHTTPHeader {
+                    tracing::debug!("malformed request head: {e}");
+                    let reply = reply::failure_reply(400, "BadRequest", "malformed request head");
+                    session.set_keepalive(None);
+                    let _ = reply.send(&mut session).await;
+                }
+                session.shutdown().await;
+                return None;
+            }
+        }
+        // The head is in: the connection's head and idle deadlines stop until the answer ends.
+        if let Some(stream) = session.stream() {
+            Deadlined::request_started(stream);
+        }
+        if *shutdown.borrow() {
+            session.set_keepalive(None);
+        } else if session.get_keepalive().is_some_and(|k| k != 0) {
+            // pingora's own per-read keep-alive timeout gives way to apiagg's idle deadline.
+            session.set_keepalive(Some(0));
+        }
+        let mut ctx = self.new_ctx();
+        let outcome = match self.route(&mut session, &mut ctx).await {
+            Ok(true) => Ok(()),
+            Ok(false) => self.forward(&mut session, &mut ctx).await,
+            Err(e) => Err(e),
+        };
+        let failed = outcome.is_err();
+        if let Err(e) = outcome {
+            self.fail(&mut session, &e, &mut ctx).await;
+            session.on_proxy_failure(e);
+        }
+        self.record(&session, &mut ctx);
+        if let Some(stream) = session.stream() {
+            Deadlined::answered(stream);
+        }
+        if failed {
+            return None;
+        }
+        let settings = HttpPersistentSettings::for_session(&session);
+        match session.finish().await {
+            Ok(Some(stream)) => Some(ReusedHttpStream::from_reusable_stream(stream, settings)),
+            _ => None,
+        }
+    }
+
+    fn server_options(&self) -> Option<&HttpServerOptions> {
+        Some(&self.server_options)
+    }
+
+    /// The server stopped listening: connections waiting for another request close.
+    async fn http_cleanup(&self) {
+        self.closed.store(true, Ordering::Release);
+        self.closing.notify_waiters();
+    }
+}
+
+impl ApiaggProxy {
+    /// Per-request state of a request whose head was just read: counted in flight, and
+    /// noting whether the mux was complete.
+    fn new_ctx(&self) -> RequestCtx {
+        self.gateway.metrics.in_flight.inc();
+        RequestCtx {
+            started: Instant::now(),
+            arrived_complete: self.gateway.lifecycle.mux_complete(),
+            kind: RouteKind::NotFound,
+            upstream: None,
+            endpoint: 0,
+            code: 0,
+            replacement: None,
+            subresource: "",
+            caller: None,
+            own_connection: false,
+            tried: 0,
+            retry_same: false,
+            limit: deadline::Limit::LongRunning,
+            deadline: None,
+            watch: None,
+            watch_timeout: None,
+            ended_by_us: false,
+            streaming_list: false,
+            backend_slot: None,
+            endpoint_slot: None,
+            file: None,
+            seat: None,
+            classified: None,
+            running: None,
+            audit: None,
+            audit_id: None,
+            audit_status: None,
+            trace: None,
+            _in_flight: Some(self.gateway.lifecycle.track()),
+        }
+    }
+
+    /// The end of every request: its audit and span end, its seat goes back, and its metrics
+    /// are recorded.
+    fn record(&self, session: &Session, ctx: &mut RequestCtx) {
+        let code = session
+            .response_written()
+            .map_or(ctx.code, |r| r.status.as_u16());
+        ctx.audit_complete(code);
+        ctx.trace_end(code);
+        ctx.seat = None;
+        ctx.running = None;
+        let metrics = &self.gateway.metrics;
+        metrics.in_flight.dec();
+        ctx._in_flight = None;
+        if !self.gateway.options.request_metrics {
+            return;
+        }
+        let seconds = ctx.started.elapsed().as_secs_f64();
+        metrics.observe(ctx.kind, code, seconds);
+        if ctx.kind == RouteKind::Proxy {
+            if let Some(m) = ctx.upstream.as_ref().and_then(|u| u.metrics.as_ref()) {
+                m.observe(code, seconds);
+            }
+        }
+        if !ctx.subresource.is_empty() {
+            metrics.observe_apiserver(ctx.subresource, code, seconds);
+        }
+    }
+}
