@@ -11,6 +11,8 @@ use std::time::Duration;
 use apiagg_apis::WatchListMode;
 use apiagg_config::{DelegateConfig, Endpoint};
 use pingora_core::protocols::ALPN;
+
+use super::pool::{IdleConnections, IDLE_PER_ENDPOINT};
 use pingora_core::upstreams::peer::HttpPeer;
 use pingora_core::utils::tls::{parse_x509, WrappedX509};
 use rustls::pki_types::CertificateDer;
@@ -79,6 +81,10 @@ pub struct UpstreamEndpoint {
     pub health: Arc<EndpointHealth>,
     /// The key of `health` in the [`HealthBook`] (this endpoint for this APIService).
     pub health_key: u64,
+    /// Idle HTTP/1.1 connections for `peer`, and for `own_peer` (HTTP/2 connections are
+    /// pingora's, multiplexed).
+    pub idle: IdleConnections,
+    pub own_idle: IdleConnections,
 }
 
 /// Where the requests of one APIService (or the delegate) go.
@@ -258,7 +264,10 @@ fn build_endpoint<'a>(
     (peer.group_key, label).hash(&mut hasher);
     let health_key = hasher.finish();
     let authority = super::names::authority(&ep.host, ep.port);
+    let idle_timeout = peer.options.idle_timeout.unwrap_or(Duration::from_secs(90));
     Ok(UpstreamEndpoint {
+        idle: IdleConnections::new(IDLE_PER_ENDPOINT, idle_timeout),
+        own_idle: IdleConnections::new(IDLE_PER_ENDPOINT, idle_timeout),
         health: book.endpoint(health_key),
         health_key,
         peer,

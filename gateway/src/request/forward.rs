@@ -8,7 +8,6 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http::request::Parts as ReqParts;
 use http::{HeaderMap, HeaderName, HeaderValue};
 use pingora_error::{ErrorType::InvalidHTTPHeader, OrErr, Result};
 use pingora_http::RequestHeader;
@@ -113,22 +112,49 @@ const X_FORWARDED_URI: HeaderName = HeaderName::from_static("x-forwarded-uri");
 /// again and keep a second, case-preserving map, which costs several times the whole
 /// policy. Header names therefore go upstream in their canonical form, as they do over
 /// HTTP/2 (HTTP field names are case-insensitive).
+#[cfg(test)]
 pub fn apply(
     request: &mut RequestHeader,
     forwarding: &Forwarding,
     authority: &HeaderValue,
 ) -> Result<()> {
+    *request = *head_with(request, forwarding, authority, false)?;
+    Ok(())
+}
+
+/// The head apiagg sends for `request`: its method, target and headers without the hop-by-hop
+/// ones (framing.rs), under the policy. Built from a copy of the header map alone (pingora's
+/// second, case-preserving map is not copied).
+pub fn forwarded_head(
+    request: &RequestHeader,
+    forwarding: &Forwarding,
+    authority: &HeaderValue,
+) -> Result<Box<RequestHeader>> {
+    head_with(request, forwarding, authority, true)
+}
+
+fn head_with(
+    request: &RequestHeader,
+    forwarding: &Forwarding,
+    authority: &HeaderValue,
+    strip: bool,
+) -> Result<Box<RequestHeader>> {
+    let (mut parts, ()) = http::Request::new(()).into_parts();
+    parts.method = request.method.clone();
+    parts.uri = request.uri.clone();
+    parts.version = request.version;
+    parts.headers = request.headers.clone();
+    if strip {
+        super::framing::strip_hop_by_hop(&mut parts.headers);
+    }
+    apply_to_headers(&mut parts.headers, parts.uri.path(), forwarding, authority)?;
+    let mut head = Box::new(RequestHeader::from(parts));
     // A target that does not round-trip through the URI (absolute form) is kept verbatim.
     let uri_target = request.uri.path_and_query().map(|p| p.as_str().as_bytes());
-    let raw_target = (uri_target != Some(request.raw_path())).then(|| request.raw_path().to_vec());
-    let placeholder = RequestHeader::from(http::Request::new(()).into_parts().0);
-    let mut parts = ReqParts::from(std::mem::replace(request, placeholder));
-    apply_to_headers(&mut parts.headers, parts.uri.path(), forwarding, authority)?;
-    *request = RequestHeader::from(parts);
-    if let Some(target) = raw_target {
-        request.set_raw_path(&target)?;
+    if uri_target != Some(request.raw_path()) {
+        head.set_raw_path(request.raw_path())?;
     }
-    Ok(())
+    Ok(head)
 }
 
 /// The policy on a header map, for a request whose path is `path`.

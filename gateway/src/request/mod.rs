@@ -36,7 +36,7 @@ use std::time::Instant;
 use apiagg_requestinfo::RequestInfo;
 use bytes::Bytes;
 use pingora_core::apps::HttpServerOptions;
-use pingora_core::connectors::http::Connector;
+use pingora_core::connectors::http::v2::Connector as Http2Connector;
 use pingora_core::connectors::ConnectorOptions;
 use pingora_core::server::configuration::ServerConf;
 use pingora_error::Result;
@@ -58,6 +58,17 @@ use crate::state::Gateway;
 use apiagg_audit::{Auditor, RequestAudit, StatusSummary};
 use apiagg_flowcontrol::{Decision, FlowControl, Seat};
 use apiagg_observe::{InFlight, OpenWatch, Repeats, RouteKind, Running, Tracer};
+
+/// What happens to a request once the ordered checks ran (phases.rs).
+pub(super) enum Step {
+    /// apiagg answers it itself: a document, or the refusal of a check.
+    Answer(RouteKind, Reply),
+    /// It goes to `ctx.upstream` (proxy.rs).
+    Forward,
+    /// It was served already (an upgrade tunnel, an emulated streaming list, the APIService
+    /// API).
+    Served,
+}
 
 /// Per-request state.
 pub struct RequestCtx {
@@ -143,8 +154,9 @@ pub struct ApiaggProxy {
     open_files: Arc<OpenFiles>,
     /// Backend failures logged so far, to log repeats on change and then rate-limited.
     repeats: Repeats,
-    /// Pooled connections to backends and the delegate (HTTP/1.1 and HTTP/2).
-    connector: Connector,
+    /// New connections to backends and the delegate, and the pool of multiplexed HTTP/2 ones
+    /// (idle HTTP/1.1 connections wait in their endpoint's own pool, backends/pool.rs).
+    connector: Http2Connector,
     /// How pingora serves client connections (HTTP/2's idle timeout).
     server_options: HttpServerOptions,
     /// Set, and waiters woken, once the server stopped listening: connections waiting for a
@@ -165,7 +177,7 @@ impl ApiaggProxy {
         server: HttpServerOptions,
     ) -> ApiaggProxy {
         ApiaggProxy {
-            connector: Connector::new(Some(ConnectorOptions::from_server_conf(conf))),
+            connector: Http2Connector::new(Some(ConnectorOptions::from_server_conf(conf))),
             server_options: server,
             closed: AtomicBool::new(false),
             closing: Notify::new(),
@@ -192,19 +204,19 @@ impl ApiaggProxy {
         }
     }
 
-    /// Writes a reply apiagg answers itself and ends the request.
+    /// Writes a reply apiagg answers itself and ends the request: the one place an answer of
+    /// apiagg's own (a refusal included) gets its audit, metrics label and headers.
     async fn answer(
         &self,
         session: &mut Session,
         ctx: &mut RequestCtx,
         kind: RouteKind,
         reply: Reply,
-    ) -> Result<bool> {
+    ) -> Result<()> {
         ctx.kind = kind;
         ctx.code = reply.code();
         let reply = ctx.own_answer(reply);
-        reply.send(session).await?;
-        Ok(true)
+        reply.send(session).await
     }
 
     /// The header policy of this request.
@@ -244,7 +256,7 @@ impl ApiaggProxy {
     }
 
     /// Hands the request to `upstream`: tunnelled here when it asks for an upgrade, else
-    /// forwarded (`Ok(false)`, proxy.rs).
+    /// forwarded (proxy.rs).
     async fn to_upstream(
         &self,
         session: &mut Session,
@@ -252,7 +264,7 @@ impl ApiaggProxy {
         kind: RouteKind,
         upstream: Arc<Upstream>,
         info: &RequestInfo<'_>,
-    ) -> Result<bool> {
+    ) -> Result<Step> {
         let delegate_authenticates = ctx
             .caller
             .as_ref()
@@ -267,7 +279,7 @@ impl ApiaggProxy {
                 "impersonation through apiagg is supported only at the delegate, for callers it \
                  authenticates itself (bearer tokens); send the request without Impersonate-* headers",
             );
-            return self.answer(session, ctx, RouteKind::Refused, reply).await;
+            return Ok(Step::Answer(RouteKind::Refused, reply));
         }
         if let Some(audit) = ctx.audit.as_mut() {
             // `Impersonate-*` apiagg did not honour goes to the delegate, which acts as that
@@ -283,7 +295,7 @@ impl ApiaggProxy {
             Some(file) => ctx.file = Some(file),
             None => {
                 let reply = reply::out_of_files(self.open_files.budget());
-                return self.answer(session, ctx, RouteKind::Refused, reply).await;
+                return Ok(Step::Answer(RouteKind::Refused, reply));
             }
         }
         // Only WebSocket and SPDY/3.1 upgrades are tunnelled; any other mention of an upgrade
@@ -294,7 +306,7 @@ impl ApiaggProxy {
                 // The client may follow up in the protocol it asked for: close after the 400.
                 session.set_keepalive(None);
                 let reply = reply::failure_reply(400, "BadRequest", &refused.to_string());
-                return self.answer(session, ctx, RouteKind::Refused, reply).await;
+                return Ok(Step::Answer(RouteKind::Refused, reply));
             }
         };
         if upgrade {
@@ -307,7 +319,7 @@ impl ApiaggProxy {
                 Box::pin(upgrade::tunnel(session, &upstream, &forwarding, connect)).await
             };
             ctx.code = code;
-            return Ok(true);
+            return Ok(Step::Served);
         }
         match deadline::limit(info, self.gateway.options.request_timeout) {
             Ok(limit) => {
@@ -321,7 +333,7 @@ impl ApiaggProxy {
             }
             Err(e) => {
                 let reply = reply::failure_reply(400, "BadRequest", &e.to_string());
-                return self.answer(session, ctx, RouteKind::Refused, reply).await;
+                return Ok(Step::Answer(RouteKind::Refused, reply));
             }
         }
         if info.verb == "watch" {
@@ -332,7 +344,7 @@ impl ApiaggProxy {
                 if let Some(code) = served {
                     ctx.code = code;
                     ctx.upstream = Some(upstream);
-                    return Ok(true);
+                    return Ok(Step::Served);
                 }
                 ctx.streaming_list = true;
             }
@@ -342,7 +354,7 @@ impl ApiaggProxy {
         }
         ctx.kind = kind;
         ctx.upstream = Some(upstream);
-        Ok(false)
+        Ok(Step::Forward)
     }
 
     /// A remote APIService's request: to its backend, or 503 while it is unavailable.
@@ -353,11 +365,11 @@ impl ApiaggProxy {
         routes: &RouteTable,
         index: usize,
         info: &RequestInfo<'_>,
-    ) -> Result<bool> {
+    ) -> Result<Step> {
         if let Some(upstream) = routes.upstreams.get(index).cloned().flatten() {
             if upstream.available() {
                 if let Err(reply) = self.reserve_backend(ctx, &upstream, info) {
-                    return self.answer(session, ctx, RouteKind::Proxy, reply).await;
+                    return Ok(Step::Answer(RouteKind::Proxy, reply));
                 }
                 return self
                     .to_upstream(session, ctx, RouteKind::Proxy, upstream, info)
@@ -369,7 +381,7 @@ impl ApiaggProxy {
         let metrics = &self.gateway.metrics;
         metrics.terminated(&method, &entry.group, &entry.version, 503);
         let reply = self.unavailable(&entry.name);
-        self.answer(session, ctx, RouteKind::Proxy, reply).await
+        Ok(Step::Answer(RouteKind::Proxy, reply))
     }
 
     /// A request nobody else serves: the delegate's; without one, 404 (503 before mux
@@ -380,7 +392,7 @@ impl ApiaggProxy {
         ctx: &mut RequestCtx,
         routes: &RouteTable,
         info: &RequestInfo<'_>,
-    ) -> Result<bool> {
+    ) -> Result<Step> {
         match routes.delegate.clone() {
             Some(delegate) => {
                 self.to_upstream(session, ctx, RouteKind::Delegate, delegate, info)
@@ -392,7 +404,7 @@ impl ApiaggProxy {
                 } else {
                     reply::mux_incomplete_reply()
                 };
-                self.answer(session, ctx, RouteKind::NotFound, reply).await
+                Ok(Step::Answer(RouteKind::NotFound, reply))
             }
         }
     }

@@ -8,15 +8,15 @@ use pingora_error::Result;
 
 use super::classify::{classify, exempt_from_shutdown, non_canonical, Route};
 use super::reply::{self, Reply};
-use super::{apiservice_api, ApiaggProxy, RequestCtx, Session};
+use super::{apiservice_api, ApiaggProxy, RequestCtx, Session, Step};
 use crate::auth::ConnectionIdentity;
 use apiagg_observe::{Milestone, RouteKind};
 
 impl ApiaggProxy {
-    /// One request, in kube-apiserver's order: `Ok(true)` when apiagg answered it, `Ok(false)`
-    /// when it goes to `ctx.upstream` (the forwarding loop, proxy.rs). `Err`: the client is gone
-    /// or writing the answer failed.
-    pub(super) async fn route(&self, session: &mut Session, ctx: &mut RequestCtx) -> Result<bool> {
+    /// One request, in kube-apiserver's order, up to what happens to it ([`Step`]): every
+    /// check returns its value or the answer that refuses the request. `Err`: the client is
+    /// gone or writing an answer failed.
+    pub(super) async fn route(&self, session: &mut Session, ctx: &mut RequestCtx) -> Result<Step> {
         // A Uri clone shares its bytes: no allocation on the request path.
         let uri = session.req_header().uri.clone();
         self.trace_begin(session.req_header(), ctx);
@@ -27,14 +27,14 @@ impl ApiaggProxy {
             session.set_keepalive(None);
             let message = "CONNECT is refused: apiagg proxies API requests, it tunnels nothing";
             let reply = reply::failure_reply(405, "MethodNotAllowed", message);
-            return self.answer(session, ctx, RouteKind::Refused, reply).await;
+            return Ok(Step::Answer(RouteKind::Refused, reply));
         }
         // Only canonical paths are routed: what apiagg routes on is what the backend sees.
         if let Some(why) = non_canonical(uri.path()) {
             let message =
                 format!("the request path is refused because {why}; send its canonical form");
             let reply = reply::failure_reply(400, "BadRequest", &message);
-            return self.answer(session, ctx, RouteKind::Refused, reply).await;
+            return Ok(Step::Answer(RouteKind::Refused, reply));
         }
         // One parse of the request: routing, authorization, deadlines, the APIService API and
         // metrics all read it; nothing below parses the path or the query again.
@@ -46,7 +46,7 @@ impl ApiaggProxy {
             Ok(info) => info,
             Err(e) => {
                 let reply = reply::failure_reply(400, "BadRequest", &e.to_string());
-                return self.answer(session, ctx, RouteKind::Refused, reply).await;
+                return Ok(Step::Answer(RouteKind::Refused, reply));
             }
         };
         let route = classify(&info);
@@ -65,14 +65,14 @@ impl ApiaggProxy {
                 )
                 .header(http::header::RETRY_AFTER, "5")
                 .header(http::header::CONNECTION, "close");
-                return self.answer(session, ctx, RouteKind::Shutdown, reply).await;
+                return Ok(Step::Answer(RouteKind::Shutdown, reply));
             }
         }
 
         // 2. Health answers need no credentials (probes of kubelets and load balancers).
         if let Route::Health(..) = route {
             if let Some((kind, reply)) = self.served_here(session.req_header(), ctx, route) {
-                return self.answer(session, ctx, kind, reply).await;
+                return Ok(Step::Answer(kind, reply));
             }
         }
 
@@ -104,7 +104,7 @@ impl ApiaggProxy {
                 tracing::debug!(path = uri.path(), "unauthenticated: {why}");
                 self.audit_begin(session, ctx, &info, None);
                 let reply = reply::unauthenticated(&why);
-                return self.answer(session, ctx, RouteKind::Refused, reply).await;
+                return Ok(Step::Answer(RouteKind::Refused, reply));
             }
         }
 
@@ -114,7 +114,7 @@ impl ApiaggProxy {
         let impersonated = self.impersonate(session, ctx, &info).await;
         if let Err(reply) = impersonated {
             ctx.audit_authorized(false, "");
-            return self.answer(session, ctx, RouteKind::Refused, reply).await;
+            return Ok(Step::Answer(RouteKind::Refused, reply));
         }
 
         // 5. API Priority and Fairness: run now, wait in a fair queue, or 429. Before
@@ -125,7 +125,7 @@ impl ApiaggProxy {
             let admitted = self.admit(flow, ctx, &info).await;
             ctx.trace_step_end();
             if let Err(reply) = admitted {
-                return self.answer(session, ctx, RouteKind::Refused, reply).await;
+                return Ok(Step::Answer(RouteKind::Refused, reply));
             }
         }
 
@@ -135,7 +135,7 @@ impl ApiaggProxy {
         ctx.trace_step_end();
         if let Err(reply) = authorized {
             ctx.audit_authorized(false, "");
-            return self.answer(session, ctx, RouteKind::Refused, reply).await;
+            return Ok(Step::Answer(RouteKind::Refused, reply));
         }
         ctx.audit_authorized(true, "");
         // Whose trace the request joins: the caller's only when it is privileged.
@@ -143,7 +143,7 @@ impl ApiaggProxy {
 
         // 7. What apiagg answers itself.
         if let Some((kind, reply)) = self.served_here(session.req_header(), ctx, route) {
-            return self.answer(session, ctx, kind, reply).await;
+            return Ok(Step::Answer(kind, reply));
         }
 
         // 8. The APIService API, served by apiagg itself (never by the delegate).
@@ -152,7 +152,7 @@ impl ApiaggProxy {
             // Boxed: the API's state (patches, applies, watches) stays out of every request's
             // future, which pingora moves by value on every request.
             ctx.code = Box::pin(apiservice_api::serve(session, &self.gateway, &info, ctx)).await?;
-            return Ok(true);
+            return Ok(Step::Served);
         }
 
         // 9. A remote APIService: its backend (a place in its bound taken only now, by a

@@ -12,11 +12,13 @@
 
 use bytes::Bytes;
 use pingora_core::protocols::http::client::HttpSession as BackendSession;
+use pingora_core::protocols::http::v1::client::HttpSession as Http1Session;
 use pingora_core::upstreams::peer::HttpPeer;
 use pingora_error::{Error, ErrorType, Result};
 use pingora_http::RequestHeader;
 
 use super::{deadline, errors, forward, framing, ApiaggProxy, RequestCtx, Session};
+use crate::backends::IdleConnections;
 use apiagg_audit::AUDIT_ID_WIRE;
 
 /// Why no endpoint was picked when every healthy one holds its bound of requests.
@@ -37,19 +39,17 @@ impl ApiaggProxy {
         let mut retries = 0;
         loop {
             let peer = self.upstream_peer(ctx)?;
-            // Boxed: connecting (TCP, TLS, the HTTP/2 handshake) is the large branch.
-            let (mut backend, reused) =
-                match Box::pin(self.connector.get_http_session(&*peer)).await {
-                    Ok(connected) => connected,
-                    Err(e) => {
-                        let e = self.fail_to_connect(ctx, e);
-                        if e.retry() && retries < RETRIES {
-                            retries += 1;
-                            continue;
-                        }
-                        return Err(e);
+            let (mut backend, reused) = match self.connect(ctx, &peer).await {
+                Ok(connected) => connected,
+                Err(e) => {
+                    let e = self.fail_to_connect(ctx, e);
+                    if e.retry() && retries < RETRIES {
+                        retries += 1;
+                        continue;
                     }
-                };
+                    return Err(e);
+                }
+            };
             // A pooled connection keeps the timeouts of its first request: each read and write
             // is bounded by this request's deadline.
             backend.set_read_timeout(peer.options.read_timeout);
@@ -60,10 +60,7 @@ impl ApiaggProxy {
                 .await
             {
                 Ok(true) => {
-                    let idle = peer.options.idle_timeout;
-                    self.connector
-                        .release_http_session(backend, &*peer, idle)
-                        .await;
+                    self.release(ctx, backend, &peer);
                     return Ok(());
                 }
                 Ok(false) => {
@@ -80,6 +77,58 @@ impl ApiaggProxy {
                     return Err(e);
                 }
             }
+        }
+    }
+
+    /// A connection to the picked endpoint: a multiplexed HTTP/2 one with a free stream, an
+    /// idle HTTP/1.1 one from the endpoint's pool, or a new one (`true`: reused).
+    async fn connect(&self, ctx: &RequestCtx, peer: &HttpPeer) -> Result<(BackendSession, bool)> {
+        let Some(pool) = idle_pool(ctx) else {
+            return Error::e_explain(ErrorType::InternalError, "no upstream selected");
+        };
+        let h2 = peer.options.alpn.get_max_http_version() == 2;
+        if h2 {
+            if let Some(stream) = self.connector.reused_http_session(peer).await? {
+                return Ok((BackendSession::H2(stream), true));
+            }
+        }
+        if let Some(stream) = pool.take() {
+            let h1 = Http1Session::new_with_options(stream, peer);
+            return Ok((BackendSession::H1(h1), true));
+        }
+        // Boxed: connecting (TCP, TLS, the HTTP/2 handshake) is the rare, large branch.
+        let connected = Box::pin(async {
+            if h2 {
+                self.connector.new_http_session::<_, ()>(peer).await
+            } else {
+                let stream = self.connector.transport().new_stream(peer).await?;
+                Ok(BackendSession::H1(Http1Session::new_with_options(
+                    stream, peer,
+                )))
+            }
+        });
+        Ok((connected.await?, false))
+    }
+
+    /// Gives back a connection whose exchange completed: an HTTP/1.1 one to its endpoint's pool
+    /// (unless the backend asked to close it), an HTTP/2 stream to its connection.
+    fn release(&self, ctx: &RequestCtx, backend: BackendSession, peer: &HttpPeer) {
+        match backend {
+            BackendSession::H1(mut h1) => {
+                // Reusable when the backend did not ask to close and its answer was read to
+                // its end (a connection dropped here is closed).
+                h1.respect_keepalive();
+                if let (true, true, Some(pool)) =
+                    (h1.will_keepalive(), h1.is_body_done(), idle_pool(ctx))
+                {
+                    pool.put(h1.into_inner());
+                }
+            }
+            BackendSession::H2(h2) => {
+                let idle = peer.options.idle_timeout;
+                self.connector.release_http_session(h2, peer, idle);
+            }
+            BackendSession::Custom(_) => {}
         }
     }
 
@@ -122,14 +171,16 @@ impl ApiaggProxy {
         let Some(upstream) = &ctx.upstream else {
             return Error::e_explain(ErrorType::InternalError, "no upstream selected");
         };
-        let mut request = Box::new(session.req_header().clone());
+        let forwarding = self.forwarding(session, ctx, upstream);
+        let endpoint = &upstream.endpoints[ctx.endpoint];
+        let mut request = forward::forwarded_head(
+            session.req_header(),
+            &forwarding,
+            &endpoint.authority_header,
+        )?;
         if let Some(seconds) = ctx.watch_timeout {
             forward::add_timeout_seconds(&mut request, seconds)?;
         }
-        let forwarding = self.forwarding(session, ctx, upstream);
-        let endpoint = &upstream.endpoints[ctx.endpoint];
-        framing::strip_hop_by_hop(&mut request);
-        forward::apply(&mut request, &forwarding, &endpoint.authority_header)?;
         if let Some(id) = super::audit::id_header(ctx) {
             // The same audit ID at the backend and the delegate (the caller's own was removed
             // or replaced: it is what apiagg audited).
@@ -280,4 +331,14 @@ impl ApiaggProxy {
         }
         e
     }
+}
+
+/// The idle HTTP/1.1 connections of the request's endpoint, for its identity.
+fn idle_pool(ctx: &RequestCtx) -> Option<&IdleConnections> {
+    let endpoint = ctx.upstream.as_ref()?.endpoints.get(ctx.endpoint)?;
+    Some(if ctx.own_connection {
+        &endpoint.own_idle
+    } else {
+        &endpoint.idle
+    })
 }

@@ -7,6 +7,8 @@
 //! the rare, large branches (connecting, the upgrade tunnel, the streaming-list emulation, the
 //! APIService API) are boxed where they start, so they do not size it.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
@@ -19,75 +21,95 @@ use pingora_core::server::ShutdownWatch;
 use pingora_error::ErrorType;
 
 use super::reply;
-use super::{deadline, ApiaggProxy, Deadlined, RequestCtx, Session};
+use super::{deadline, ApiaggProxy, Deadlined, RequestCtx, Session, Step};
 use apiagg_observe::RouteKind;
 
 #[async_trait]
 impl HttpServerApp for ApiaggProxy {
-    async fn process_new_http(
-        self: &Arc<Self>,
+    // Written out rather than `async fn`: the request's future then holds the session once
+    // (an `async fn` argument is stored twice, rust-lang/rust#62958), and pingora boxes (copies)
+    // this future for every request.
+    fn process_new_http<'life0, 'life1, 'async_trait>(
+        self: &'life0 Arc<Self>,
         mut session: Session,
-        shutdown: &ShutdownWatch,
-    ) -> Option<ReusedHttpStream> {
-        // A connection waiting for its next request is let go once the server stops listening.
-        let closing = self.closing.notified();
-        if self.closed.load(Ordering::Acquire) {
-            return None;
-        }
-        let read = tokio::select! {
-            biased;
-            read = session.read_request() => read,
-            () = closing => return None,
-        };
-        match read {
-            Ok(true) => {}
-            Ok(false) => return None,
-            Err(e) => {
-                // A head pingora cannot parse gets a 400 and the connection closes; anything
-                // else is a connection that broke.
-                if e.etype() == &ErrorType::InvalidHTTPHeader {
-                    tracing::debug!("malformed request head: {e}");
-                    let reply = reply::failure_reply(400, "BadRequest", "malformed request head");
-                    session.set_keepalive(None);
-                    let _ = reply.send(&mut session).await;
-                }
-                session.shutdown().await;
+        shutdown: &'life1 ShutdownWatch,
+    ) -> Pin<Box<dyn Future<Output = Option<ReusedHttpStream>> + Send + 'async_trait>>
+    where
+        'life0: 'async_trait,
+        'life1: 'async_trait,
+        Self: 'async_trait,
+    {
+        Box::pin(async move {
+            // A connection waiting for its next request is let go once the server stops listening.
+            let closing = self.closing.notified();
+            if self.closed.load(Ordering::Acquire) {
                 return None;
             }
-        }
-        // The head is in: the connection's head and idle deadlines stop until the answer ends.
-        if let Some(stream) = session.stream() {
-            Deadlined::request_started(stream);
-        }
-        if *shutdown.borrow() {
-            session.set_keepalive(None);
-        } else if session.get_keepalive().is_some_and(|k| k != 0) {
-            // pingora's own per-read keep-alive timeout gives way to apiagg's idle deadline.
-            session.set_keepalive(Some(0));
-        }
-        let mut ctx = self.new_ctx();
-        let outcome = match self.route(&mut session, &mut ctx).await {
-            Ok(true) => Ok(()),
-            Ok(false) => self.forward(&mut session, &mut ctx).await,
-            Err(e) => Err(e),
-        };
-        let failed = outcome.is_err();
-        if let Err(e) = outcome {
-            self.fail(&mut session, &e, &mut ctx).await;
-            session.on_proxy_failure(e);
-        }
-        self.record(&session, &mut ctx);
-        if let Some(stream) = session.stream() {
-            Deadlined::answered(stream);
-        }
-        if failed {
-            return None;
-        }
-        let settings = HttpPersistentSettings::for_session(&session);
-        match session.finish().await {
-            Ok(Some(stream)) => Some(ReusedHttpStream::from_reusable_stream(stream, settings)),
-            _ => None,
-        }
+            let read = tokio::select! {
+                biased;
+                read = session.read_request() => read,
+                () = closing => return None,
+            };
+            match read {
+                Ok(true) => {}
+                Ok(false) => return None,
+                Err(e) => {
+                    // A head pingora cannot parse gets a 400 and the connection closes; anything
+                    // else is a connection that broke.
+                    if e.etype() == &ErrorType::InvalidHTTPHeader {
+                        tracing::debug!("malformed request head: {e}");
+                        let reply =
+                            reply::failure_reply(400, "BadRequest", "malformed request head");
+                        session.set_keepalive(None);
+                        let _ = reply.send(&mut session).await;
+                    }
+                    session.shutdown().await;
+                    return None;
+                }
+            }
+            // The head is in: the connection's head and idle deadlines stop until the answer ends.
+            if let Some(stream) = session.stream() {
+                Deadlined::request_started(stream);
+            }
+            if *shutdown.borrow() {
+                session.set_keepalive(None);
+            } else if session.get_keepalive().is_some_and(|k| k != 0) {
+                // pingora's own per-read keep-alive timeout gives way to apiagg's idle deadline.
+                session.set_keepalive(Some(0));
+            }
+            // The request's state ends before the connection is finished (its future then holds
+            // only what finishing needs).
+            let failed = {
+                let mut ctx = self.new_ctx();
+                let outcome = match self.route(&mut session, &mut ctx).await {
+                    Ok(Step::Answer(kind, reply)) => {
+                        self.answer(&mut session, &mut ctx, kind, reply).await
+                    }
+                    Ok(Step::Forward) => self.forward(&mut session, &mut ctx).await,
+                    Ok(Step::Served) => Ok(()),
+                    Err(e) => Err(e),
+                };
+                let failed = outcome.is_err();
+                if let Err(e) = outcome {
+                    self.fail(&mut session, &e, &mut ctx).await;
+                    session.on_proxy_failure(e);
+                }
+                self.record(&session, &mut ctx);
+                failed
+            };
+            if let Some(stream) = session.stream() {
+                Deadlined::answered(stream);
+            }
+            if failed {
+                return None;
+            }
+            let settings = HttpPersistentSettings::for_session(&session);
+            // Boxed: finishing (draining what the client sent and nobody read) is a large future.
+            match Box::pin(session.finish()).await {
+                Ok(Some(stream)) => Some(ReusedHttpStream::from_reusable_stream(stream, settings)),
+                _ => None,
+            }
+        })
     }
 
     fn server_options(&self) -> Option<&HttpServerOptions> {
