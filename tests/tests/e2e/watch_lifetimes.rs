@@ -16,6 +16,21 @@ const GV: &str = "/apis/wardle.example.com/v1alpha1";
 /// A backend that answers its discovery document to any request but a watch, and streams a
 /// watch event every 200 ms to a watch, forever (it ignores `timeoutSeconds`); records each request line.
 async fn endless_watch_backend() -> (String, Arc<Mutex<Vec<String>>>) {
+    watch_backend(Events::Every200ms).await
+}
+
+/// What the watch backend sends after a watch's head.
+#[derive(Clone, Copy)]
+enum Events {
+    /// A bookmark every 200 ms.
+    Every200ms,
+    /// Nothing: the watch stays idle.
+    None,
+}
+
+/// A backend answering watches with a head and then `events`, and any other request with an
+/// empty resource list; it logs the request lines it saw.
+async fn watch_backend(events: Events) -> (String, Arc<Mutex<Vec<String>>>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let url = format!("http://{}", listener.local_addr().expect("addr"));
     let seen = Arc::new(Mutex::new(Vec::new()));
@@ -50,6 +65,11 @@ async fn endless_watch_backend() -> (String, Arc<Mutex<Vec<String>>>) {
                     }
                     let head = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n";
                     if socket.write_all(head.as_bytes()).await.is_err() {
+                        return;
+                    }
+                    if let Events::None = events {
+                        // Held until the watch's connection closes.
+                        let _ = socket.read(&mut byte).await;
                         return;
                     }
                     loop {
@@ -179,9 +199,21 @@ fn asked_timeout(seen: &Mutex<Vec<String>>) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_ends_open_watches_evenly_over_the_grace_period() {
+    ends_evenly_over_the_grace_period(Events::Every200ms).await;
+}
+
+/// The same with watches that receive nothing: each still ends at its turn (apiagg's
+/// forwarding loop waits for the next event and for the watch's turn at once), not at the end
+/// of the drain.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_ends_idle_watches_evenly_too() {
+    ends_evenly_over_the_grace_period(Events::None).await;
+}
+
+async fn ends_evenly_over_the_grace_period(events: Events) {
     const WATCHES: usize = 1000;
     let grace = Duration::from_secs(6);
-    let (endless, _) = endless_watch_backend().await;
+    let (endless, _) = watch_backend(events).await;
     let config = format!(
         "services:\n{}apiServices:\n{}",
         service("endless", &endless),
