@@ -268,17 +268,12 @@ pub fn upgrade_head(
     Ok(head)
 }
 
-/// Hop-by-hop headers and those that describe a body or an encoding: never part of a request
-/// apiagg makes itself.
-const NOT_FETCHED: [HeaderName; 8] = [
-    http::header::CONNECTION,
-    http::header::TRANSFER_ENCODING,
+/// Headers that describe a body or an encoding: never part of a `GET` apiagg makes itself (it
+/// reads the answer as it comes).
+const NOT_FETCHED: [HeaderName; 3] = [
     http::header::CONTENT_LENGTH,
     http::header::CONTENT_TYPE,
-    http::header::TE,
-    http::header::UPGRADE,
     http::header::ACCEPT_ENCODING,
-    http::header::PROXY_AUTHORIZATION,
 ];
 
 /// The headers of a `GET` apiagg sends in the caller's name (the streaming-list emulation's
@@ -291,11 +286,11 @@ pub fn fetch_headers(
     audit_id: Option<HeaderValue>,
 ) -> Result<HeaderMap> {
     let mut headers = request.headers.clone();
+    super::framing::strip_hop_by_hop(&mut headers);
     apply_to_headers(&mut headers, request.uri.path(), forwarding, authority)?;
     for name in &NOT_FETCHED {
         headers.remove(name);
     }
-    headers.remove("keep-alive");
     headers.insert(
         http::header::ACCEPT,
         HeaderValue::from_static("application/json"),
