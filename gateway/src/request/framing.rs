@@ -106,6 +106,25 @@ pub fn h2_target(request: &mut RequestHeader, tls: bool, authority: &HeaderValue
     Ok(())
 }
 
+/// Headers apiagg or pingora add to a relayed answer, at most: `Date`, `Connection`, the
+/// audit ID and flow control's two.
+const ADDED_TO_ANSWERS: usize = 5;
+
+/// The backend's answer head as the client gets it: a copy of its status and header map, not of
+/// pingora's second, case-preserving map, with room for the headers added on the way (so the
+/// map does not grow again).
+pub fn relayed_head(backend: &ResponseHeader) -> Box<ResponseHeader> {
+    let (mut parts, ()) = http::Response::new(()).into_parts();
+    parts.status = backend.status;
+    parts.version = backend.version;
+    let mut headers = HeaderMap::with_capacity(backend.headers.len() + ADDED_TO_ANSWERS);
+    for (name, value) in &backend.headers {
+        headers.append(name.clone(), value.clone());
+    }
+    parts.headers = headers;
+    Box::new(ResponseHeader::from(parts))
+}
+
 /// An HTTP/1.1 client gets a framed body: an answer the backend delimited by closing its
 /// connection (HTTP/1.0 style) is sent chunked, so the client's connection stays usable.
 pub fn frame_for_http11(head: &mut ResponseHeader, head_request: bool) -> Result<()> {

@@ -34,7 +34,7 @@ impl ApiaggProxy {
                     .map_err(|e| e.into_up());
             };
             if !head.status.is_informational() {
-                break Box::new(head.clone());
+                break framing::relayed_head(head);
             }
             if head.status == http::StatusCode::SWITCHING_PROTOCOLS {
                 // Upgrades are tunnelled (upgrade.rs): a 101 here is a backend that broke HTTP.
