@@ -130,7 +130,7 @@ pub async fn serve(
 /// Sends an answer with the audit and flow-control headers, noting it in the audit.
 async fn send(session: &mut Session, ctx: &mut RequestCtx, reply: Reply) -> Result<u16> {
     let code = reply.code();
-    ctx.own_answer(reply).send(session).await?;
+    ctx.own_answer(reply.read_status()).send(session).await?;
     Ok(code)
 }
 

@@ -16,7 +16,7 @@ use apiagg_requestinfo::RequestInfo;
 use super::reply::Reply;
 use super::{ApiaggProxy, RequestCtx};
 use crate::auth::User;
-use apiagg_audit::{AuditId, Begin, Identity, StatusSummary, AUDIT_ID_HEADER};
+use apiagg_audit::{AuditId, Begin, Identity, AUDIT_ID_HEADER};
 
 /// The request headers the audit reads, parsed once (a `&str` name is parsed at every lookup).
 const X_FORWARDED_FOR: http::HeaderName = http::HeaderName::from_static("x-forwarded-for");
@@ -124,8 +124,8 @@ impl RequestCtx {
         }
     }
 
-    /// Notes an answer apiagg wrote itself: its body when the level asks for it, and the
-    /// Status it carries.
+    /// Notes an answer of the APIService API: its body when the level asks for it, and the
+    /// Status it carries (read from the body the API rendered).
     pub(super) fn audit_reply(&mut self, code: u16, body: &[u8]) {
         let Some(audit) = self.audit.as_mut() else {
             return;
@@ -134,7 +134,7 @@ impl RequestCtx {
             audit.response_body(body);
         }
         if code >= 400 {
-            self.audit_status = status_summary(body).map(Box::new);
+            self.audit_status = super::reply::status_of(body).map(Box::new);
         }
     }
 
@@ -156,7 +156,12 @@ impl RequestCtx {
     /// An answer apiagg writes itself, noted in the audit and given the audit and flow-control
     /// headers.
     pub(super) fn own_answer(&mut self, reply: Reply) -> Reply {
-        self.audit_reply(reply.code(), reply.body());
+        if let Some(audit) = self.audit.as_mut() {
+            if audit.wants_response_body() {
+                audit.response_body(reply.body());
+            }
+            self.audit_status = reply.status().cloned().map(Box::new);
+        }
         self.answer_headers()
             .into_iter()
             .fold(reply, |r, (name, value)| r.header(name, value))
@@ -182,17 +187,6 @@ impl RequestCtx {
 /// The `Audit-ID` header value of a request, when it is audited.
 pub fn id_header(ctx: &RequestCtx) -> Option<http::HeaderValue> {
     ctx.audit_id.as_deref().cloned()
-}
-
-/// The status, message and reason of a `metav1.Status` body.
-fn status_summary(body: &[u8]) -> Option<StatusSummary> {
-    let status: serde_json::Value = serde_json::from_slice(body).ok()?;
-    let text = |key: &str| status.get(key).and_then(|v| v.as_str()).map(str::to_string);
-    Some(StatusSummary {
-        status: text("status")?.into(),
-        message: text("message").unwrap_or_default(),
-        reason: text("reason").unwrap_or_default().into(),
-    })
 }
 
 /// The client's addresses as kube-apiserver lists them: `X-Forwarded-For`, `X-Real-Ip`, then
@@ -230,14 +224,5 @@ mod tests {
             .expect("xff");
         let listed: Vec<IpAddr> = vec!["1.2.3.4".parse().expect("ip"), peer];
         assert_eq!(source_ips(&header, Some(peer)), listed);
-    }
-
-    #[test]
-    fn statuses_are_read_from_status_bodies() {
-        let body = br#"{"kind":"Status","status":"Failure","message":"no","reason":"Forbidden","code":403}"#;
-        let summary = status_summary(body).expect("status");
-        assert_eq!(summary.reason, "Forbidden");
-        assert_eq!(summary.message, "no");
-        assert!(status_summary(b"not json").is_none());
     }
 }

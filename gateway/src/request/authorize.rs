@@ -117,8 +117,7 @@ impl ApiaggProxy {
                     path = session.req_header().uri.path(),
                     "forbidden: {message}"
                 );
-                let body = reply::failure(403, "Forbidden", &message, Some(details));
-                Reply::json(403, body)
+                Reply::failure(403, "Forbidden", &message, Some(details))
             }
             Refusal::Internal(message) => {
                 tracing::warn!("authorization failed: {message}");

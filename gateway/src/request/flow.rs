@@ -10,7 +10,7 @@
 use apiagg_requestinfo::RequestInfo;
 use serde_json::json;
 
-use super::reply::{self, Reply};
+use super::reply::Reply;
 use super::{ApiaggProxy, RequestCtx};
 use crate::auth::User;
 use apiagg_flowcontrol::{
@@ -136,8 +136,8 @@ fn rejected(ctx: &mut RequestCtx, rejection: Rejection) -> Reply {
     ctx.classified = Some(rejection.decision);
     let details = json!({ "retryAfterSeconds": retry });
     let message = "Too many requests, please try again later.";
-    let body = reply::failure(429, "TooManyRequests", message, Some(details));
-    Reply::json(429, body).header(http::header::RETRY_AFTER, retry.to_string())
+    Reply::failure(429, "TooManyRequests", message, Some(details))
+        .header(http::header::RETRY_AFTER, retry.to_string())
 }
 
 #[cfg(test)]

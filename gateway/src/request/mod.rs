@@ -400,7 +400,7 @@ impl ApiaggProxy {
             }
             None => {
                 let reply = if ctx.arrived_complete {
-                    Reply::json(404, reply::not_found())
+                    reply::not_found()
                 } else {
                     reply::mux_incomplete_reply()
                 };

@@ -58,16 +58,9 @@ fn header<'a>(req: &'a RequestHeader, name: &str) -> Option<&'a str> {
 }
 
 fn not_ready(message: &str) -> Reply {
-    Reply::json(
-        503,
-        reply::failure(
-            503,
-            "ServiceUnavailable",
-            message,
-            Some(serde_json::json!({"retryAfterSeconds": 1})),
-        ),
-    )
-    .header(http::header::RETRY_AFTER, "1")
+    let details = serde_json::json!({"retryAfterSeconds": 1});
+    Reply::failure(503, "ServiceUnavailable", message, Some(details))
+        .header(http::header::RETRY_AFTER, "1")
 }
 
 /// What a client gets.
@@ -113,7 +106,7 @@ fn negotiate(accept: Option<&str>, protobuf: bool) -> Result<Format, Reply> {
         };
         let message =
             format!("only the following media types are accepted: {offered}, not {accept:?}");
-        Reply::json(406, reply::failure(406, "NotAcceptable", &message, None))
+        Reply::failure(406, "NotAcceptable", &message, None)
     })
 }
 
@@ -166,7 +159,7 @@ fn v2(req: &RequestHeader, docs: &OpenApiDocs, format: Format) -> Reply {
 
 fn v3_document(req: &RequestHeader, docs: &OpenApiDocs, key: &str, hash: Option<&str>) -> Reply {
     let Some(served) = docs.v3.get(key) else {
-        return Reply::json(404, reply::not_found());
+        return reply::not_found();
     };
     let current = served.doc.hash.as_str();
     let reply = match hash {

@@ -10,6 +10,7 @@ use pingora_http::ResponseHeader;
 use serde_json::{json, Value};
 
 use crate::auth::AuthError;
+use apiagg_audit::StatusSummary;
 
 /// `application/json`
 pub const JSON: &str = "application/json";
@@ -22,6 +23,8 @@ pub struct Reply {
     content_type: &'static str,
     body: Bytes,
     headers: Vec<(HeaderName, HeaderValue)>,
+    /// What the body says when it is a failure `Status`, for the audit (never parsed back).
+    status: Option<Box<StatusSummary>>,
 }
 
 impl Reply {
@@ -47,7 +50,34 @@ impl Reply {
             content_type,
             body,
             headers: Vec::new(),
+            status: None,
         }
+    }
+
+    /// A failure `metav1.Status` (its code in the body and the response), and what it says for
+    /// the audit.
+    pub fn failure(code: u16, reason: &str, message: &str, details: Option<Value>) -> Reply {
+        let mut reply = Reply::json(code, failure(code, reason, message, details));
+        reply.status = Some(Box::new(StatusSummary {
+            status: "Failure".into(),
+            message: message.to_string(),
+            reason: reason.to_string().into(),
+        }));
+        reply
+    }
+
+    /// What the body says, when it is a failure `Status`.
+    pub fn status(&self) -> Option<&StatusSummary> {
+        self.status.as_deref()
+    }
+
+    /// The same reply, its `Status` read from its body: for bodies apiagg relays rather than
+    /// renders (a backend's, the APIService API's).
+    pub fn read_status(mut self) -> Reply {
+        if self.code >= 400 {
+            self.status = status_of(&self.body).map(Box::new);
+        }
+        self
     }
 
     /// `304 Not Modified` (no body, no content headers).
@@ -133,14 +163,18 @@ pub fn mux_incomplete() -> Bytes {
     failure(
         503,
         "ServiceUnavailable",
-        "the request has been made before all known HTTP paths have been installed, please try again",
+        MUX_INCOMPLETE,
         Some(json!({"retryAfterSeconds": MUX_RETRY_AFTER_SECONDS})),
     )
 }
 
+const MUX_INCOMPLETE: &str =
+    "the request has been made before all known HTTP paths have been installed, please try again";
+
 /// The complete 503 reply for a request that arrived before mux completion.
 pub fn mux_incomplete_reply() -> Reply {
-    Reply::json(503, mux_incomplete()).header(
+    let details = json!({"retryAfterSeconds": MUX_RETRY_AFTER_SECONDS});
+    Reply::failure(503, "ServiceUnavailable", MUX_INCOMPLETE, Some(details)).header(
         http::header::RETRY_AFTER,
         HeaderValue::from(MUX_RETRY_AFTER_SECONDS),
     )
@@ -150,13 +184,9 @@ pub fn mux_incomplete_reply() -> Reply {
 pub const MUX_RETRY_AFTER_SECONDS: u64 = 5;
 
 /// The 404 for paths nothing serves.
-pub fn not_found() -> Bytes {
-    failure(
-        404,
-        "NotFound",
-        "the server could not find the requested resource",
-        Some(json!({})),
-    )
+pub fn not_found() -> Reply {
+    let message = "the server could not find the requested resource";
+    Reply::failure(404, "NotFound", message, Some(json!({})))
 }
 
 /// The answer to a caller authentication refused: 401 saying nothing about why (as
@@ -176,7 +206,7 @@ pub fn unauthenticated(why: &AuthError) -> Reply {
 
 /// A failure `Status` reply with the same code in the body and the response.
 pub fn failure_reply(code: u16, reason: &str, message: &str) -> Reply {
-    Reply::json(code, failure(code, reason, message, None))
+    Reply::failure(code, reason, message, None)
 }
 
 /// 429 for a request to a backend that already has its bound of requests in flight.
@@ -185,11 +215,8 @@ pub fn backend_full(backend: &str, cap: usize) -> Reply {
         "too many requests in flight to {backend} (its bound is {cap}); please try again later"
     );
     let details = json!({ "retryAfterSeconds": 1 });
-    Reply::json(
-        429,
-        failure(429, "TooManyRequests", &message, Some(details)),
-    )
-    .header(http::header::RETRY_AFTER, "1")
+    Reply::failure(429, "TooManyRequests", &message, Some(details))
+        .header(http::header::RETRY_AFTER, "1")
 }
 
 /// 503 for a request refused because client and backend connections spend apiagg's whole
@@ -200,23 +227,50 @@ pub fn out_of_files(budget: usize) -> Reply {
          open-file limit allows; please try again later"
     );
     let details = json!({ "retryAfterSeconds": 1 });
-    Reply::json(
-        503,
-        failure(503, "ServiceUnavailable", &message, Some(details)),
-    )
-    .header(http::header::RETRY_AFTER, "1")
+    Reply::failure(503, "ServiceUnavailable", &message, Some(details))
+        .header(http::header::RETRY_AFTER, "1")
 }
 
 /// 504 for a request that did not finish within its timeout (k8s.io/apiserver's
 /// `pkg/server/filters/timeout.go`).
 pub fn timeout_reply() -> Reply {
     let message = "Timeout: request did not complete within the allotted timeout";
-    Reply::json(504, failure(504, "Timeout", message, Some(json!({}))))
+    Reply::failure(504, "Timeout", message, Some(json!({})))
+}
+
+/// The status, message and reason of a `metav1.Status` body.
+pub fn status_of(body: &[u8]) -> Option<StatusSummary> {
+    let status: serde_json::Value = serde_json::from_slice(body).ok()?;
+    let text = |key: &str| status.get(key).and_then(|v| v.as_str()).map(str::to_string);
+    Some(StatusSummary {
+        status: text("status")?.into(),
+        message: text("message").unwrap_or_default(),
+        reason: text("reason").unwrap_or_default().into(),
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_failure_says_what_its_body_says_and_relayed_statuses_are_read() {
+        let refused = Reply::failure(403, "Forbidden", "no", Some(json!({"kind": "x"})));
+        let said = refused.status().cloned();
+        assert_eq!(said, status_of(refused.body()));
+        assert_eq!(
+            said.map(|s| (s.reason, s.message)),
+            Some(("Forbidden".into(), "no".into()))
+        );
+        let body = br#"{"kind":"Status","status":"Failure","message":"no","reason":"Forbidden","code":403}"#;
+        let relayed = Reply::json(403, Bytes::from_static(body)).read_status();
+        assert_eq!(relayed.status().map(|s| s.message.as_str()), Some("no"));
+        assert!(status_of(b"not json").is_none());
+        assert!(Reply::json(200, Bytes::new())
+            .read_status()
+            .status()
+            .is_none());
+    }
 
     #[test]
     fn field_order_matches_kube() {

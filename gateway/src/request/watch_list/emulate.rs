@@ -184,7 +184,7 @@ impl Stream<'_> {
                 let status = serde_json::from_slice::<serde_json::Value>(&fetched.body)
                     .is_ok_and(|v| v["kind"] == "Status");
                 if status {
-                    Reply::json(fetched.status, fetched.body)
+                    Reply::json(fetched.status, fetched.body).read_status()
                 } else {
                     let message = format!(
                         "listing for a streaming list: the backend answered {}",

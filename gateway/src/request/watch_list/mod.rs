@@ -169,11 +169,10 @@ fn valid_options(q: &QueryParams<'_>) -> Result<(), String> {
 
 /// A 422 `Invalid` of `ListOptions`, as kube-apiserver refuses list options.
 fn invalid(message: &str) -> Reply {
-    let body = reply::failure(
+    Reply::failure(
         422,
         "Invalid",
         &format!("ListOptions.meta.k8s.io \"\" is invalid: {message}"),
         Some(serde_json::json!({"group": "meta.k8s.io", "kind": "ListOptions"})),
-    );
-    Reply::json(422, body)
+    )
 }
