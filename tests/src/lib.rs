@@ -3,7 +3,7 @@
 //! certificates, configs and raw-wire tools they share.
 //!
 //! Everything a suite usually needs is re-exported here (`use apiagg_tests::*;`); the modules
-//! `api`, `audit`, `flow`, `openapi`, `pki`, `served_tls`, `trust` and `wire` hold what only
+//! `api`, `audit`, `flow`, `openapi`, `pki`, `relay`, `served_tls`, `trust` and `wire` hold what only
 //! some suites use.
 
 #![warn(missing_docs)]
@@ -19,6 +19,7 @@ pub mod openapi;
 pub mod otlp;
 pub mod pki;
 mod process;
+pub mod relay;
 pub mod served_tls;
 pub mod streaming;
 pub mod trust;

@@ -8,7 +8,8 @@ use std::sync::{Arc, Mutex};
 
 use arc_swap::ArcSwapOption;
 use dashmap::DashMap;
-use tokio::sync::mpsc;
+use tokio::sync::futures::Notified;
+use tokio::sync::{mpsc, Notify};
 
 use super::slots::Slots;
 use super::watch_list::WatchListSupport;
@@ -22,6 +23,9 @@ pub struct EndpointHealth {
     failed_probes: AtomicU32,
     /// Requests in flight to this endpoint.
     pub slots: Arc<Slots>,
+    /// Woken when the endpoint is ejected: requests still waiting for its answer may go
+    /// elsewhere.
+    ejected: Notify,
 }
 
 impl Default for EndpointHealth {
@@ -31,6 +35,7 @@ impl Default for EndpointHealth {
             last_error: ArcSwapOption::empty(),
             failed_probes: AtomicU32::new(0),
             slots: Arc::default(),
+            ejected: Notify::new(),
         }
     }
 }
@@ -51,7 +56,17 @@ impl EndpointHealth {
     /// Marks the endpoint failed with `error`; returns whether it was healthy before.
     pub fn mark_failed(&self, error: String) -> bool {
         self.last_error.store(Some(Arc::new(error)));
-        self.healthy.swap(false, Ordering::AcqRel)
+        let was_healthy = self.healthy.swap(false, Ordering::AcqRel);
+        if was_healthy {
+            self.ejected.notify_waiters();
+        }
+        was_healthy
+    }
+
+    /// Completes when the endpoint is ejected after this call (create it, then check
+    /// [`Self::is_healthy`]: an ejection in between is not missed).
+    pub fn ejected(&self) -> Notified<'_> {
+        self.ejected.notified()
     }
 
     /// A probe failed: the endpoint is marked failed once `threshold` probes in a row have
@@ -198,5 +213,21 @@ mod tests {
             health.mark_failed("refused".into()),
             "a passive failure ejects at once"
         );
+    }
+
+    #[tokio::test]
+    async fn an_ejection_wakes_who_waits_from_before_it_only() {
+        let health = EndpointHealth::default();
+        let waiting = health.ejected();
+        assert!(health.mark_failed("silent".into()));
+        // Created before the ejection and polled after it: completes.
+        tokio::time::timeout(std::time::Duration::from_secs(1), waiting)
+            .await
+            .expect("the ejection wakes a waiter registered before it");
+        // Failing an endpoint already out is no new ejection.
+        let late = health.ejected();
+        assert!(!health.mark_failed("still silent".into()));
+        let woken = tokio::time::timeout(std::time::Duration::from_millis(20), late).await;
+        assert!(woken.is_err(), "no ejection happened after it was created");
     }
 }

@@ -5,9 +5,10 @@
 //! - Endpoints: a healthy one not tried yet, within `--max-requests-inflight-per-endpoint` when
 //!   the backend is bounded; one that refuses connections is ejected (the availability
 //!   controller publishes it), unless apiagg itself is out of open files or memory.
-//! - Retries: only where the request never reached a backend (connecting failed, or a pooled
-//!   HTTP/1.1 connection turned out stale), only idempotent requests, and only with a body
-//!   that can be sent again (pingora keeps up to 64 KiB of it).
+//! - Retries: only idempotent requests, only with a body that can be sent again (pingora keeps
+//!   up to 64 KiB of it), and only where the request never reached a backend (connecting
+//!   failed, or a pooled HTTP/1.1 connection turned out stale) or its endpoint was ejected
+//!   before it answered (it went silent).
 //! - Bodies stream both ways with back-pressure: each piece is written before the next is read.
 
 use bytes::Bytes;
@@ -23,6 +24,9 @@ use apiagg_audit::AUDIT_ID_WIRE;
 
 /// Why no endpoint was picked when every healthy one holds its bound of requests.
 const ENDPOINTS_FULL: &str = "every endpoint has --max-requests-inflight-per-endpoint requests";
+
+/// A request's endpoint was ejected before it answered (first_head).
+const ENDPOINT_EJECTED: ErrorType = ErrorType::Custom("EndpointEjected");
 
 /// Attempts beyond the first, at most (never twice on one endpoint unless its pooled connection
 /// was stale).
@@ -156,6 +160,7 @@ impl ApiaggProxy {
             .finish_request_body()
             .await
             .map_err(|e| e.into_up())?;
+        first_head(session, ctx, backend).await?;
         self.relay_answer(session, ctx, backend).await
     }
 
@@ -311,12 +316,11 @@ impl ApiaggProxy {
             errors::eject(&self.gateway.health, upstream, ctx.endpoint, &e);
         }
         let mut e = e.more_context(format!("Peer: {peer}"));
-        let replayable = !session.retry_buffer_truncated();
-        if e.esource() != &pingora_error::ErrorSource::Upstream
-            || !session.req_header().method.is_idempotent()
-            || !replayable
-        {
+        if !movable(session) || e.esource() != &pingora_error::ErrorSource::Upstream {
             e.set_retry(false);
+        } else if e.etype() == &ENDPOINT_EJECTED {
+            // Its endpoint went silent: the request goes to another one (first_head).
+            ctx.retry_same = false;
         } else {
             // Only a stale pooled connection is retried (the request never reached the
             // backend).
@@ -331,6 +335,45 @@ impl ApiaggProxy {
         }
         e
     }
+}
+
+/// Whether the request may be sent again: idempotent, with a body that can be replayed.
+fn movable(session: &Session) -> bool {
+    session.req_header().method.is_idempotent() && !session.retry_buffer_truncated()
+}
+
+/// Waits for the backend's first response head. A request that may be sent again stops waiting
+/// when its endpoint is ejected meanwhile (it went silent: its probes time out, kubernetes#141318)
+/// while another endpoint is healthy, and fails with [`ENDPOINT_EJECTED`] to be retried there.
+async fn first_head(
+    session: &Session,
+    ctx: &RequestCtx,
+    backend: &mut BackendSession,
+) -> Result<()> {
+    let upstream = ctx.upstream.as_deref().filter(|_| movable(session));
+    let endpoint = upstream.and_then(|u| Some((u, u.endpoints.get(ctx.endpoint)?)));
+    let mut read = std::pin::pin!(backend.read_response_header());
+    if let Some((upstream, endpoint)) = endpoint {
+        // Registered before the health is read: an ejection in between is not missed.
+        let ejected = endpoint.health.ejected();
+        if endpoint.health.is_healthy() {
+            tokio::select! {
+                biased;
+                read = &mut read => return read.map_err(|e| e.into_up()),
+                () = ejected => {
+                    if upstream.has_untried(ctx.tried) {
+                        let mut e = Error::explain(
+                            ENDPOINT_EJECTED,
+                            "the endpoint was ejected while the request waited for its answer",
+                        );
+                        e.set_retry(true);
+                        return Err(e.into_up());
+                    }
+                }
+            }
+        }
+    }
+    read.await.map_err(|e| e.into_up())
 }
 
 /// The idle HTTP/1.1 connections of the request's endpoint, for its identity.

@@ -14,8 +14,8 @@ use apiagg_audit::AUDIT_ID_WIRE;
 use apiagg_observe::RouteKind;
 
 impl ApiaggProxy {
-    /// The backend's answer, relayed: its head (informational ones included, for an HTTP/1.1
-    /// client) through [`Self::filter_head`], then its body piece by piece, each written before
+    /// The backend's answer, relayed once its first head arrived: its head (informational ones
+    /// included, for an HTTP/1.1 client) through [`Self::filter_head`], then its body piece by piece, each written before
     /// the next is read. A watch also ends at its deadline or at its turn in the shutdown drain,
     /// even while no event comes. `Ok(true)`: the backend connection may be reused.
     pub(super) async fn relay_answer(
@@ -25,10 +25,6 @@ impl ApiaggProxy {
         backend: &mut BackendSession,
     ) -> Result<bool> {
         let mut head = loop {
-            backend
-                .read_response_header()
-                .await
-                .map_err(|e| e.into_up())?;
             let Some(head) = backend.response_header() else {
                 return Error::e_explain(ErrorType::InvalidHTTPHeader, "no response head")
                     .map_err(|e| e.into_up());
@@ -51,6 +47,10 @@ impl ApiaggProxy {
                     .await
                     .map_err(|e| e.into_down())?;
             }
+            backend
+                .read_response_header()
+                .await
+                .map_err(|e| e.into_up())?;
         };
         framing::strip_response_hop_by_hop(&mut head);
         self.filter_head(&mut head, ctx)?;

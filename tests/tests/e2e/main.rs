@@ -22,6 +22,7 @@ mod cluster_services;
 mod connection_deadlines;
 mod delegate_ha;
 mod discovery;
+mod failover;
 mod flow_control;
 mod flow_control_cluster;
 mod front_door_order;

@@ -75,6 +75,12 @@ pub struct Args {
     #[arg(long)]
     pub h2: bool,
 
+    /// Shut each connection down gracefully once it has received this many requests: an
+    /// HTTP/2 one with GOAWAY (its streams in flight finish), an HTTP/1.1 one with
+    /// `Connection: close` on the last answer.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub goaway_after: Option<u64>,
+
     /// CA of front proxies (kube-apiserver's flag of the same name): a connection whose client
     /// certificate chains to it (and whose CN is allowed) may name the caller in `X-Remote-User`,
     /// `X-Remote-Uid`, `X-Remote-Group` and `X-Remote-Extra-<key>`. Every other request must

@@ -127,6 +127,8 @@ pub struct Connection {
     pub front_proxy: bool,
     /// CN and O values of a client certificate chaining to `--client-ca-file`.
     pub certificate: Option<(String, Vec<String>)>,
+    /// The connection's number in accept order (from 1), echoed in `X-Sample-Connection`.
+    pub serial: u64,
 }
 
 /// The authenticators configured on the command line.

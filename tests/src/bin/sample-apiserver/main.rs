@@ -25,6 +25,7 @@ mod upgrade;
 mod watch;
 
 use std::io::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
@@ -35,6 +36,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
+use tokio::sync::Notify;
 use tokio_rustls::TlsAcceptor;
 
 use crate::args::Args;
@@ -83,7 +85,7 @@ async fn main() -> Result<()> {
     tracing::info!(%addr, scheme, group = %args.group, version = %args.version, "serving");
 
     tokio::select! {
-        result = accept_loop(listener, acceptor, state) => result,
+        result = accept_loop(listener, acceptor, state, args.goaway_after) => result,
         () = shutdown_signal() => {
             tracing::info!("shutting down");
             Ok(())
@@ -154,7 +156,9 @@ async fn accept_loop(
     listener: TcpListener,
     acceptor: Option<TlsAcceptor>,
     state: Arc<State>,
+    goaway_after: Option<u64>,
 ) -> Result<()> {
+    let mut serial = 0;
     loop {
         let (stream, peer) = match listener.accept().await {
             Ok(conn) => conn,
@@ -164,6 +168,7 @@ async fn accept_loop(
             }
         };
         let _ = stream.set_nodelay(true);
+        serial += 1;
         let (acceptor, state) = (acceptor.clone(), state.clone());
         tokio::spawn(async move {
             match acceptor {
@@ -181,29 +186,52 @@ async fn accept_loop(
                                 .client_ca
                                 .as_ref()
                                 .and_then(|ca| ca.subject(peer)),
+                            serial,
                         };
-                        serve(tls, state, conn).await
+                        serve(tls, state, conn, goaway_after).await
                     }
                     Err(e) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
                 },
-                None => serve(stream, state, Connection::default()).await,
+                None => {
+                    let conn = Connection {
+                        serial,
+                        ..Connection::default()
+                    };
+                    serve(stream, state, conn, goaway_after).await
+                }
             }
         });
     }
 }
 
-/// Serves one connection: HTTP/1.1 (with upgrades) or HTTP/2.
-async fn serve<S>(stream: S, state: Arc<State>, conn: Connection)
+/// Serves one connection: HTTP/1.1 (with upgrades) or HTTP/2; with `goaway_after`, shut down
+/// gracefully once that many requests arrived on it.
+async fn serve<S>(stream: S, state: Arc<State>, conn: Connection, goaway_after: Option<u64>)
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let conn = Arc::new(conn);
-    let service = service_fn(move |req| routes::handle(state.clone(), conn.clone(), req));
+    let received = Arc::new(AtomicU64::new(0));
+    let enough = Arc::new(Notify::new());
+    let (counted, told) = (received.clone(), enough.clone());
+    let service = service_fn(move |req| {
+        if Some(counted.fetch_add(1, Ordering::Relaxed) + 1) == goaway_after {
+            told.notify_one();
+        }
+        routes::handle(state.clone(), conn.clone(), req)
+    });
     let builder = auto::Builder::new(TokioExecutor::new());
-    if let Err(e) = builder
-        .serve_connection_with_upgrades(TokioIo::new(stream), service)
-        .await
-    {
+    let connection = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
+    let mut connection = std::pin::pin!(connection);
+    let served = tokio::select! {
+        served = connection.as_mut() => served,
+        () = enough.notified() => {
+            tracing::debug!(requests = received.load(Ordering::Relaxed), "shutting the connection down gracefully");
+            connection.as_mut().graceful_shutdown();
+            connection.await
+        }
+    };
+    if let Err(e) = served {
         tracing::debug!(error = %e, "connection ended with an error");
     }
 }

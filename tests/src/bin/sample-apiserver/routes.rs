@@ -24,6 +24,9 @@ use crate::{sar, tokens, upgrade};
 
 pub const SERVER_HEADER: HeaderName = HeaderName::from_static("x-sample-server");
 
+/// The answering connection's number (see [`crate::auth::Connection::serial`]).
+pub const CONNECTION_HEADER: HeaderName = HeaderName::from_static("x-sample-connection");
+
 /// Everything a request handler reads.
 pub struct State {
     /// Authentication of callers (off when no flag asks for it).
@@ -136,6 +139,8 @@ pub async fn handle(
     }
     resp.headers_mut()
         .insert(SERVER_HEADER, state.server_header.clone());
+    resp.headers_mut()
+        .insert(CONNECTION_HEADER, HeaderValue::from(conn.serial));
     Ok(resp)
 }
 
