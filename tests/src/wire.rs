@@ -24,6 +24,16 @@ pub struct Seen {
     pub body: Vec<u8>,
     /// Which connection it came on (accept order).
     pub connection: usize,
+    /// Every header as received, names in lower case.
+    pub headers: Vec<(String, String)>,
+}
+
+impl Seen {
+    /// The values of header `name` (lower case) as received.
+    pub fn header(&self, name: &str) -> Vec<&str> {
+        let values = self.headers.iter().filter(|(n, _)| n == name);
+        values.map(|(_, v)| v.as_str()).collect()
+    }
 }
 
 #[derive(Default)]
@@ -178,13 +188,17 @@ impl Conn {
                         let length: usize = header("content-length")
                             .and_then(|v| v.parse().ok())
                             .unwrap_or(0);
+                        let all = req.headers.iter().map(|h| {
+                            let value = String::from_utf8_lossy(h.value).into_owned();
+                            (h.name.to_ascii_lowercase(), value)
+                        });
                         let head = (
                             req.method.unwrap_or("").to_string(),
                             req.path.unwrap_or("").to_string(),
                             header("x-test-id"),
                             header("x-remote-user"),
-                            chunked,
-                            length,
+                            (chunked, length),
+                            all.collect::<Vec<_>>(),
                         );
                         self.buf.drain(..end);
                         break Some(head);
@@ -197,7 +211,7 @@ impl Conn {
                     Err(_) => break None,
                 }
             };
-            let Some((method, path, id, user, chunked, length)) = parsed else {
+            let Some((method, path, id, user, (chunked, length), headers)) = parsed else {
                 let stray = String::from_utf8_lossy(&self.buf).into_owned();
                 self.log.lock().expect("log").strays.push(stray);
                 let _ = self
@@ -233,6 +247,7 @@ impl Conn {
                 user,
                 body,
                 connection: self.connection,
+                headers,
             });
             let response = format!(
                 "HTTP/1.1 {code}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{answer}",
@@ -357,6 +372,41 @@ pub fn https_client(ca_pem: &str) -> reqwest::Client {
 /// answer (0 when it closed without one) and the answer's head and body as far as read: up to
 /// the end of the body when it has a `Content-Length`, else until the connection closes.
 pub async fn raw_tls(port: u16, ca_pem: &str, bytes: &[u8]) -> (u16, String) {
+    let mut tls = tls_connect(port, ca_pem).await;
+    let _ = tls.write_all(bytes).await;
+    status_of(&read_answer(&mut tls, Vec::new()).await)
+}
+
+/// Sends `head` (which asks `Expect: 100-continue`) over a fresh TLS connection, reads the
+/// interim answer, only then sends `body`, and returns the interim head and the final answer
+/// (as [`raw_tls`]).
+pub async fn raw_tls_continue(
+    port: u16,
+    ca_pem: &str,
+    head: &[u8],
+    body: &[u8],
+) -> (String, (u16, String)) {
+    let mut tls = tls_connect(port, ca_pem).await;
+    let _ = tls.write_all(head).await;
+    let mut read = Vec::new();
+    let mut chunk = [0u8; 4096];
+    let interim_end = loop {
+        if let Some(end) = read.windows(4).position(|w| w == b"\r\n\r\n") {
+            break end + 4;
+        }
+        match tls.read(&mut chunk).await {
+            Ok(0) | Err(_) => return (String::new(), status_of(&read)),
+            Ok(n) => read.extend_from_slice(&chunk[..n]),
+        }
+    };
+    let rest = read.split_off(interim_end);
+    let interim = String::from_utf8_lossy(&read).into_owned();
+    let _ = tls.write_all(body).await;
+    (interim, status_of(&read_answer(&mut tls, rest).await))
+}
+
+/// A TLS connection to `127.0.0.1:port`, trusting `ca_pem`.
+async fn tls_connect(port: u16, ca_pem: &str) -> tokio_rustls::client::TlsStream<TcpStream> {
     let mut roots = rustls::RootCertStore::empty();
     let ca = CertificateDer::from_pem_slice(ca_pem.as_bytes()).expect("CA PEM");
     roots.add(ca).expect("CA");
@@ -370,12 +420,18 @@ pub async fn raw_tls(port: u16, ca_pem: &str, bytes: &[u8]) -> (u16, String) {
         .await
         .expect("connect");
     let name = ServerName::try_from("127.0.0.1").expect("name");
-    let mut tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+    tokio_rustls::TlsConnector::from(Arc::new(config))
         .connect(name, tcp)
         .await
-        .expect("TLS handshake");
-    let _ = tls.write_all(bytes).await;
-    let mut answer = Vec::new();
+        .expect("TLS handshake")
+}
+
+/// Reads an answer after `answer` (what was read of it already): up to the end of its body when
+/// it has a `Content-Length`, else until the connection closes.
+async fn read_answer(
+    tls: &mut tokio_rustls::client::TlsStream<TcpStream>,
+    mut answer: Vec<u8>,
+) -> Vec<u8> {
     let mut chunk = [0u8; 4096];
     loop {
         let complete = answer
@@ -390,14 +446,13 @@ pub async fn raw_tls(port: u16, ca_pem: &str, bytes: &[u8]) -> (u16, String) {
                 Some(answer.len() >= end + 4 + length)
             });
         if complete == Some(true) {
-            break;
+            return answer;
         }
         match tls.read(&mut chunk).await {
-            Ok(0) | Err(_) => break,
+            Ok(0) | Err(_) => return answer,
             Ok(n) => answer.extend_from_slice(&chunk[..n]),
         }
     }
-    status_of(&answer)
 }
 
 /// The status code of a raw HTTP/1.1 answer (0 when there is none) and the answer as text.

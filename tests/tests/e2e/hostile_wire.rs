@@ -21,17 +21,18 @@ fn new_paths(now: &serde_json::Value, then: &serde_json::Value) -> Vec<String> {
         .collect()
 }
 
-/// Security items 9–11 on the wire, over TLS with HTTP/1.1 and HTTP/2: a percent-encoded
-/// unreserved character (the delegate would decode it, apiagg routes the raw path); an HTTP/2
-/// body ending in an empty END_STREAM DATA frame, or with a `content-length` that disagrees
-/// with it, towards an HTTP/1.1 backend on pooled connections (cloudflare/pingora#935); an
-/// upgrade to anything but WebSocket or SPDY/3.1. Each row checks what apiagg answered, what
-/// the backend received (it records raw bytes: no stray request) and what the delegate saw.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn wire_attacks_are_refused_or_framed_once() {
-    use apiagg_tests::wire::{
-        h2_connect, h2_request, https_client, raw_tls, tls_apiagg, RawBackend,
-    };
+/// apiagg over TLS in front of a raw backend (`test/raw`, wardle) and a delegate, once the
+/// backend's APIService is available: the backend, the delegate, apiagg, its CA's PEM, its base
+/// URL and an HTTPS client.
+async fn raw_backend_behind_tls() -> (
+    apiagg_tests::wire::RawBackend,
+    Sample,
+    Apiagg,
+    String,
+    String,
+    reqwest::Client,
+) {
+    use apiagg_tests::wire::{https_client, tls_apiagg, RawBackend};
     let backend = RawBackend::start(GV).await;
     let delegate = kube_delegate(false, &[]);
     let config = format!(
@@ -50,6 +51,19 @@ async fn wire_attacks_are_refused_or_framed_once() {
         |code| *code == 200,
     )
     .await;
+    (backend, delegate, gw, ca, base, h1)
+}
+
+/// Security items 9–11 on the wire, over TLS with HTTP/1.1 and HTTP/2: a percent-encoded
+/// unreserved character (the delegate would decode it, apiagg routes the raw path); an HTTP/2
+/// body ending in an empty END_STREAM DATA frame, or with a `content-length` that disagrees
+/// with it, towards an HTTP/1.1 backend on pooled connections (cloudflare/pingora#935); an
+/// upgrade to anything but WebSocket or SPDY/3.1. Each row checks what apiagg answered, what
+/// the backend received (it records raw bytes: no stray request) and what the delegate saw.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wire_attacks_are_refused_or_framed_once() {
+    use apiagg_tests::wire::{h2_connect, h2_request, raw_tls};
+    let (backend, delegate, gw, ca, base, h1) = raw_backend_behind_tls().await;
     let h2 = h2_connect(gw.port, &ca).await;
     let delegate_log = || async {
         let log = get_text(&format!("{}/debug/requests", delegate.url)).await;
@@ -266,6 +280,121 @@ async fn wire_attacks_are_refused_or_framed_once() {
     let strays = backend.strays();
     if !strays.is_empty() {
         failures.push(format!("10: stray bytes at the backend: {strays:?}"));
+    }
+    assert!(failures.is_empty(), "{failures:#?}\n{}", backend.raw());
+}
+
+/// The forwarding rules on the wire, over TLS: `CONNECT` is refused (405) in any form and
+/// reaches nothing; hop-by-hop headers and those `Connection` names never reach the backend;
+/// `Expect: 100-continue` is answered by apiagg, which asks for the body only once the request
+/// is on its way (a refused one never asks), and the backend gets the body without `Expect`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forwarding_rules_hold_on_the_wire() {
+    use apiagg_tests::wire::{h2_connect, h2_request, raw_tls, raw_tls_continue};
+    let (backend, delegate, gw, ca, _base, _h1) = raw_backend_behind_tls().await;
+    let delegate_log = || async {
+        let log = get_text(&format!("{}/debug/requests", delegate.url)).await;
+        serde_json::from_str::<serde_json::Value>(&log).expect("delegate log")
+    };
+    let callers = || {
+        let seen = backend.requests().into_iter();
+        seen.filter(|s| s.user.as_deref() != Some("system:kube-aggregator"))
+            .count()
+    };
+    let mut failures = Vec::new();
+
+    // CONNECT, authority-form and origin-form, over HTTP/1.1 and HTTP/2.
+    let connects = [
+        "CONNECT 127.0.0.1:443 HTTP/1.1\r\nHost: 127.0.0.1:443\r\n\r\n".to_string(),
+        format!("CONNECT {GV}/flunders HTTP/1.1\r\nHost: x\r\n\r\n"),
+        "CONNECT /api/v1/namespaces HTTP/1.1\r\nHost: x\r\n\r\n".to_string(),
+    ];
+    for request in &connects {
+        let (backend_before, delegate_before) = (callers(), delegate_log().await);
+        let (code, answer) = raw_tls(gw.port, &ca, request.as_bytes()).await;
+        if code != 405 || !answer.contains("CONNECT is refused") {
+            failures.push(format!("{request:?}: got {answer:?}, expected 405"));
+        }
+        let delegate_saw = new_paths(&delegate_log().await, &delegate_before);
+        if callers() != backend_before || !delegate_saw.is_empty() {
+            failures.push(format!("{request:?} reached a backend: {delegate_saw:?}"));
+        }
+    }
+    let h2 = h2_connect(gw.port, &ca).await;
+    let backend_before = callers();
+    let got = h2_request(&h2, "CONNECT", &format!("{GV}/flunders"), &[], b"").await;
+    let refused = match &got {
+        Ok((code, _)) => *code == 405,
+        Err(e) => e.is_remote() && e.reason() == Some(h2::Reason::PROTOCOL_ERROR),
+    };
+    if !refused || callers() != backend_before {
+        failures.push(format!("HTTP/2 CONNECT: got {got:?}, expected 405"));
+    }
+
+    // Hop-by-hop headers, and a header `Connection` names, stop at apiagg.
+    let hop = format!(
+        "GET {GV}/flunders/hop HTTP/1.1\r\nHost: x\r\nX-Test-Id: hop\r\n\
+         Connection: keep-alive, X-Hop-Secret\r\nX-Hop-Secret: s3cret\r\n\
+         Keep-Alive: timeout=5\r\nProxy-Connection: keep-alive\r\n\
+         Proxy-Authorization: Basic Zm9vOmJhcg==\r\nTE: gzip\r\nTrailer: X-Checksum\r\n\r\n"
+    );
+    let (code, answer) = raw_tls(gw.port, &ca, hop.as_bytes()).await;
+    let seen = backend.with_id("hop");
+    if code != 200 || seen.len() != 1 {
+        failures.push(format!(
+            "hop-by-hop: got {answer:?}, the backend saw {seen:?}"
+        ));
+    }
+    for seen in &seen {
+        for name in [
+            "x-hop-secret",
+            "keep-alive",
+            "proxy-connection",
+            "proxy-authorization",
+            "te",
+            "trailer",
+        ] {
+            if !seen.header(name).is_empty() {
+                failures.push(format!("hop-by-hop: {name} reached the backend: {seen:?}"));
+            }
+        }
+        let connection = seen.header("connection").join(",").to_ascii_lowercase();
+        if connection.contains("x-hop-secret") {
+            failures.push(format!(
+                "hop-by-hop: Connection was passed on: {connection}"
+            ));
+        }
+    }
+
+    // Expect: 100-continue.
+    let path = format!("{GV}/namespaces/default/flunders");
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nHost: x\r\nX-Test-Id: expect\r\n\
+         Expect: 100-continue\r\nContent-Length: 3\r\n\r\n"
+    );
+    let (interim, (code, answer)) = raw_tls_continue(gw.port, &ca, head.as_bytes(), b"abc").await;
+    if !interim.starts_with("HTTP/1.1 100") {
+        failures.push(format!(
+            "Expect: no 100 Continue before the body: {interim:?}"
+        ));
+    }
+    if code != 200 || !answer.ends_with(&format!("expect POST {path} abc")) {
+        failures.push(format!("Expect: got {answer:?}"));
+    }
+    let seen = backend.with_id("expect");
+    if seen.len() != 1 || seen[0].body != b"abc" || !seen[0].header("expect").is_empty() {
+        failures.push(format!("Expect: the backend saw {seen:?}"));
+    }
+    // Refused before routing (an encoded letter): no 100, the refusal comes at once.
+    let refused = format!(
+        "POST {GV}/flunders/%61 HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n\
+         Content-Length: 3\r\n\r\n"
+    );
+    let (interim, _) = raw_tls_continue(gw.port, &ca, refused.as_bytes(), b"abc").await;
+    if !interim.starts_with("HTTP/1.1 400") {
+        failures.push(format!(
+            "Expect: a refused request asked for its body: {interim:?}"
+        ));
     }
     assert!(failures.is_empty(), "{failures:#?}\n{}", backend.raw());
 }
