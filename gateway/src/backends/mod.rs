@@ -30,5 +30,5 @@ pub use reload::{Reload, Reloadable, WatchedFile};
 pub use slots::Slot;
 pub use table::{build as build_table, RouteTable, TableError};
 pub(crate) use tls::verify_signature_with;
-pub use upstream::{build_delegate, delegate_credentials, BuildError, Upstream};
+pub use upstream::{build_delegate, delegate_credentials, BuildError, Upstream, UpstreamEndpoint};
 pub use watch_list::{Plan as WatchListPlan, Verdict};

@@ -65,7 +65,7 @@ pub async fn serve(
         );
         return send(session, ctx, reply).await;
     };
-    ctx.audit_request_body(&body);
+    ctx.audit.request_body(&body);
     let header = |name: &str| {
         session
             .req_header()
@@ -107,7 +107,7 @@ pub async fn serve(
             body,
             warnings,
         } => {
-            ctx.audit_reply(code, &body);
+            ctx.audit.reply(code, &body);
             let headers = ctx.answer_headers();
             send_warned(session, code, Bytes::from(body), &warnings, headers).await?;
             Ok(code)

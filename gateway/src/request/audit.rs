@@ -16,7 +16,7 @@ use apiagg_requestinfo::RequestInfo;
 use super::reply::Reply;
 use super::{ApiaggProxy, RequestCtx};
 use crate::auth::User;
-use apiagg_audit::{AuditId, Begin, Identity, AUDIT_ID_HEADER};
+use apiagg_audit::{AuditId, Begin, Identity, RequestAudit, StatusSummary, AUDIT_ID_HEADER};
 
 /// The request headers the audit reads, parsed once (a `&str` name is parsed at every lookup).
 const X_FORWARDED_FOR: http::HeaderName = http::HeaderName::from_static("x-forwarded-for");
@@ -102,9 +102,80 @@ impl ApiaggProxy {
                 .and_then(|v| v.to_str().ok()),
             received,
         };
-        ctx.audit = self.audit.begin(begin);
+        ctx.audit.event = self.audit.begin(begin);
         // Formatted once: the backend and the caller both get it.
-        ctx.audit_id = Some(Box::new(id.header_value()));
+        ctx.audit.id = Some(Box::new(id.header_value()));
+    }
+}
+
+/// A request's audit: its event while the policy's level is not None, its ID, and the Status
+/// of an answer apiagg wrote itself.
+#[derive(Default)]
+pub(super) struct AuditState {
+    event: Option<Box<RequestAudit>>,
+    id: Option<Box<http::HeaderValue>>,
+    status: Option<Box<StatusSummary>>,
+}
+
+impl AuditState {
+    /// The audit event being written, when the request is audited.
+    pub(super) fn ongoing(&mut self) -> Option<&mut RequestAudit> {
+        self.event.as_deref_mut()
+    }
+
+    /// Notes the authorization decision (and the impersonated user).
+    fn authorized(&mut self, allowed: bool, reason: &str, impersonated: Option<Arc<User>>) {
+        if let Some(audit) = self.event.as_mut() {
+            audit.authorized(if allowed { "allow" } else { "forbid" }, reason);
+            if let Some(user) = impersonated {
+                audit.impersonating(user);
+            }
+        }
+    }
+
+    /// Notes an answer of the APIService API: its body when the level asks for it, and the
+    /// Status it carries (read from the body the API rendered).
+    pub(super) fn reply(&mut self, code: u16, body: &[u8]) {
+        let Some(audit) = self.event.as_mut() else {
+            return;
+        };
+        if audit.wants_response_body() {
+            audit.response_body(body);
+        }
+        if code >= 400 {
+            self.status = super::reply::status_of(body).map(Box::new);
+        }
+    }
+
+    /// Notes an answer apiagg writes itself: its body when the level asks, and its Status.
+    fn own_answer(&mut self, reply: &Reply) {
+        if let Some(audit) = self.event.as_mut() {
+            if audit.wants_response_body() {
+                audit.response_body(reply.body());
+            }
+            self.status = reply.status().cloned().map(Box::new);
+        }
+    }
+
+    /// Notes a request body, when the level asks.
+    pub(super) fn request_body(&mut self, body: &[u8]) {
+        if let Some(audit) = self.event.as_mut() {
+            if audit.wants_request_body() {
+                audit.request_body(body);
+            }
+        }
+    }
+
+    /// Writes the `ResponseComplete` event.
+    fn complete(&mut self, code: u16) {
+        if let Some(audit) = self.event.take() {
+            audit.complete(code, self.status.take().map(|s| *s));
+        }
+    }
+
+    /// The `Audit-ID` header value, when the request is audited.
+    pub(super) fn id_header(&self) -> Option<http::HeaderValue> {
+        self.id.as_deref().cloned()
     }
 }
 
@@ -116,38 +187,19 @@ impl RequestCtx {
             .as_ref()
             .filter(|c| c.method == crate::auth::Method::Impersonation)
             .map(|c| c.user.clone());
-        if let Some(audit) = self.audit.as_mut() {
-            audit.authorized(if allowed { "allow" } else { "forbid" }, reason);
-            if let Some(user) = impersonated {
-                audit.impersonating(user);
-            }
-        }
-    }
-
-    /// Notes an answer of the APIService API: its body when the level asks for it, and the
-    /// Status it carries (read from the body the API rendered).
-    pub(super) fn audit_reply(&mut self, code: u16, body: &[u8]) {
-        let Some(audit) = self.audit.as_mut() else {
-            return;
-        };
-        if audit.wants_response_body() {
-            audit.response_body(body);
-        }
-        if code >= 400 {
-            self.audit_status = super::reply::status_of(body).map(Box::new);
-        }
+        self.audit.authorized(allowed, reason, impersonated);
     }
 
     /// The headers every answer apiagg writes itself carries: the audit ID and flow control's
     /// classification.
     pub(super) fn answer_headers(&self) -> Vec<(http::HeaderName, http::HeaderValue)> {
         let mut headers = Vec::new();
-        if let Some(decision) = self.classified() {
+        if let Some(decision) = self.flow.classified() {
             for (name, value) in super::flow::reply_headers(decision) {
                 headers.push((name, value.clone()));
             }
         }
-        if let Some(id) = id_header(self) {
+        if let Some(id) = self.audit.id_header() {
             headers.push((AUDIT_ID_HEADER, id));
         }
         headers
@@ -156,37 +208,16 @@ impl RequestCtx {
     /// An answer apiagg writes itself, noted in the audit and given the audit and flow-control
     /// headers.
     pub(super) fn own_answer(&mut self, reply: Reply) -> Reply {
-        if let Some(audit) = self.audit.as_mut() {
-            if audit.wants_response_body() {
-                audit.response_body(reply.body());
-            }
-            self.audit_status = reply.status().cloned().map(Box::new);
-        }
+        self.audit.own_answer(&reply);
         self.answer_headers()
             .into_iter()
             .fold(reply, |r, (name, value)| r.header(name, value))
     }
 
-    /// Notes a request body apiagg reads itself (the APIService API), when the level asks.
-    pub(super) fn audit_request_body(&mut self, body: &[u8]) {
-        if let Some(audit) = self.audit.as_mut() {
-            if audit.wants_request_body() {
-                audit.request_body(body);
-            }
-        }
-    }
-
-    /// Writes the `ResponseComplete` event (in `logging`).
+    /// Writes the `ResponseComplete` event (when the request ends).
     pub(super) fn audit_complete(&mut self, code: u16) {
-        if let Some(audit) = self.audit.take() {
-            audit.complete(code, self.audit_status.take().map(|s| *s));
-        }
+        self.audit.complete(code);
     }
-}
-
-/// The `Audit-ID` header value of a request, when it is audited.
-pub fn id_header(ctx: &RequestCtx) -> Option<http::HeaderValue> {
-    ctx.audit_id.as_deref().cloned()
 }
 
 /// The client's addresses as kube-apiserver lists them: `X-Forwarded-For`, `X-Real-Ip`, then

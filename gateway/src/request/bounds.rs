@@ -1,12 +1,55 @@
 //! Bounds a request gets on its way to a backend: a watch's lifetime, and a place in its
 //! backend's bound of requests in flight.
 
+use std::time::Instant;
+
 use apiagg_requestinfo::RequestInfo;
 
 use super::reply::{self, Reply};
-use super::{ApiaggProxy, RequestCtx};
-use crate::backends::Upstream;
-use apiagg_observe::RouteKind;
+use super::{deadline, ApiaggProxy, RequestCtx};
+use crate::backends::{FileSlot, Slot, Upstream};
+use apiagg_observe::{OpenWatch, RouteKind};
+
+/// What bounds a request on its way to a backend; each part is given back when the request
+/// ends (dropped with it).
+pub(super) struct Bounds {
+    /// What bounds the request (long-running, discovery, the request timeout)…
+    pub(super) limit: deadline::Limit,
+    /// …and when it expires.
+    pub(super) deadline: Option<Instant>,
+    /// A proxied watch: counted open, and ended early when the process terminates.
+    pub(super) watch: Option<OpenWatch>,
+    /// `timeoutSeconds` apiagg adds to a watch the client did not bound.
+    pub(super) watch_timeout: Option<u64>,
+    /// The request's place in its backend's bound of requests in flight.
+    pub(super) backend_slot: Option<Slot>,
+    /// The descriptor of the request's backend connection in the open-file budget.
+    pub(super) file: Option<FileSlot>,
+}
+
+impl Default for Bounds {
+    fn default() -> Self {
+        Bounds {
+            limit: deadline::Limit::LongRunning,
+            deadline: None,
+            watch: None,
+            watch_timeout: None,
+            backend_slot: None,
+            file: None,
+        }
+    }
+}
+
+impl Bounds {
+    /// The request is bounded by `limit`, counted from `started`.
+    pub(super) fn limit_to(&mut self, limit: deadline::Limit, started: Instant) {
+        self.limit = limit;
+        self.deadline = match limit {
+            deadline::Limit::LongRunning => None,
+            deadline::Limit::Discovery(d) | deadline::Limit::Request(d) => Some(started + d),
+        };
+    }
+}
 
 impl ApiaggProxy {
     /// A watch ends, as kube-apiserver ends it, after the `timeoutSeconds` the client asked for
@@ -26,12 +69,12 @@ impl ApiaggProxy {
             Some(seconds) => Some(std::time::Duration::from_secs(seconds)),
             None => {
                 let lifetime = watches.lifetime();
-                ctx.watch_timeout = lifetime.map(|l| l.as_secs());
+                ctx.bounds.watch_timeout = lifetime.map(|l| l.as_secs());
                 lifetime
             }
         };
-        ctx.deadline = lifetime.and_then(|l| ctx.started.checked_add(l + l.min(CUT_AFTER)));
-        ctx.watch = Some(watches.open());
+        ctx.bounds.deadline = lifetime.and_then(|l| ctx.started.checked_add(l + l.min(CUT_AFTER)));
+        ctx.bounds.watch = Some(watches.open());
     }
 
     /// One slow backend holds at most its share of the gateway: a request to a remote
@@ -51,11 +94,11 @@ impl ApiaggProxy {
         let cap = self.gateway.options.max_requests_per_apiservice;
         match upstream.slots.try_take(cap) {
             Some(slot) => {
-                ctx.backend_slot = Some(slot);
+                ctx.bounds.backend_slot = Some(slot);
                 Ok(())
             }
             None => {
-                ctx.kind = RouteKind::Proxy;
+                ctx.outcome.kind = RouteKind::Proxy;
                 Err(reply::backend_full(&upstream.label, cap))
             }
         }

@@ -14,9 +14,10 @@ use super::reply::Reply;
 use super::{ApiaggProxy, RequestCtx};
 use crate::auth::User;
 use apiagg_flowcontrol::{
-    Admission, Decision, FlowControl, Rejection, Request, FLOW_SCHEMA_UID_HEADER,
+    Admission, Decision, FlowControl, Rejection, Request, Seat, FLOW_SCHEMA_UID_HEADER,
     PRIORITY_LEVEL_UID_HEADER,
 };
+use apiagg_observe::Running;
 
 impl ApiaggProxy {
     /// Admits the request under flow control: `Ok` once it may run (its seat, if any, in
@@ -40,7 +41,7 @@ impl ApiaggProxy {
             info,
         };
         let admission = flow.admit(&request);
-        if let Some(audit) = ctx.audit.as_mut() {
+        if let Some(audit) = ctx.audit.ongoing() {
             // kube-apiserver's audit annotations of the classification.
             let decision = match &admission {
                 Admission::Run(seat) => seat.decision(),
@@ -54,24 +55,24 @@ impl ApiaggProxy {
         let running = || self.gateway.metrics.running(info.is_write());
         match admission {
             Admission::Run(seat) => {
-                ctx.seat = Some(seat);
-                ctx.running = Some(running());
+                ctx.flow.seat = Some(seat);
+                ctx.flow.running = Some(running());
                 Ok(())
             }
             Admission::Exempt(decision) => {
-                ctx.classified = Some(decision);
-                ctx.running = Some(running());
+                ctx.flow.classified = Some(decision);
+                ctx.flow.running = Some(running());
                 Ok(())
             }
             Admission::Rejected(rejection) => Err(rejected(ctx, rejection)),
             Admission::Wait(waiter) => {
-                ctx.classified = Some(waiter.decision().clone());
+                ctx.flow.classified = Some(waiter.decision().clone());
                 // Boxed: waiting is the rare path; its state stays out of every request's
                 // future.
                 match Box::pin(waiter.wait()).await {
                     Ok(seat) => {
-                        ctx.seat = Some(seat);
-                        ctx.running = Some(running());
+                        ctx.flow.seat = Some(seat);
+                        ctx.flow.running = Some(running());
                         Ok(())
                     }
                     Err(rejection) => Err(rejected(ctx, rejection)),
@@ -81,7 +82,18 @@ impl ApiaggProxy {
     }
 }
 
-impl RequestCtx {
+/// Flow control's hold on a request: its seat (until its answer ends, or until it is handed to
+/// a backend), where it was classified, and its count in `apiserver_current_inflight_requests`.
+#[derive(Default)]
+pub(super) struct FlowHold {
+    seat: Option<Seat>,
+    /// Where flow control classified a request that holds no seat (exempt, refused, handed
+    /// on).
+    classified: Option<Decision>,
+    running: Option<Running>,
+}
+
+impl FlowHold {
     /// The request is handed to a backend or the delegate, which run their own flow control:
     /// its seat goes back now, as kube-aggregator's `RequestDelegated` gives back a watch's
     /// (what a slow backend may hold is bounded by its per-APIService bound instead). The
@@ -99,6 +111,12 @@ impl RequestCtx {
             .as_ref()
             .map(|seat| seat.decision())
             .or(self.classified.as_ref())
+    }
+
+    /// The request ended: its seat goes back and it no longer counts as running.
+    pub(super) fn end(&mut self) {
+        self.seat = None;
+        self.running = None;
     }
 }
 
@@ -133,7 +151,7 @@ fn rejected(ctx: &mut RequestCtx, rejection: Rejection) -> Reply {
         reason = rejection.reason,
         "flow control refused a request"
     );
-    ctx.classified = Some(rejection.decision);
+    ctx.flow.classified = Some(rejection.decision);
     let details = json!({ "retryAfterSeconds": retry });
     let message = "Too many requests, please try again later.";
     Reply::failure(429, "TooManyRequests", message, Some(details))

@@ -53,78 +53,74 @@ use self::forward::{Forwarding, Identity};
 use self::openapi::OpenApiPath;
 use self::reply::Reply;
 use crate::auth::{Authenticated, Authenticator, User};
-use crate::backends::{FileSlot, OpenFiles, RouteTable, Slot, Upstream};
+use crate::backends::{OpenFiles, Upstream};
 use crate::state::Gateway;
-use apiagg_audit::{Auditor, RequestAudit, StatusSummary};
-use apiagg_flowcontrol::{Decision, FlowControl, Seat};
-use apiagg_observe::{InFlight, OpenWatch, Repeats, RouteKind, Running, Tracer};
+use apiagg_audit::Auditor;
+use apiagg_flowcontrol::FlowControl;
+use apiagg_observe::{InFlight, Repeats, RouteKind, Tracer};
 
 /// What happens to a request once the ordered checks ran (phases.rs).
 pub(super) enum Step {
     /// apiagg answers it itself: a document, or the refusal of a check.
     Answer(RouteKind, Reply),
-    /// It goes to `ctx.upstream` (proxy.rs).
+    /// It goes to `ctx.attempts.upstream` (proxy.rs).
     Forward,
     /// It was served already (an upgrade tunnel, an emulated streaming list, the APIService
     /// API).
     Served,
 }
 
-/// Per-request state.
+/// Per-request state, grouped by concern: each group is a small type with its methods, in the
+/// file of its concern.
 pub struct RequestCtx {
     started: Instant,
     /// Whether every route was installed when the request arrived (k8s.io/apiserver's
     /// `pkg/endpoints/filters/mux_discovery_complete.go`).
     arrived_complete: bool,
-    kind: RouteKind,
-    upstream: Option<Arc<Upstream>>,
-    endpoint: usize,
-    /// Status of a response apiagg wrote itself (for metrics).
-    code: u16,
-    /// Replacement body for an upstream response apiagg rewrites (`Some` until sent).
-    replacement: Option<Bytes>,
-    /// `subresource` label of `apiserver_request_total` for documents apiagg serves itself.
-    subresource: &'static str,
     /// The caller, once authenticated.
     caller: Option<Authenticated>,
-    /// The request goes on apiagg's own connections (impersonation at the delegate).
-    own_connection: bool,
-    /// Endpoints already tried (bit per index): a retry goes elsewhere.
-    tried: u64,
-    /// The next attempt reuses the endpoint (its pooled connection was stale).
-    retry_same: bool,
-    /// What bounds the request, and when it expires.
-    limit: deadline::Limit,
-    deadline: Option<Instant>,
-    /// A proxied watch: counted open, and ended early when the process terminates.
-    watch: Option<OpenWatch>,
-    /// `timeoutSeconds` apiagg adds to a watch the client did not bound.
-    watch_timeout: Option<u64>,
+    /// What the request came to, for its answer and its metrics.
+    outcome: Outcome,
+    /// The backend a forwarded request goes to, and its attempts there (proxy.rs).
+    attempts: proxy::Attempts,
+    /// What bounds the request: its deadline, a watch's lifetime, its places in the backend's
+    /// bound and in the open-file budget (bounds.rs).
+    bounds: bounds::Bounds,
+    /// Flow control's hold on the request (flow.rs).
+    flow: flow::FlowHold,
+    /// The request's audit (audit.rs).
+    audit: audit::AuditState,
+    /// The request's spans, when tracing is on (trace.rs).
+    trace: Option<Box<trace::RequestTrace>>,
+    _in_flight: Option<InFlight>,
+}
+
+/// What a request came to: the route it took and what apiagg answered or changed of it.
+struct Outcome {
+    kind: RouteKind,
+    /// Status of a response apiagg wrote itself (for metrics).
+    code: u16,
+    /// `subresource` label of `apiserver_request_total` for documents apiagg serves itself.
+    subresource: &'static str,
+    /// Replacement body for an upstream response apiagg rewrites (`Some` until sent).
+    replacement: Option<Bytes>,
     /// apiagg ended the answer itself (a watch at shutdown): not a failure to log.
     ended_by_us: bool,
     /// A streaming list passed through to a backend believed to honour them.
     streaming_list: bool,
-    /// The request's place in its backend's bound, and in its endpoint's (both freed when the
-    /// request ends); the endpoint bound applies when the backend's does.
-    backend_slot: Option<Slot>,
-    endpoint_slot: Option<Slot>,
-    /// The descriptor of the request's backend connection in the open-file budget.
-    file: Option<FileSlot>,
-    /// Flow control's seat for the request (until its answer ends; a watch's, until its head).
-    seat: Option<Seat>,
-    /// Where flow control classified a request that holds no seat (exempt, refused).
-    classified: Option<Decision>,
-    /// Counted in `apiserver_current_inflight_requests` while it runs (given back with the
-    /// seat).
-    running: Option<Running>,
-    /// The request's audit (its level is not None), its ID, and the Status of an answer
-    /// apiagg wrote itself.
-    audit: Option<Box<RequestAudit>>,
-    audit_id: Option<Box<http::HeaderValue>>,
-    audit_status: Option<Box<StatusSummary>>,
-    /// The request's spans, when tracing is on (trace.rs).
-    trace: Option<Box<trace::RequestTrace>>,
-    _in_flight: Option<InFlight>,
+}
+
+impl Default for Outcome {
+    fn default() -> Self {
+        Outcome {
+            kind: RouteKind::NotFound,
+            code: 0,
+            subresource: "",
+            replacement: None,
+            ended_by_us: false,
+            streaming_list: false,
+        }
+    }
 }
 
 /// The front-door controls around the request path, as kube-apiserver's handler chain wraps
@@ -195,6 +191,7 @@ impl ApiaggProxy {
     /// seconds (then it is counted, and the count goes into the next line).
     fn log_failure(&self, ctx: &RequestCtx, e: &pingora_error::Error) {
         let label = ctx
+            .attempts
             .upstream
             .as_ref()
             .map_or("no backend", |u| u.label.as_str());
@@ -213,8 +210,8 @@ impl ApiaggProxy {
         kind: RouteKind,
         reply: Reply,
     ) -> Result<()> {
-        ctx.kind = kind;
-        ctx.code = reply.code();
+        ctx.outcome.kind = kind;
+        ctx.outcome.code = reply.code();
         let reply = ctx.own_answer(reply);
         reply.send(session).await
     }
@@ -231,7 +228,7 @@ impl ApiaggProxy {
         let user = caller.map_or_else(|| &**User::anonymous(), |c| &*c.user);
         let identity = if upstream.remote {
             Identity::Remote(user)
-        } else if !ctx.own_connection {
+        } else if !ctx.attempts.own_connection {
             Identity::CallerCredentials
         } else {
             Identity::Impersonate {
@@ -269,8 +266,8 @@ impl ApiaggProxy {
             .caller
             .as_ref()
             .is_none_or(Authenticated::delegate_authenticates);
-        ctx.own_connection = !upstream.remote && !delegate_authenticates;
-        if (upstream.remote || ctx.own_connection)
+        ctx.attempts.own_connection = !upstream.remote && !delegate_authenticates;
+        if (upstream.remote || ctx.attempts.own_connection)
             && forward::asks_impersonation(session.req_header())
         {
             let reply = reply::failure_reply(
@@ -281,7 +278,7 @@ impl ApiaggProxy {
             );
             return Ok(Step::Answer(RouteKind::Refused, reply));
         }
-        if let Some(audit) = ctx.audit.as_mut() {
+        if let Some(audit) = ctx.audit.ongoing() {
             // `Impersonate-*` apiagg did not honour goes to the delegate, which acts as that
             // user once it allowed it: the audit names whom the request asks to be.
             if let Some(user) = crate::auth::requested_impersonation(&session.req_header().headers)
@@ -292,7 +289,7 @@ impl ApiaggProxy {
         // Every request to a backend holds a descriptor: within the budget, or refused before
         // it connects (apiagg never runs into `EMFILE` on the proxy path).
         match self.open_files.try_upstream() {
-            Some(file) => ctx.file = Some(file),
+            Some(file) => ctx.bounds.file = Some(file),
             None => {
                 let reply = reply::out_of_files(self.open_files.budget());
                 return Ok(Step::Answer(RouteKind::Refused, reply));
@@ -310,7 +307,7 @@ impl ApiaggProxy {
             }
         };
         if upgrade {
-            ctx.kind = RouteKind::Upgrade;
+            ctx.outcome.kind = RouteKind::Upgrade;
             ctx.trace_backend(Some(&upstream));
             let code = {
                 let forwarding = self.forwarding(session, ctx, &upstream);
@@ -318,19 +315,11 @@ impl ApiaggProxy {
                 let connect = self.gateway.options.connect_timeout;
                 Box::pin(upgrade::tunnel(session, &upstream, &forwarding, connect)).await
             };
-            ctx.code = code;
+            ctx.outcome.code = code;
             return Ok(Step::Served);
         }
         match deadline::limit(info, self.gateway.options.request_timeout) {
-            Ok(limit) => {
-                ctx.limit = limit;
-                ctx.deadline = match limit {
-                    deadline::Limit::LongRunning => None,
-                    deadline::Limit::Discovery(d) | deadline::Limit::Request(d) => {
-                        Some(ctx.started + d)
-                    }
-                };
-            }
+            Ok(limit) => ctx.bounds.limit_to(limit, ctx.started),
             Err(e) => {
                 let reply = reply::failure_reply(400, "BadRequest", &e.to_string());
                 return Ok(Step::Answer(RouteKind::Refused, reply));
@@ -342,71 +331,19 @@ impl ApiaggProxy {
                 // Boxed: the emulation's state stays out of every request's future.
                 let served = Box::pin(self.watch_list(session, ctx, &upstream, info)).await?;
                 if let Some(code) = served {
-                    ctx.code = code;
-                    ctx.upstream = Some(upstream);
+                    ctx.outcome.code = code;
+                    ctx.attempts.upstream = Some(upstream);
                     return Ok(Step::Served);
                 }
-                ctx.streaming_list = true;
+                ctx.outcome.streaming_list = true;
             }
             // Handed to the backend or the delegate, which holds the watch's initial phase:
             // the seat goes back now, not when (or if) the backend sends the head.
-            ctx.delegated();
+            ctx.flow.delegated();
         }
-        ctx.kind = kind;
-        ctx.upstream = Some(upstream);
+        ctx.outcome.kind = kind;
+        ctx.attempts.upstream = Some(upstream);
         Ok(Step::Forward)
-    }
-
-    /// A remote APIService's request: to its backend, or 503 while it is unavailable.
-    async fn to_remote(
-        &self,
-        session: &mut Session,
-        ctx: &mut RequestCtx,
-        routes: &RouteTable,
-        index: usize,
-        info: &RequestInfo<'_>,
-    ) -> Result<Step> {
-        if let Some(upstream) = routes.upstreams.get(index).cloned().flatten() {
-            if upstream.available() {
-                if let Err(reply) = self.reserve_backend(ctx, &upstream, info) {
-                    return Ok(Step::Answer(RouteKind::Proxy, reply));
-                }
-                return self
-                    .to_upstream(session, ctx, RouteKind::Proxy, upstream, info)
-                    .await;
-            }
-        }
-        let entry = &routes.registry.entries()[index];
-        let method = session.req_header().method.as_str().to_string();
-        let metrics = &self.gateway.metrics;
-        metrics.terminated(&method, &entry.group, &entry.version, 503);
-        let reply = self.unavailable(&entry.name);
-        Ok(Step::Answer(RouteKind::Proxy, reply))
-    }
-
-    /// A request nobody else serves: the delegate's; without one, 404 (503 before mux
-    /// completion).
-    async fn to_delegate(
-        &self,
-        session: &mut Session,
-        ctx: &mut RequestCtx,
-        routes: &RouteTable,
-        info: &RequestInfo<'_>,
-    ) -> Result<Step> {
-        match routes.delegate.clone() {
-            Some(delegate) => {
-                self.to_upstream(session, ctx, RouteKind::Delegate, delegate, info)
-                    .await
-            }
-            None => {
-                let reply = if ctx.arrived_complete {
-                    reply::not_found()
-                } else {
-                    reply::mux_incomplete_reply()
-                };
-                Ok(Step::Answer(RouteKind::NotFound, reply))
-            }
-        }
     }
 
     /// 503 for an APIService that is not available, saying why.
@@ -429,7 +366,7 @@ impl ApiaggProxy {
         let gateway = &self.gateway;
         let answer = match route {
             Route::Health(endpoint, check) => {
-                ctx.subresource = endpoint.path();
+                ctx.outcome.subresource = endpoint.path();
                 let reply = answers::health(req, endpoint, check, &gateway.lifecycle);
                 return Some((RouteKind::Health, reply));
             }
@@ -445,7 +382,7 @@ impl ApiaggProxy {
             Route::Version if gateway.routes.load().delegate.is_none() => answers::version(),
             Route::Apis { slash } => {
                 if !slash {
-                    ctx.subresource = "apis";
+                    ctx.outcome.subresource = "apis";
                 }
                 let options = &gateway.options.negotiate;
                 answers::apis(
@@ -458,7 +395,7 @@ impl ApiaggProxy {
             }
             Route::OpenApi(which) => {
                 // kube-apiserver instruments only the v3 paths.
-                ctx.subresource = match which {
+                ctx.outcome.subresource = match which {
                     OpenApiPath::V2 => "",
                     OpenApiPath::V3Index => "openapi/v3",
                     OpenApiPath::V3Document(..) => "openapi/v3/",

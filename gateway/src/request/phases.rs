@@ -3,6 +3,8 @@
 //! authenticate (the audit begins) → impersonation → API Priority and Fairness → authorize →
 //! what apiagg answers itself | the APIService API | a remote APIService | the delegate.
 
+use std::sync::Arc;
+
 use apiagg_requestinfo::RequestInfo;
 use pingora_error::Result;
 
@@ -10,6 +12,7 @@ use super::classify::{classify, exempt_from_shutdown, non_canonical, Route};
 use super::reply::{self, Reply};
 use super::{apiservice_api, ApiaggProxy, RequestCtx, Session, Step};
 use crate::auth::ConnectionIdentity;
+use crate::backends::{RouteTable, Upstream};
 use apiagg_observe::{Milestone, RouteKind};
 
 impl ApiaggProxy {
@@ -141,31 +144,95 @@ impl ApiaggProxy {
         // Whose trace the request joins: the caller's only when it is privileged.
         ctx.trace_authorized();
 
-        // 7. What apiagg answers itself.
-        if let Some((kind, reply)) = self.served_here(session.req_header(), ctx, route) {
-            return Ok(Step::Answer(kind, reply));
+        // 7. Where the request goes, resolved once.
+        match self.resolve(session.req_header(), ctx, route, &info, &routes) {
+            Target::Own(kind, reply) => Ok(Step::Answer(kind, reply)),
+            Target::ApiServiceApi => {
+                ctx.outcome.kind = RouteKind::Own;
+                // Boxed: the API's state (patches, applies, watches) stays out of every
+                // request's future.
+                let served = apiservice_api::serve(session, &self.gateway, &info, ctx);
+                ctx.outcome.code = Box::pin(served).await?;
+                Ok(Step::Served)
+            }
+            Target::Remote(upstream) => {
+                // 8. A place in the backend's bound, taken only by a request about to be sent.
+                if let Err(reply) = self.reserve_backend(ctx, &upstream, &info) {
+                    return Ok(Step::Answer(RouteKind::Proxy, reply));
+                }
+                // 9. Dispatch.
+                self.to_upstream(session, ctx, RouteKind::Proxy, upstream, &info)
+                    .await
+            }
+            Target::Unavailable(name) => {
+                let method = session.req_header().method.as_str();
+                let (group, version) = (info.group, info.version);
+                self.gateway.metrics.terminated(method, group, version, 503);
+                Ok(Step::Answer(RouteKind::Proxy, self.unavailable(name)))
+            }
+            Target::Delegate(delegate) => {
+                self.to_upstream(session, ctx, RouteKind::Delegate, delegate, &info)
+                    .await
+            }
+            Target::Nowhere => {
+                let reply = if ctx.arrived_complete {
+                    reply::not_found()
+                } else {
+                    reply::mux_incomplete_reply()
+                };
+                Ok(Step::Answer(RouteKind::NotFound, reply))
+            }
         }
+    }
 
-        // 8. The APIService API, served by apiagg itself (never by the delegate).
+    /// Where an authorized request goes: what apiagg answers itself, the APIService API, a
+    /// remote APIService's backend (503 while none of its endpoints is available), or the
+    /// delegate (404 without one, 503 before the mux is complete).
+    fn resolve<'r>(
+        &self,
+        req: &pingora_http::RequestHeader,
+        ctx: &mut RequestCtx,
+        route: Route<'_>,
+        info: &RequestInfo<'_>,
+        routes: &'r RouteTable,
+    ) -> Target<'r> {
+        if let Some((kind, reply)) = self.served_here(req, ctx, route) {
+            return Target::Own(kind, reply);
+        }
+        // The APIService API is apiagg's own (never the delegate's).
         if info.group_version_key() == Some(crate::apiservices::GROUP_VERSION) {
-            ctx.kind = RouteKind::Own;
-            // Boxed: the API's state (patches, applies, watches) stays out of every request's
-            // future, which pingora moves by value on every request.
-            ctx.code = Box::pin(apiservice_api::serve(session, &self.gateway, &info, ctx)).await?;
-            return Ok(Step::Served);
+            return Target::ApiServiceApi;
         }
-
-        // 9. A remote APIService: its backend (a place in its bound taken only now, by a
-        // request about to be sent), or 503 while it is unavailable.
         if let Route::GroupVersion(key) = route {
             if let Some(index) = routes.registry.index_of(key) {
-                if !routes.registry.entries()[index].is_delegated() {
-                    return self.to_remote(session, ctx, &routes, index, &info).await;
+                let entry = &routes.registry.entries()[index];
+                if !entry.is_delegated() {
+                    return match routes.upstreams.get(index).cloned().flatten() {
+                        Some(upstream) if upstream.available() => Target::Remote(upstream),
+                        _ => Target::Unavailable(&entry.name),
+                    };
                 }
             }
         }
-
-        // 10. Everything else is the delegate's; without one, 404 (503 before mux completion).
-        self.to_delegate(session, ctx, &routes, &info).await
+        match routes.delegate.clone() {
+            Some(delegate) => Target::Delegate(delegate),
+            None => Target::Nowhere,
+        }
     }
+}
+
+/// Where a request goes, resolved once after it was authorized.
+enum Target<'r> {
+    /// apiagg answers it itself (discovery, OpenAPI, status, metrics).
+    Own(RouteKind, Reply),
+    /// The APIService API (apiservice_api.rs).
+    ApiServiceApi,
+    /// A remote APIService's backend, some endpoint of it available.
+    Remote(Arc<Upstream>),
+    /// A remote APIService none of whose endpoints is available (named).
+    Unavailable(&'r str),
+    /// The delegate kube-apiserver.
+    Delegate(Arc<Upstream>),
+    /// Nobody: no delegate is configured.
+    Nowhere,
 }

@@ -1,6 +1,6 @@
-//! The forwarding loop: a request for `ctx.upstream` goes to one of its healthy endpoints over a
-//! pooled connection (pingora-core's connectors), its answer comes back piece by piece, and a
-//! failure before anything reached the backend is retried once elsewhere.
+//! The forwarding loop: a request for `ctx.attempts.upstream` goes to one of its healthy
+//! endpoints over a pooled connection (pingora-core's connectors), its answer comes back piece
+//! by piece, and a failure before anything reached the backend is retried once elsewhere.
 //!
 //! - Endpoints: a healthy one not tried yet, within `--max-requests-inflight-per-endpoint` when
 //!   the backend is bounded; one that refuses connections is ejected (the availability
@@ -19,11 +19,47 @@ use pingora_error::{Error, ErrorType, Result};
 use pingora_http::RequestHeader;
 
 use super::{deadline, errors, forward, framing, ApiaggProxy, RequestCtx, Session};
-use crate::backends::IdleConnections;
+use std::sync::Arc;
+
+use crate::backends::{IdleConnections, Slot, Upstream, UpstreamEndpoint};
 use apiagg_audit::AUDIT_ID_WIRE;
 
 /// Why no endpoint was picked when every healthy one holds its bound of requests.
 const ENDPOINTS_FULL: &str = "every endpoint has --max-requests-inflight-per-endpoint requests";
+
+/// The backend a forwarded request goes to, and its attempts there.
+#[derive(Default)]
+pub(super) struct Attempts {
+    /// The backend (a remote APIService's or the delegate).
+    pub(super) upstream: Option<Arc<Upstream>>,
+    /// The endpoint of the current attempt.
+    pub(super) endpoint: usize,
+    /// Endpoints already tried (bit per index): a retry goes elsewhere.
+    tried: u64,
+    /// The next attempt reuses the endpoint (its pooled connection was stale).
+    retry_same: bool,
+    /// The request goes on apiagg's own connections (impersonation at the delegate).
+    pub(super) own_connection: bool,
+    /// The request's place in its endpoint's bound (when its backend is bounded).
+    endpoint_slot: Option<Slot>,
+}
+
+impl Attempts {
+    /// The endpoint of the current attempt.
+    pub(super) fn current(&self) -> Option<&UpstreamEndpoint> {
+        self.upstream.as_ref()?.endpoints.get(self.endpoint)
+    }
+
+    /// The idle HTTP/1.1 connections of the current endpoint, for the request's identity.
+    fn idle_pool(&self) -> Option<&IdleConnections> {
+        let endpoint = self.current()?;
+        Some(if self.own_connection {
+            &endpoint.own_idle
+        } else {
+            &endpoint.idle
+        })
+    }
+}
 
 /// A request's endpoint was ejected before it answered (first_head).
 const ENDPOINT_EJECTED: ErrorType = ErrorType::Custom("EndpointEjected");
@@ -33,8 +69,8 @@ const ENDPOINT_EJECTED: ErrorType = ErrorType::Custom("EndpointEjected");
 const RETRIES: u8 = 1;
 
 impl ApiaggProxy {
-    /// Forwards the request to `ctx.upstream` and streams the answer back. `Err`: the request
-    /// failed for good (the caller answers with a Status when nothing was written yet).
+    /// Forwards the request to `ctx.attempts.upstream` and streams the answer back. `Err`: the
+    /// request failed for good (the caller answers with a Status when nothing was written yet).
     pub(super) async fn forward(&self, session: &mut Session, ctx: &mut RequestCtx) -> Result<()> {
         let has_body = !session.is_body_empty();
         if has_body && session.req_header().method.is_idempotent() {
@@ -87,7 +123,7 @@ impl ApiaggProxy {
     /// A connection to the picked endpoint: a multiplexed HTTP/2 one with a free stream, an
     /// idle HTTP/1.1 one from the endpoint's pool, or a new one (`true`: reused).
     async fn connect(&self, ctx: &RequestCtx, peer: &HttpPeer) -> Result<(BackendSession, bool)> {
-        let Some(pool) = idle_pool(ctx) else {
+        let Some(pool) = ctx.attempts.idle_pool() else {
             return Error::e_explain(ErrorType::InternalError, "no upstream selected");
         };
         let h2 = peer.options.alpn.get_max_http_version() == 2;
@@ -122,9 +158,11 @@ impl ApiaggProxy {
                 // Reusable when the backend did not ask to close and its answer was read to
                 // its end (a connection dropped here is closed).
                 h1.respect_keepalive();
-                if let (true, true, Some(pool)) =
-                    (h1.will_keepalive(), h1.is_body_done(), idle_pool(ctx))
-                {
+                if let (true, true, Some(pool)) = (
+                    h1.will_keepalive(),
+                    h1.is_body_done(),
+                    ctx.attempts.idle_pool(),
+                ) {
                     pool.put(h1.into_inner());
                 }
             }
@@ -173,20 +211,20 @@ impl ApiaggProxy {
         h2: bool,
         has_body: bool,
     ) -> Result<Box<RequestHeader>> {
-        let Some(upstream) = &ctx.upstream else {
+        let Some(upstream) = &ctx.attempts.upstream else {
             return Error::e_explain(ErrorType::InternalError, "no upstream selected");
         };
         let forwarding = self.forwarding(session, ctx, upstream);
-        let endpoint = &upstream.endpoints[ctx.endpoint];
+        let endpoint = &upstream.endpoints[ctx.attempts.endpoint];
         let mut request = forward::forwarded_head(
             session.req_header(),
             &forwarding,
             &endpoint.authority_header,
         )?;
-        if let Some(seconds) = ctx.watch_timeout {
+        if let Some(seconds) = ctx.bounds.watch_timeout {
             forward::add_timeout_seconds(&mut request, seconds)?;
         }
-        if let Some(id) = super::audit::id_header(ctx) {
+        if let Some(id) = ctx.audit.id_header() {
             // The same audit ID at the backend and the delegate (the caller's own was removed
             // or replaced: it is what apiagg audited).
             request.insert_header(AUDIT_ID_WIRE, id)?;
@@ -229,11 +267,7 @@ impl ApiaggProxy {
             if piece.is_empty() {
                 continue;
             }
-            if let Some(audit) = ctx.audit.as_mut() {
-                if audit.wants_request_body() {
-                    audit.request_body(&piece);
-                }
-            }
+            ctx.audit.request_body(&piece);
             backend
                 .write_request_body(piece, false)
                 .await
@@ -245,40 +279,41 @@ impl ApiaggProxy {
     /// Picks a healthy endpoint of the chosen upstream (again on each retry), and the peer to
     /// reach it with, bounded by the request's deadline.
     fn upstream_peer(&self, ctx: &mut RequestCtx) -> Result<Box<HttpPeer>> {
-        let Some(upstream) = &ctx.upstream else {
+        let Some(upstream) = &ctx.attempts.upstream else {
             return Error::e_explain(ErrorType::InternalError, "no upstream selected");
         };
         let cap = ctx
+            .bounds
             .backend_slot
             .is_some()
             .then_some(self.gateway.options.max_requests_per_endpoint);
-        let picked = if std::mem::take(&mut ctx.retry_same) {
-            Some(ctx.endpoint)
+        let picked = if std::mem::take(&mut ctx.attempts.retry_same) {
+            Some(ctx.attempts.endpoint)
         } else {
-            ctx.endpoint_slot = None;
-            upstream.pick_untried(ctx.tried, cap)
+            ctx.attempts.endpoint_slot = None;
+            upstream.pick_untried(ctx.attempts.tried, cap)
         };
         let Some(index) = picked else {
             return Error::e_explain(ErrorType::ConnectNoRoute, "upstream has no endpoints");
         };
-        if let (Some(cap), None) = (cap, &ctx.endpoint_slot) {
+        if let (Some(cap), None) = (cap, &ctx.attempts.endpoint_slot) {
             match upstream.endpoints[index].health.slots.try_take(cap) {
-                Some(slot) => ctx.endpoint_slot = Some(slot),
+                Some(slot) => ctx.attempts.endpoint_slot = Some(slot),
                 None => return Error::e_explain(ErrorType::ConnectNoRoute, ENDPOINTS_FULL),
             }
         }
-        ctx.endpoint = index;
+        ctx.attempts.endpoint = index;
         if index < 64 {
-            ctx.tried |= 1 << index;
+            ctx.attempts.tried |= 1 << index;
         }
         let endpoint = &upstream.endpoints[index];
-        let mut peer = Box::new(if ctx.own_connection {
+        let mut peer = Box::new(if ctx.attempts.own_connection {
             endpoint.own_peer.clone()
         } else {
             endpoint.peer.clone()
         });
         let connect = self.gateway.options.connect_timeout;
-        if !deadline::bound(&mut peer.options, connect, ctx.deadline) {
+        if !deadline::bound(&mut peer.options, connect, ctx.bounds.deadline) {
             return Error::e_explain(ErrorType::ReadTimedout, "the request deadline passed");
         }
         ctx.trace_connect();
@@ -293,9 +328,9 @@ impl ApiaggProxy {
         if errors::exhausted(&e).is_some() {
             // apiagg's own exhaustion: no endpoint is to blame, and another would fail alike.
             e.set_retry(false);
-        } else if let Some(upstream) = &ctx.upstream {
-            errors::eject(&self.gateway.health, upstream, ctx.endpoint, &e);
-            e.set_retry(upstream.has_untried(ctx.tried));
+        } else if let Some(upstream) = &ctx.attempts.upstream {
+            errors::eject(&self.gateway.health, upstream, ctx.attempts.endpoint, &e);
+            e.set_retry(upstream.has_untried(ctx.attempts.tried));
         }
         e
     }
@@ -312,26 +347,29 @@ impl ApiaggProxy {
         reused: bool,
     ) -> Box<Error> {
         ctx.trace_backend_failed(&e);
-        if let (true, Some(upstream)) = (errors::endpoint_broken(&e, reused), &ctx.upstream) {
-            errors::eject(&self.gateway.health, upstream, ctx.endpoint, &e);
+        if let (true, Some(upstream)) =
+            (errors::endpoint_broken(&e, reused), &ctx.attempts.upstream)
+        {
+            errors::eject(&self.gateway.health, upstream, ctx.attempts.endpoint, &e);
         }
         let mut e = e.more_context(format!("Peer: {peer}"));
         if !movable(session) || e.esource() != &pingora_error::ErrorSource::Upstream {
             e.set_retry(false);
         } else if e.etype() == &ENDPOINT_EJECTED {
             // Its endpoint went silent: the request goes to another one (first_head).
-            ctx.retry_same = false;
+            ctx.attempts.retry_same = false;
         } else {
             // Only a stale pooled connection is retried (the request never reached the
             // backend).
             e.retry.decide_reuse(reused);
             // Another endpoint if there is one (this one may be going away), else a fresh
             // connection to the same.
-            ctx.retry_same = e.retry()
+            ctx.attempts.retry_same = e.retry()
                 && !ctx
+                    .attempts
                     .upstream
                     .as_ref()
-                    .is_some_and(|u| u.has_untried(ctx.tried));
+                    .is_some_and(|u| u.has_untried(ctx.attempts.tried));
         }
         e
     }
@@ -350,8 +388,12 @@ async fn first_head(
     ctx: &RequestCtx,
     backend: &mut BackendSession,
 ) -> Result<()> {
-    let upstream = ctx.upstream.as_deref().filter(|_| movable(session));
-    let endpoint = upstream.and_then(|u| Some((u, u.endpoints.get(ctx.endpoint)?)));
+    let upstream = ctx
+        .attempts
+        .upstream
+        .as_deref()
+        .filter(|_| movable(session));
+    let endpoint = upstream.and_then(|u| Some((u, u.endpoints.get(ctx.attempts.endpoint)?)));
     let mut read = std::pin::pin!(backend.read_response_header());
     if let Some((upstream, endpoint)) = endpoint {
         // Registered before the health is read: an ejection in between is not missed.
@@ -361,7 +403,7 @@ async fn first_head(
                 biased;
                 read = &mut read => return read.map_err(|e| e.into_up()),
                 () = ejected => {
-                    if upstream.has_untried(ctx.tried) {
+                    if upstream.has_untried(ctx.attempts.tried) {
                         let mut e = Error::explain(
                             ENDPOINT_EJECTED,
                             "the endpoint was ejected while the request waited for its answer",
@@ -374,14 +416,4 @@ async fn first_head(
         }
     }
     read.await.map_err(|e| e.into_up())
-}
-
-/// The idle HTTP/1.1 connections of the request's endpoint, for its identity.
-fn idle_pool(ctx: &RequestCtx) -> Option<&IdleConnections> {
-    let endpoint = ctx.upstream.as_ref()?.endpoints.get(ctx.endpoint)?;
-    Some(if ctx.own_connection {
-        &endpoint.own_idle
-    } else {
-        &endpoint.idle
-    })
 }

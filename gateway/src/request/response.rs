@@ -64,7 +64,7 @@ impl ApiaggProxy {
             .write_response_header(head)
             .await
             .map_err(|e| e.into_down())?;
-        if let Some(body) = ctx.replacement.take() {
+        if let Some(body) = ctx.outcome.replacement.take() {
             session
                 .write_response_body(body, true)
                 .await
@@ -73,7 +73,7 @@ impl ApiaggProxy {
             return Ok(false);
         }
         loop {
-            let piece = match (&ctx.watch, ctx.deadline) {
+            let piece = match (&ctx.bounds.watch, ctx.bounds.deadline) {
                 (Some(watch), deadline) => {
                     // A watch whose client stopped reading blocks in its write: the write may
                     // block only until the watch's deadline.
@@ -91,11 +91,11 @@ impl ApiaggProxy {
                             // The process is terminating: this watch's turn in the drain came
                             // (the client re-watches, at another replica).
                             watches.ended_by_drain();
-                            ctx.ended_by_us = true;
+                            ctx.outcome.ended_by_us = true;
                             return Error::e_explain(ErrorType::ReadTimedout, "the watch ended at shutdown");
                         }
                         () = sleep_until(until) => {
-                            ctx.ended_by_us = true;
+                            ctx.outcome.ended_by_us = true;
                             tracing::debug!("watch cut: the backend did not end it after its timeoutSeconds");
                             return Error::e_explain(ErrorType::ReadTimedout, "the request deadline passed");
                         }
@@ -135,19 +135,19 @@ impl ApiaggProxy {
         response: &mut ResponseHeader,
         ctx: &mut RequestCtx,
     ) -> Result<()> {
-        if let Some(decision) = ctx.classified() {
+        if let Some(decision) = ctx.flow.classified() {
             for (name, value) in super::flow::headers(decision) {
                 response.insert_header(name, value.clone())?;
             }
         }
-        if let Some(id) = super::audit::id_header(ctx) {
+        if let Some(id) = ctx.audit.id_header() {
             response.insert_header(AUDIT_ID_WIRE, id)?;
         }
-        if let Some(audit) = ctx.audit.as_mut() {
+        if let Some(audit) = ctx.audit.ongoing() {
             audit.response_started(response.status.as_u16());
         }
         let cors = |name: &http::HeaderName| name.as_str().starts_with("access-control-allow-");
-        if ctx.kind == RouteKind::Proxy && response.headers.keys().any(cors) {
+        if ctx.outcome.kind == RouteKind::Proxy && response.headers.keys().any(cors) {
             for name in [
                 http::header::ACCESS_CONTROL_ALLOW_ORIGIN,
                 http::header::ACCESS_CONTROL_ALLOW_CREDENTIALS,
@@ -158,15 +158,15 @@ impl ApiaggProxy {
             }
         }
         let code = response.status.as_u16();
-        if ctx.streaming_list && matches!(code, 400 | 422) {
+        if ctx.outcome.streaming_list && matches!(code, 400 | 422) {
             // The backend may refuse streaming lists after all: the next one probes again.
-            if let Some(upstream) = &ctx.upstream {
+            if let Some(upstream) = &ctx.attempts.upstream {
                 upstream.watch_list.recheck();
             }
         }
         let redirects = response.headers.contains_key(http::header::LOCATION);
         let Some((code, body)) =
-            errors::replacement(ctx.kind, code, redirects, ctx.arrived_complete)
+            errors::replacement(ctx.outcome.kind, code, redirects, ctx.arrived_complete)
         else {
             return Ok(());
         };
@@ -179,19 +179,19 @@ impl ApiaggProxy {
         if code == 503 {
             response.insert_header("Retry-After", reply::MUX_RETRY_AFTER_SECONDS.to_string())?;
         }
-        ctx.replacement = Some(body);
+        ctx.outcome.replacement = Some(body);
         Ok(())
     }
 
     /// A piece of the backend's body: recorded for the audit; the answer is cut when its
     /// deadline passed (it started in time but does not end in time, as upstream cuts it).
     fn filter_body(&self, piece: &Bytes, ctx: &mut RequestCtx) -> Result<()> {
-        if let Some(audit) = ctx.audit.as_mut() {
+        if let Some(audit) = ctx.audit.ongoing() {
             if audit.wants_response_body() {
                 audit.response_body(piece);
             }
         }
-        if ctx.deadline.is_some_and(|d| Instant::now() >= d) {
+        if ctx.bounds.deadline.is_some_and(|d| Instant::now() >= d) {
             return Error::e_explain(ErrorType::ReadTimedout, "the request deadline passed");
         }
         Ok(())
@@ -201,23 +201,32 @@ impl ApiaggProxy {
     /// unless the client is gone or a response was already started.
     pub(super) async fn fail(&self, session: &mut Session, e: &Error, ctx: &mut RequestCtx) {
         let downstream_gone = e.esource() == &ErrorSource::Downstream;
-        if !downstream_gone && !ctx.ended_by_us {
+        if !downstream_gone && !ctx.outcome.ended_by_us {
             self.log_failure(ctx, e);
         }
         if downstream_gone || session.response_written().is_some() {
-            ctx.code = 0;
+            ctx.outcome.code = 0;
             return;
         }
-        let target = ctx.upstream.as_ref().map_or_else(
+        let target = ctx.attempts.upstream.as_ref().map_or_else(
             || "no backend".to_string(),
             |u| {
-                let authority = u.endpoints.get(ctx.endpoint).map_or("", |e| &e.authority);
+                let authority = u
+                    .endpoints
+                    .get(ctx.attempts.endpoint)
+                    .map_or("", |e| &e.authority);
                 format!("{} at {authority}", u.label)
             },
         );
-        let full = ctx.backend_slot.is_some() && e.etype() == &ErrorType::ConnectNoRoute;
-        let reply = match deadline::expired(ctx.deadline, ctx.limit, e) {
-            _ if full && ctx.upstream.as_ref().is_some_and(|u| u.available()) => {
+        let full = ctx.bounds.backend_slot.is_some() && e.etype() == &ErrorType::ConnectNoRoute;
+        let reply = match deadline::expired(ctx.bounds.deadline, ctx.bounds.limit, e) {
+            _ if full
+                && ctx
+                    .attempts
+                    .upstream
+                    .as_ref()
+                    .is_some_and(|u| u.available()) =>
+            {
                 let cap = self.gateway.options.max_requests_per_endpoint;
                 reply::backend_full(&target, cap)
             }
@@ -227,7 +236,7 @@ impl ApiaggProxy {
                 "ServiceUnavailable",
                 &format!("error trying to reach service {target}: context deadline exceeded"),
             ),
-            None => errors::unreachable(ctx.kind, ctx.arrived_complete, &target, e),
+            None => errors::unreachable(ctx.outcome.kind, ctx.arrived_complete, &target, e),
         };
         let reply = ctx.own_answer(reply);
         // The connection is closed after a failed proxy attempt (a body may be half read), and
@@ -238,8 +247,9 @@ impl ApiaggProxy {
             Ok(()) => reply_code,
             Err(_) => 0,
         };
-        if ctx.kind == RouteKind::Proxy {
+        if ctx.outcome.kind == RouteKind::Proxy {
             let (group, version) = ctx
+                .attempts
                 .upstream
                 .as_ref()
                 .and_then(|u| u.metrics.as_ref())
@@ -249,7 +259,7 @@ impl ApiaggProxy {
                 .metrics
                 .terminated(&method, group, version, reply_code);
         }
-        ctx.code = code;
+        ctx.outcome.code = code;
     }
 }
 

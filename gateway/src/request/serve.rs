@@ -21,7 +21,7 @@ use pingora_core::server::ShutdownWatch;
 use pingora_error::ErrorType;
 
 use super::reply;
-use super::{deadline, ApiaggProxy, Deadlined, RequestCtx, Session, Step};
+use super::{ApiaggProxy, Deadlined, RequestCtx, Session, Step};
 use apiagg_observe::RouteKind;
 
 #[async_trait]
@@ -131,31 +131,12 @@ impl ApiaggProxy {
         RequestCtx {
             started: Instant::now(),
             arrived_complete: self.gateway.lifecycle.mux_complete(),
-            kind: RouteKind::NotFound,
-            upstream: None,
-            endpoint: 0,
-            code: 0,
-            replacement: None,
-            subresource: "",
             caller: None,
-            own_connection: false,
-            tried: 0,
-            retry_same: false,
-            limit: deadline::Limit::LongRunning,
-            deadline: None,
-            watch: None,
-            watch_timeout: None,
-            ended_by_us: false,
-            streaming_list: false,
-            backend_slot: None,
-            endpoint_slot: None,
-            file: None,
-            seat: None,
-            classified: None,
-            running: None,
-            audit: None,
-            audit_id: None,
-            audit_status: None,
+            outcome: Default::default(),
+            attempts: Default::default(),
+            bounds: Default::default(),
+            flow: Default::default(),
+            audit: Default::default(),
             trace: None,
             _in_flight: Some(self.gateway.lifecycle.track()),
         }
@@ -166,11 +147,10 @@ impl ApiaggProxy {
     fn record(&self, session: &Session, ctx: &mut RequestCtx) {
         let code = session
             .response_written()
-            .map_or(ctx.code, |r| r.status.as_u16());
+            .map_or(ctx.outcome.code, |r| r.status.as_u16());
         ctx.audit_complete(code);
         ctx.trace_end(code);
-        ctx.seat = None;
-        ctx.running = None;
+        ctx.flow.end();
         let metrics = &self.gateway.metrics;
         metrics.in_flight.dec();
         ctx._in_flight = None;
@@ -178,14 +158,19 @@ impl ApiaggProxy {
             return;
         }
         let seconds = ctx.started.elapsed().as_secs_f64();
-        metrics.observe(ctx.kind, code, seconds);
-        if ctx.kind == RouteKind::Proxy {
-            if let Some(m) = ctx.upstream.as_ref().and_then(|u| u.metrics.as_ref()) {
+        metrics.observe(ctx.outcome.kind, code, seconds);
+        if ctx.outcome.kind == RouteKind::Proxy {
+            if let Some(m) = ctx
+                .attempts
+                .upstream
+                .as_ref()
+                .and_then(|u| u.metrics.as_ref())
+            {
                 m.observe(code, seconds);
             }
         }
-        if !ctx.subresource.is_empty() {
-            metrics.observe_apiserver(ctx.subresource, code, seconds);
+        if !ctx.outcome.subresource.is_empty() {
+            metrics.observe_apiserver(ctx.outcome.subresource, code, seconds);
         }
     }
 }

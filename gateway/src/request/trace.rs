@@ -132,7 +132,10 @@ impl RequestCtx {
     #[inline]
     pub(super) fn trace_connect(&mut self) {
         if let Some(trace) = self.trace.as_deref_mut() {
-            let attributes = endpoint_attributes(self.upstream.as_deref(), Some(self.endpoint));
+            let attributes = endpoint_attributes(
+                self.attempts.upstream.as_deref(),
+                Some(self.attempts.endpoint),
+            );
             if let Some(mut failed) = trace.connect.take() {
                 failed.end();
             }
@@ -156,8 +159,12 @@ impl RequestCtx {
     #[inline]
     pub(super) fn trace_backend(&mut self, upstream: Option<&Upstream>) {
         if let Some(trace) = self.trace.as_deref_mut() {
-            let endpoint = self.upstream.is_some().then_some(self.endpoint);
-            let upstream = upstream.or(self.upstream.as_deref());
+            let endpoint = self
+                .attempts
+                .upstream
+                .is_some()
+                .then_some(self.attempts.endpoint);
+            let upstream = upstream.or(self.attempts.upstream.as_deref());
             trace.backend(endpoint_attributes(upstream, endpoint));
         }
     }
@@ -174,9 +181,9 @@ impl RequestCtx {
     #[inline]
     pub(super) fn trace_end(&mut self, code: u16) {
         if let Some(trace) = self.trace.take() {
-            let backend = self.upstream.as_ref().map(|u| u.label.clone());
-            let audit_id = super::audit::id_header(self);
-            end(trace, code, self.kind.as_str(), backend, audit_id);
+            let backend = self.attempts.upstream.as_ref().map(|u| u.label.clone());
+            let audit_id = self.audit.id_header();
+            end(trace, code, self.outcome.kind.as_str(), backend, audit_id);
         }
     }
 

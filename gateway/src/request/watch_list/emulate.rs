@@ -122,7 +122,7 @@ impl Stream<'_> {
             return Ok(200);
         }
         // The initial phase is over: the flow-control seat goes back, as for any watch.
-        ctx.delegated();
+        ctx.flow.delegated();
         self.watch(session, ctx, &resource_version).await;
         self.end(session).await
     }
@@ -207,7 +207,7 @@ impl Stream<'_> {
             }
         };
         let code = reply.code();
-        ctx.code = code;
+        ctx.outcome.code = code;
         ctx.own_answer(reply).send(session).await?;
         Ok(code)
     }
@@ -215,17 +215,17 @@ impl Stream<'_> {
     /// The stream's head: JSON lines, with the audit and flow-control headers.
     async fn head(&self, session: &mut Session, ctx: &mut RequestCtx) -> Result<()> {
         let head = reply::watch_head(ctx.answer_headers(), session.is_http2())?;
-        if let Some(audit) = ctx.audit.as_mut() {
+        if let Some(audit) = ctx.audit.ongoing() {
             audit.response_started(200);
         }
-        ctx.code = 200;
+        ctx.outcome.code = 200;
         session.write_response_header(head).await
     }
 
     /// Watches from `resource_version` and relays the events until the backend ends the
     /// watch, the client goes away, the watch's deadline passes or the shutdown drain ends it.
     async fn watch(&self, session: &mut Session, ctx: &mut RequestCtx, resource_version: &str) {
-        let query = protocol::watch_query(self.query, resource_version, ctx.watch_timeout);
+        let query = protocol::watch_query(self.query, resource_version, ctx.bounds.watch_timeout);
         let target = format!("{}?{query}", self.path);
         let within = self.connect_timeout + self.request_timeout;
         let opened = self
@@ -268,10 +268,10 @@ impl Stream<'_> {
                 }
                 Next::Tick => {
                     let now = std::time::Instant::now();
-                    if ctx.deadline.is_some_and(|d| now >= d) {
+                    if ctx.bounds.deadline.is_some_and(|d| now >= d) {
                         return;
                     }
-                    if let Some(watch) = &ctx.watch {
+                    if let Some(watch) = &ctx.bounds.watch {
                         if self.watches.drain_ends(watch, now) {
                             self.watches.ended_by_drain();
                             return;

@@ -86,7 +86,7 @@ impl ApiaggProxy {
         let headers = {
             let forwarding = self.forwarding(session, ctx, upstream);
             let authority = &upstream.endpoints[index].authority_header;
-            let audit_id = super::audit::id_header(ctx);
+            let audit_id = ctx.audit.id_header();
             forward::fetch_headers(session.req_header(), &forwarding, authority, audit_id)?
         };
         let connect = self.gateway.options.connect_timeout;
@@ -120,7 +120,7 @@ impl ApiaggProxy {
             return Ok(None);
         }
         metrics.watch_list_stream(&upstream.label, "emulated");
-        ctx.kind = RouteKind::Proxy;
+        ctx.outcome.kind = RouteKind::Proxy;
         let stream = emulate::Stream {
             client,
             headers,
