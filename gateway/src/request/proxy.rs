@@ -50,6 +50,42 @@ impl Attempts {
         self.upstream.as_ref()?.endpoints.get(self.endpoint)
     }
 
+    /// Picks the endpoint of the next attempt: the same one again when its pooled connection
+    /// was stale, else a healthy one not tried yet, with room in its bound `cap` when the
+    /// backend is bounded (the place is taken).
+    fn pick(&mut self, cap: Option<usize>) -> Result<&UpstreamEndpoint> {
+        let Some(upstream) = &self.upstream else {
+            return Error::e_explain(ErrorType::InternalError, "no upstream selected");
+        };
+        let picked = if std::mem::take(&mut self.retry_same) {
+            Some(self.endpoint)
+        } else {
+            self.endpoint_slot = None;
+            upstream.pick_untried(self.tried, cap)
+        };
+        let Some(index) = picked else {
+            return Error::e_explain(ErrorType::ConnectNoRoute, "upstream has no endpoints");
+        };
+        if let (Some(cap), None) = (cap, &self.endpoint_slot) {
+            match upstream.endpoints[index].health.slots.try_take(cap) {
+                Some(slot) => self.endpoint_slot = Some(slot),
+                None => return Error::e_explain(ErrorType::ConnectNoRoute, ENDPOINTS_FULL),
+            }
+        }
+        self.endpoint = index;
+        if index < 64 {
+            self.tried |= 1 << index;
+        }
+        Ok(&upstream.endpoints[index])
+    }
+
+    /// Whether a healthy endpoint is left that no attempt tried.
+    fn has_untried(&self) -> bool {
+        self.upstream
+            .as_ref()
+            .is_some_and(|u| u.has_untried(self.tried))
+    }
+
     /// The idle HTTP/1.1 connections of the current endpoint, for the request's identity.
     fn idle_pool(&self) -> Option<&IdleConnections> {
         let endpoint = self.current()?;
@@ -279,35 +315,14 @@ impl ApiaggProxy {
     /// Picks a healthy endpoint of the chosen upstream (again on each retry), and the peer to
     /// reach it with, bounded by the request's deadline.
     fn upstream_peer(&self, ctx: &mut RequestCtx) -> Result<Box<HttpPeer>> {
-        let Some(upstream) = &ctx.attempts.upstream else {
-            return Error::e_explain(ErrorType::InternalError, "no upstream selected");
-        };
         let cap = ctx
             .bounds
             .backend_slot
             .is_some()
             .then_some(self.gateway.options.max_requests_per_endpoint);
-        let picked = if std::mem::take(&mut ctx.attempts.retry_same) {
-            Some(ctx.attempts.endpoint)
-        } else {
-            ctx.attempts.endpoint_slot = None;
-            upstream.pick_untried(ctx.attempts.tried, cap)
-        };
-        let Some(index) = picked else {
-            return Error::e_explain(ErrorType::ConnectNoRoute, "upstream has no endpoints");
-        };
-        if let (Some(cap), None) = (cap, &ctx.attempts.endpoint_slot) {
-            match upstream.endpoints[index].health.slots.try_take(cap) {
-                Some(slot) => ctx.attempts.endpoint_slot = Some(slot),
-                None => return Error::e_explain(ErrorType::ConnectNoRoute, ENDPOINTS_FULL),
-            }
-        }
-        ctx.attempts.endpoint = index;
-        if index < 64 {
-            ctx.attempts.tried |= 1 << index;
-        }
-        let endpoint = &upstream.endpoints[index];
-        let mut peer = Box::new(if ctx.attempts.own_connection {
+        let own_connection = ctx.attempts.own_connection;
+        let endpoint = ctx.attempts.pick(cap)?;
+        let mut peer = Box::new(if own_connection {
             endpoint.own_peer.clone()
         } else {
             endpoint.peer.clone()
@@ -330,7 +345,7 @@ impl ApiaggProxy {
             e.set_retry(false);
         } else if let Some(upstream) = &ctx.attempts.upstream {
             errors::eject(&self.gateway.health, upstream, ctx.attempts.endpoint, &e);
-            e.set_retry(upstream.has_untried(ctx.attempts.tried));
+            e.set_retry(ctx.attempts.has_untried());
         }
         e
     }
@@ -364,12 +379,7 @@ impl ApiaggProxy {
             e.retry.decide_reuse(reused);
             // Another endpoint if there is one (this one may be going away), else a fresh
             // connection to the same.
-            ctx.attempts.retry_same = e.retry()
-                && !ctx
-                    .attempts
-                    .upstream
-                    .as_ref()
-                    .is_some_and(|u| u.has_untried(ctx.attempts.tried));
+            ctx.attempts.retry_same = e.retry() && !ctx.attempts.has_untried();
         }
         e
     }
@@ -388,14 +398,9 @@ async fn first_head(
     ctx: &RequestCtx,
     backend: &mut BackendSession,
 ) -> Result<()> {
-    let upstream = ctx
-        .attempts
-        .upstream
-        .as_deref()
-        .filter(|_| movable(session));
-    let endpoint = upstream.and_then(|u| Some((u, u.endpoints.get(ctx.attempts.endpoint)?)));
+    let endpoint = ctx.attempts.current().filter(|_| movable(session));
     let mut read = std::pin::pin!(backend.read_response_header());
-    if let Some((upstream, endpoint)) = endpoint {
+    if let Some(endpoint) = endpoint {
         // Registered before the health is read: an ejection in between is not missed.
         let ejected = endpoint.health.ejected();
         if endpoint.health.is_healthy() {
@@ -403,7 +408,7 @@ async fn first_head(
                 biased;
                 read = &mut read => return read.map_err(|e| e.into_up()),
                 () = ejected => {
-                    if upstream.has_untried(ctx.attempts.tried) {
+                    if ctx.attempts.has_untried() {
                         let mut e = Error::explain(
                             ENDPOINT_EJECTED,
                             "the endpoint was ejected while the request waited for its answer",
