@@ -25,7 +25,8 @@
 # h2-client: at most 8 KiB of apiagg RSS per watch, every sampled one live.
 #
 # N: 10,000 when this script can raise its open-file limit to 40,000 (the client, apiagg and the
-# backend each hold up to N or 2N sockets); otherwise 5,000, and the script says so. N=… overrides.
+# backend each hold up to N or 2N sockets); otherwise 5,000, and the script says so. N=… overrides
+# (h2-client needs only N/STREAMS_PER_CONN client sockets, so any N fits there).
 # WATCH_QUERY: the watches' query instead of `watch=true`, e.g. a streaming list
 # (`watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true`:
 # against the sample backend, which ignores it, apiagg emulates each one).
@@ -59,7 +60,8 @@ if [[ -z "${N:-}" ]]; then
         N=5000
         log "the open-file limit stops at $hard (< 40,000; raising it needs CAP_SYS_RESOURCE): N=5000."
         log "  (an HTTP/1.1 backend costs apiagg 2 descriptors per watch; over HTTP/2 about 1,"
-        log "   so N=$(( (hard - 200) ))-ish fits the tls-h2 case: N=10000 CASES=tls-h2 $0)"
+        log "   so N=$(( (hard - 200) ))-ish fits the tls-h2 case: N=10000 CASES=tls-h2 $0;"
+        log "   h2-client holds N/$STREAMS_PER_CONN client connections: N=10000 CASES=h2-client $0)"
     fi
 fi
 log "N=$N watches per case, open-file limit $(ulimit -n)"

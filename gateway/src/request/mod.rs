@@ -11,6 +11,7 @@ mod answers;
 mod apiservice_api;
 mod audit;
 mod authorize;
+mod backend;
 mod bounds;
 mod classify;
 mod deadline;

@@ -11,17 +11,17 @@
 //!   before it answered (it went silent).
 //! - Bodies stream both ways with back-pressure: each piece is written before the next is read.
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use pingora_core::protocols::http::client::HttpSession as BackendSession;
-use pingora_core::protocols::http::v1::client::HttpSession as Http1Session;
 use pingora_core::upstreams::peer::HttpPeer;
 use pingora_error::{Error, ErrorType, Result};
 use pingora_http::RequestHeader;
 
+use super::backend::Backend;
 use super::{deadline, errors, forward, framing, ApiaggProxy, RequestCtx, Session};
-use std::sync::Arc;
-
-use crate::backends::{IdleConnections, Slot, Upstream, UpstreamEndpoint};
+use crate::backends::{H1Client, IdleConnections, Slot, Upstream, UpstreamEndpoint};
 use apiagg_audit::AUDIT_ID_WIRE;
 
 /// Why no endpoint was picked when every healthy one holds its bound of requests.
@@ -128,8 +128,7 @@ impl ApiaggProxy {
             };
             // A pooled connection keeps the timeouts of its first request: each read and write
             // is bounded by this request's deadline.
-            backend.set_read_timeout(peer.options.read_timeout);
-            backend.set_write_timeout(peer.options.write_timeout);
+            backend.set_timeouts(peer.options.read_timeout, peer.options.write_timeout);
             let replay = (retries > 0).then(|| session.get_retry_buffer()).flatten();
             match self
                 .exchange(session, ctx, &mut backend, has_body, replay)
@@ -158,55 +157,53 @@ impl ApiaggProxy {
 
     /// A connection to the picked endpoint: a multiplexed HTTP/2 one with a free stream, an
     /// idle HTTP/1.1 one from the endpoint's pool, or a new one (`true`: reused).
-    async fn connect(&self, ctx: &RequestCtx, peer: &HttpPeer) -> Result<(BackendSession, bool)> {
+    async fn connect(&self, ctx: &RequestCtx, peer: &HttpPeer) -> Result<(Backend, bool)> {
         let Some(pool) = ctx.attempts.idle_pool() else {
             return Error::e_explain(ErrorType::InternalError, "no upstream selected");
         };
         let h2 = peer.options.alpn.get_max_http_version() == 2;
         if h2 {
             if let Some(stream) = self.connector.reused_http_session(peer).await? {
-                return Ok((BackendSession::H2(stream), true));
+                return Ok((Backend::H2(stream), true));
             }
         }
         if let Some(stream) = pool.take() {
-            let h1 = Http1Session::new_with_options(stream, peer);
-            return Ok((BackendSession::H1(h1), true));
+            return Ok((Backend::H1(H1Client::new(stream)), true));
         }
         // Boxed: connecting (TCP, TLS, the HTTP/2 handshake) is the rare, large branch.
         let connected = Box::pin(async {
             if h2 {
-                self.connector.new_http_session::<_, ()>(peer).await
-            } else {
-                let stream = self.connector.transport().new_stream(peer).await?;
-                Ok(BackendSession::H1(Http1Session::new_with_options(
-                    stream, peer,
-                )))
+                match self.connector.new_http_session::<_, ()>(peer).await? {
+                    BackendSession::H2(stream) => return Ok(Backend::H2(stream)),
+                    BackendSession::H1(h1) => {
+                        // ALPN settled on HTTP/1.1: the connection is apiagg's to speak.
+                        return Ok(Backend::H1(H1Client::new(h1.into_inner())));
+                    }
+                    BackendSession::Custom(_) => {
+                        return Error::e_explain(ErrorType::InternalError, "custom session")
+                    }
+                }
             }
+            let stream = self.connector.transport().new_stream(peer).await?;
+            Ok(Backend::H1(H1Client::new(stream)))
         });
         Ok((connected.await?, false))
     }
 
     /// Gives back a connection whose exchange completed: an HTTP/1.1 one to its endpoint's pool
-    /// (unless the backend asked to close it), an HTTP/2 stream to its connection.
-    fn release(&self, ctx: &RequestCtx, backend: BackendSession, peer: &HttpPeer) {
+    /// (when both sides keep it and its answer was read to its end), an HTTP/2 stream to its
+    /// connection.
+    fn release(&self, ctx: &RequestCtx, backend: Backend, peer: &HttpPeer) {
         match backend {
-            BackendSession::H1(mut h1) => {
-                // Reusable when the backend did not ask to close and its answer was read to
-                // its end (a connection dropped here is closed).
-                h1.respect_keepalive();
-                if let (true, true, Some(pool)) = (
-                    h1.will_keepalive(),
-                    h1.is_body_done(),
-                    ctx.attempts.idle_pool(),
-                ) {
+            Backend::H1(h1) => {
+                if let (true, Some(pool)) = (h1.reusable(), ctx.attempts.idle_pool()) {
                     pool.put(h1.into_inner());
                 }
             }
-            BackendSession::H2(h2) => {
+            Backend::H2(h2) => {
                 let idle = peer.options.idle_timeout;
                 self.connector.release_http_session(h2, peer, idle);
             }
-            BackendSession::Custom(_) => {}
         }
     }
 
@@ -216,24 +213,18 @@ impl ApiaggProxy {
         &self,
         session: &mut Session,
         ctx: &mut RequestCtx,
-        backend: &mut BackendSession,
+        backend: &mut Backend,
         has_body: bool,
         replay: Option<Bytes>,
     ) -> Result<bool> {
         // The connection is up: the backend's span starts (its context goes upstream).
         ctx.trace_backend(None);
-        let head = self.backend_request(session, ctx, backend.as_http2().is_some(), has_body)?;
-        backend
-            .write_request_header(head)
-            .await
-            .map_err(|e| e.into_up())?;
+        let head = self.backend_request(session, ctx, backend.is_h2(), has_body)?;
+        backend.write_request_header(head).await?;
         if has_body {
             self.send_body(session, ctx, backend, replay).await?;
         }
-        backend
-            .finish_request_body()
-            .await
-            .map_err(|e| e.into_up())?;
+        backend.finish_request_body().await?;
         first_head(session, ctx, backend).await?;
         self.relay_answer(session, ctx, backend).await
     }
@@ -280,14 +271,11 @@ impl ApiaggProxy {
         &self,
         session: &mut Session,
         ctx: &mut RequestCtx,
-        backend: &mut BackendSession,
+        backend: &mut Backend,
         replay: Option<Bytes>,
     ) -> Result<()> {
         if let Some(replayed) = replay.filter(|b| !b.is_empty()) {
-            backend
-                .write_request_body(replayed, false)
-                .await
-                .map_err(|e| e.into_up())?;
+            backend.write_request_body(replayed).await?;
         } else if framing::expects_continue(session.req_header()) && !session.is_http2() {
             // The `Expect` header stays here: apiagg asks for the body itself.
             session
@@ -304,10 +292,7 @@ impl ApiaggProxy {
                 continue;
             }
             ctx.audit.request_body(&piece);
-            backend
-                .write_request_body(piece, false)
-                .await
-                .map_err(|e| e.into_up())?;
+            backend.write_request_body(piece).await?;
         }
         Ok(())
     }
@@ -393,11 +378,7 @@ fn movable(session: &Session) -> bool {
 /// Waits for the backend's first response head. A request that may be sent again stops waiting
 /// when its endpoint is ejected meanwhile (it went silent: its probes time out, kubernetes#141318)
 /// while another endpoint is healthy, and fails with [`ENDPOINT_EJECTED`] to be retried there.
-async fn first_head(
-    session: &Session,
-    ctx: &RequestCtx,
-    backend: &mut BackendSession,
-) -> Result<()> {
+async fn first_head(session: &Session, ctx: &RequestCtx, backend: &mut Backend) -> Result<()> {
     let endpoint = ctx.attempts.current().filter(|_| movable(session));
     let mut read = std::pin::pin!(backend.read_response_header());
     if let Some(endpoint) = endpoint {
@@ -406,7 +387,7 @@ async fn first_head(
         if endpoint.health.is_healthy() {
             tokio::select! {
                 biased;
-                read = &mut read => return read.map_err(|e| e.into_up()),
+                read = &mut read => return read,
                 () = ejected => {
                     if ctx.attempts.has_untried() {
                         let mut e = Error::explain(
@@ -420,5 +401,5 @@ async fn first_head(
             }
         }
     }
-    read.await.map_err(|e| e.into_up())
+    read.await
 }

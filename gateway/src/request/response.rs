@@ -4,10 +4,10 @@
 use std::time::Instant;
 
 use bytes::Bytes;
-use pingora_core::protocols::http::client::HttpSession as BackendSession;
 use pingora_error::{Error, ErrorSource, ErrorType, Result};
 use pingora_http::ResponseHeader;
 
+use super::backend::Backend;
 use super::{deadline, errors, ApiaggProxy, RequestCtx, Session};
 use super::{framing, reply};
 use apiagg_audit::AUDIT_ID_WIRE;
@@ -22,17 +22,19 @@ impl ApiaggProxy {
         &self,
         session: &mut Session,
         ctx: &mut RequestCtx,
-        backend: &mut BackendSession,
+        backend: &mut Backend,
     ) -> Result<bool> {
         let mut head = loop {
-            let Some(head) = backend.response_header() else {
-                return Error::e_explain(ErrorType::InvalidHTTPHeader, "no response head")
-                    .map_err(|e| e.into_up());
+            let Some(status) = backend.response_header().map(|h| h.status) else {
+                return no_head();
             };
-            if !head.status.is_informational() {
-                break framing::relayed_head(head);
+            if !status.is_informational() {
+                match backend.relayed_head() {
+                    Some(head) => break head,
+                    None => return no_head(),
+                }
             }
-            if head.status == http::StatusCode::SWITCHING_PROTOCOLS {
+            if status == http::StatusCode::SWITCHING_PROTOCOLS {
                 // Upgrades are tunnelled (upgrade.rs): a 101 here is a backend that broke HTTP.
                 return Error::e_explain(
                     ErrorType::InvalidHTTPHeader,
@@ -40,17 +42,14 @@ impl ApiaggProxy {
                 )
                 .map_err(|e| e.into_up());
             }
-            if !session.is_http2() {
-                let informational = Box::new(head.clone());
+            if let (false, Some(informational)) = (session.is_http2(), backend.response_header()) {
+                let informational = Box::new(informational.clone());
                 session
                     .write_response_header(informational)
                     .await
                     .map_err(|e| e.into_down())?;
             }
-            backend
-                .read_response_header()
-                .await
-                .map_err(|e| e.into_up())?;
+            backend.read_response_header().await?;
         };
         framing::strip_response_hop_by_hop(&mut head);
         self.filter_head(&mut head, ctx)?;
@@ -86,7 +85,7 @@ impl ApiaggProxy {
                     let until = deadline.map(tokio::time::Instant::from_std);
                     tokio::select! {
                         biased;
-                        piece = backend.read_response_body() => piece.map_err(|e| e.into_up())?,
+                        piece = backend.read_response_body() => piece?,
                         () = watches.turn(watch) => {
                             // The process is terminating: this watch's turn in the drain came
                             // (the client re-watches, at another replica).
@@ -101,10 +100,7 @@ impl ApiaggProxy {
                         }
                     }
                 }
-                (None, _) => backend
-                    .read_response_body()
-                    .await
-                    .map_err(|e| e.into_up())?,
+                (None, _) => backend.read_response_body().await?,
             };
             let Some(piece) = piece else { break };
             self.filter_body(&piece, ctx)?;
@@ -116,8 +112,8 @@ impl ApiaggProxy {
                 .await
                 .map_err(|e| e.into_down())?;
         }
-        if let (true, BackendSession::H2(h2)) = (session.is_http2(), &mut *backend) {
-            if let Some(trailers) = h2.read_trailers().await.map_err(|e| e.into_up())? {
+        if session.is_http2() {
+            if let Some(trailers) = backend.read_trailers().await? {
                 session
                     .write_response_trailers(trailers)
                     .await
@@ -269,4 +265,9 @@ async fn sleep_until(until: Option<tokio::time::Instant>) {
         Some(until) => tokio::time::sleep_until(until).await,
         None => std::future::pending().await,
     }
+}
+
+/// A backend exchange that ended without a response head.
+fn no_head<T>() -> Result<T> {
+    Error::e_explain(ErrorType::InvalidHTTPHeader, "no response head").map_err(|e| e.into_up())
 }
