@@ -85,6 +85,9 @@ pub struct UpstreamEndpoint {
     /// pingora's, multiplexed).
     pub idle: IdleConnections,
     pub own_idle: IdleConnections,
+    /// Held while a new HTTP/2 connection to the endpoint is made: requests arriving together
+    /// share it instead of each opening one.
+    pub connecting: tokio::sync::Mutex<()>,
 }
 
 /// Where the requests of one APIService (or the delegate) go.
@@ -268,6 +271,7 @@ fn build_endpoint<'a>(
     Ok(UpstreamEndpoint {
         idle: IdleConnections::new(IDLE_PER_ENDPOINT, idle_timeout),
         own_idle: IdleConnections::new(IDLE_PER_ENDPOINT, idle_timeout),
+        connecting: tokio::sync::Mutex::new(()),
         health: book.endpoint(health_key),
         health_key,
         peer,

@@ -12,6 +12,7 @@
 //! - Bodies stream both ways with back-pressure: each piece is written before the next is read.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use pingora_core::protocols::http::client::HttpSession as BackendSession;
@@ -86,6 +87,16 @@ impl Attempts {
             .is_some_and(|u| u.has_untried(self.tried))
     }
 
+    /// The peer template of the current endpoint, for the request's identity.
+    fn peer(&self) -> Option<&HttpPeer> {
+        let endpoint = self.current()?;
+        Some(if self.own_connection {
+            &endpoint.own_peer
+        } else {
+            &endpoint.peer
+        })
+    }
+
     /// The idle HTTP/1.1 connections of the current endpoint, for the request's identity.
     fn idle_pool(&self) -> Option<&IdleConnections> {
         let endpoint = self.current()?;
@@ -129,13 +140,16 @@ impl ApiaggProxy {
             // A pooled connection keeps the timeouts of its first request: each read and write
             // is bounded by this request's deadline.
             backend.set_timeouts(peer.options.read_timeout, peer.options.write_timeout);
+            // The peer is not held while the answer streams (a watch holds it for its life).
+            let idle = peer.options.idle_timeout;
+            drop(peer);
             let replay = (retries > 0).then(|| session.get_retry_buffer()).flatten();
             match self
                 .exchange(session, ctx, &mut backend, has_body, replay)
                 .await
             {
                 Ok(true) => {
-                    self.release(ctx, backend, &peer);
+                    self.release(ctx, backend, idle);
                     return Ok(());
                 }
                 Ok(false) => {
@@ -144,7 +158,7 @@ impl ApiaggProxy {
                 }
                 Err(e) => {
                     backend.shutdown().await;
-                    let e = self.error_while_proxy(&peer, session, e, ctx, reused);
+                    let e = self.error_while_proxy(session, e, ctx, reused);
                     if e.retry() && retries < RETRIES && session.response_written().is_none() {
                         retries += 1;
                         continue;
@@ -173,11 +187,21 @@ impl ApiaggProxy {
         // Boxed: connecting (TCP, TLS, the HTTP/2 handshake) is the rare, large branch.
         let connected = Box::pin(async {
             if h2 {
+                // One new HTTP/2 connection at a time per endpoint: requests arriving together
+                // (a burst of watches) wait for it and share its streams.
+                let endpoint = ctx.attempts.current();
+                let _connecting = match endpoint {
+                    Some(endpoint) => Some(endpoint.connecting.lock().await),
+                    None => None,
+                };
+                if let Some(stream) = self.connector.reused_http_session(peer).await? {
+                    return Ok((Backend::H2(stream), true));
+                }
                 match self.connector.new_http_session::<_, ()>(peer).await? {
-                    BackendSession::H2(stream) => return Ok(Backend::H2(stream)),
+                    BackendSession::H2(stream) => return Ok((Backend::H2(stream), false)),
                     BackendSession::H1(h1) => {
                         // ALPN settled on HTTP/1.1: the connection is apiagg's to speak.
-                        return Ok(Backend::H1(H1Client::new(h1.into_inner())));
+                        return Ok((Backend::H1(H1Client::new(h1.into_inner())), false));
                     }
                     BackendSession::Custom(_) => {
                         return Error::e_explain(ErrorType::InternalError, "custom session")
@@ -185,15 +209,15 @@ impl ApiaggProxy {
                 }
             }
             let stream = self.connector.transport().new_stream(peer).await?;
-            Ok(Backend::H1(H1Client::new(stream)))
+            Ok((Backend::H1(H1Client::new(stream)), false))
         });
-        Ok((connected.await?, false))
+        connected.await
     }
 
     /// Gives back a connection whose exchange completed: an HTTP/1.1 one to its endpoint's pool
     /// (when both sides keep it and its answer was read to its end), an HTTP/2 stream to its
     /// connection.
-    fn release(&self, ctx: &RequestCtx, backend: Backend, peer: &HttpPeer) {
+    fn release(&self, ctx: &RequestCtx, backend: Backend, idle: Option<Duration>) {
         match backend {
             Backend::H1(h1) => {
                 if let (true, Some(pool)) = (h1.reusable(), ctx.attempts.idle_pool()) {
@@ -201,8 +225,11 @@ impl ApiaggProxy {
                 }
             }
             Backend::H2(h2) => {
-                let idle = peer.options.idle_timeout;
-                self.connector.release_http_session(h2, peer, idle);
+                // The endpoint's peer has the reuse key of the request's (timeouts are not in
+                // it).
+                if let Some(peer) = ctx.attempts.peer() {
+                    self.connector.release_http_session(h2, peer, idle);
+                }
             }
         }
     }
@@ -340,7 +367,6 @@ impl ApiaggProxy {
     /// backend (a stale pooled connection).
     fn error_while_proxy(
         &self,
-        peer: &HttpPeer,
         session: &Session,
         e: Box<Error>,
         ctx: &mut RequestCtx,
@@ -352,7 +378,11 @@ impl ApiaggProxy {
         {
             errors::eject(&self.gateway.health, upstream, ctx.attempts.endpoint, &e);
         }
-        let mut e = e.more_context(format!("Peer: {peer}"));
+        let url = ctx
+            .attempts
+            .current()
+            .map_or("", |endpoint| endpoint.url.as_str());
+        let mut e = e.more_context(format!("Endpoint: {url}"));
         if !movable(session) || e.esource() != &pingora_error::ErrorSource::Upstream {
             e.set_retry(false);
         } else if e.etype() == &ENDPOINT_EJECTED {
