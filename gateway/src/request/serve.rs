@@ -17,12 +17,16 @@ use async_trait::async_trait;
 use pingora_core::apps::{
     HttpPersistentSettings, HttpServerApp, HttpServerOptions, ReusedHttpStream,
 };
+use pingora_core::protocols::http::v2::server::{default_h2_options, H2Options};
 use pingora_core::server::ShutdownWatch;
 use pingora_error::ErrorType;
 
 use super::reply;
 use super::{ApiaggProxy, Deadlined, RequestCtx, Session, Step};
 use apiagg_observe::RouteKind;
+
+/// Streams an HTTP/2 client may open at once on one connection (kube-apiserver's 250).
+const MAX_STREAMS_PER_CONNECTION: u32 = 250;
 
 #[async_trait]
 impl HttpServerApp for ApiaggProxy {
@@ -114,6 +118,15 @@ impl HttpServerApp for ApiaggProxy {
 
     fn server_options(&self) -> Option<&HttpServerOptions> {
         Some(&self.server_options)
+    }
+
+    /// HTTP/2 as kube-apiserver serves it: 250 streams per connection (Go's default, which
+    /// `--http2-max-streams-per-connection` keeps), so a client-go process holds its watches on
+    /// as few connections there as here.
+    fn h2_options(&self) -> Option<H2Options> {
+        let mut options = default_h2_options();
+        options.max_concurrent_streams(MAX_STREAMS_PER_CONNECTION);
+        Some(options)
     }
 
     /// The server stopped listening: connections waiting for another request close.

@@ -130,3 +130,44 @@ async fn watches_share_http2_connections_and_all_receive_events() {
         assert!(seen.contains("ADDED"), "watch {i}: {seen}");
     }
 }
+
+/// Watches as client-go holds them: HTTP/2 streams on one TLS connection to apiagg, which
+/// allows 250 of them (kube-apiserver's limit); a burst of 100 opened at once shares one new
+/// connection to the h2 backend instead of opening one each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_watch_streams_shares_one_backend_connection() {
+    use apiagg_tests::wire::{h2_connect, tls_apiagg};
+    let h2 = h2_sample();
+    let config = format!(
+        "services:\n{}apiServices:\n{}",
+        service("h2", &h2.url),
+        apiservice(G, V, "h2", &format!(", caBundle: {}", h2.ca_bundle())),
+    );
+    let (gw, ca) = tls_apiagg(&config).await;
+    let client = h2_connect(gw.port, &ca).await;
+    let path = format!("https://127.0.0.1/apis/{G}/{V}/flunders?watch=true&timeoutSeconds=60");
+    let before = connections_to(h2.port);
+    let mut opened = Vec::new();
+    for _ in 0..100 {
+        let request = http::Request::get(&path).body(()).expect("request");
+        let mut send = client.clone().ready().await.expect("stream");
+        let (response, _) = send.send_request(request, true).expect("send");
+        opened.push(response);
+    }
+    let mut watches = Vec::new();
+    for response in opened {
+        let response = response.await.expect("watch head");
+        assert_eq!(response.status(), 200);
+        watches.push(response.into_body());
+    }
+    assert_eq!(
+        client.current_max_send_streams(),
+        250,
+        "apiagg allows kube-apiserver's 250 streams per connection"
+    );
+    let new_connections = connections_to(h2.port).saturating_sub(before);
+    assert!(
+        new_connections <= 2,
+        "{new_connections} new backend connections for a burst of 100 watches"
+    );
+}
