@@ -143,11 +143,13 @@ fn head_with(
     parts.method = request.method.clone();
     parts.uri = request.uri.clone();
     parts.version = request.version;
-    parts.headers = request.headers.clone();
-    if strip {
-        super::framing::strip_hop_by_hop(&mut parts.headers);
-    }
-    apply_to_headers(&mut parts.headers, parts.uri.path(), forwarding, authority)?;
+    parts.headers = policy_headers(
+        &request.headers,
+        request.uri.path(),
+        forwarding,
+        authority,
+        strip,
+    )?;
     let mut head = Box::new(RequestHeader::from(parts));
     // A target that does not round-trip through the URI (absolute form) is kept verbatim.
     let uri_target = request.uri.path_and_query().map(|p| p.as_str().as_bytes());
@@ -157,43 +159,62 @@ fn head_with(
     Ok(head)
 }
 
-/// The policy on a header map, for a request whose path is `path`.
-fn apply_to_headers(
-    headers: &mut HeaderMap,
+/// The policy applied to the client's headers `source`, for a request whose path is `path`,
+/// in one pass into a map sized for what is added: with `strip`, without the hop-by-hop
+/// headers and those `Connection` names (so nothing apiagg adds can be named away).
+fn policy_headers(
+    source: &HeaderMap,
     path: &str,
     forwarding: &Forwarding,
     authority: &HeaderValue,
-) -> Result<()> {
-    let hidden: Vec<HeaderName> = headers
-        .keys()
-        .filter(|name| is_hidden(name, forwarding))
-        .cloned()
-        .collect();
-    for name in hidden {
-        headers.remove(&name);
-    }
-    let stamped = match &forwarding.identity {
-        Identity::Remote(user) => user.remote_headers().as_slice(),
-        Identity::Impersonate { user, token } => {
-            if let Some(token) = token {
-                headers.insert(http::header::AUTHORIZATION, (**token).clone());
-            }
-            user.impersonation_headers().as_slice()
-        }
-        Identity::CallerCredentials => &[],
+    strip: bool,
+) -> Result<HeaderMap> {
+    let named = if strip {
+        super::framing::connection_named(source)
+    } else {
+        Vec::new()
     };
-    headers.reserve(stamped.len() + 5);
+    let dropped = |name: &HeaderName| {
+        (strip && super::framing::is_hop_by_hop(name))
+            || named.contains(name)
+            || is_hidden(name, forwarding)
+    };
+    let (stamped, token) = match &forwarding.identity {
+        Identity::Remote(user) => (user.remote_headers().as_slice(), None),
+        Identity::Impersonate { user, token } => {
+            (user.impersonation_headers().as_slice(), token.as_deref())
+        }
+        Identity::CallerCredentials => (&[][..], None),
+    };
+    // Headers apiagg sets itself replace the client's.
+    let replaced = |name: &HeaderName| {
+        *name == http::header::HOST
+            || *name == X_FORWARDED_PROTO
+            || *name == X_FORWARDED_HOST
+            || *name == X_FORWARDED_URI
+            || (forwarding.client_ip.is_some() && *name == X_FORWARDED_FOR)
+            || (token.is_some() && *name == http::header::AUTHORIZATION)
+    };
+    let mut headers = HeaderMap::with_capacity(source.len() + stamped.len() + 6);
+    for (name, value) in source {
+        if !replaced(name) && !dropped(name) {
+            headers.append(name.clone(), value.clone());
+        }
+    }
+    if let Some(token) = token {
+        headers.insert(http::header::AUTHORIZATION, token.clone());
+    }
     for (name, value) in stamped {
         headers.append(name.clone(), value.clone());
     }
     headers.insert(http::header::HOST, authority.clone());
     if let Some(ip) = forwarding.client_ip {
-        let prior = headers
-            .get(&X_FORWARDED_FOR)
+        let prior = Some(&X_FORWARDED_FOR)
+            .filter(|name| !dropped(name))
+            .and_then(|name| source.get(name))
             .map(HeaderValue::as_bytes)
             .filter(|v| !v.is_empty());
-        let value = forwarded_for(prior, ip);
-        headers.insert(X_FORWARDED_FOR, value);
+        headers.insert(X_FORWARDED_FOR, forwarded_for(prior, ip));
     }
     let proto = HeaderValue::from_static(forwarding.proto);
     headers.insert(X_FORWARDED_PROTO, proto);
@@ -201,9 +222,9 @@ fn apply_to_headers(
     let uri = HeaderValue::from_str(path).or_err(InvalidHTTPHeader, "request path")?;
     headers.insert(X_FORWARDED_URI, uri);
     if !forwarding.trace.is_empty() {
-        super::trace::stamp(headers, forwarding.trace);
+        super::trace::stamp(&mut headers, forwarding.trace);
     }
-    Ok(())
+    Ok(headers)
 }
 
 /// `X-Forwarded-For` with the client's address appended to what the client sent.
@@ -249,8 +270,13 @@ pub fn upgrade_head(
     forwarding: &Forwarding,
     authority: &HeaderValue,
 ) -> Result<Vec<u8>> {
-    let mut headers = request.headers.clone();
-    apply_to_headers(&mut headers, request.uri.path(), forwarding, authority)?;
+    let headers = policy_headers(
+        &request.headers,
+        request.uri.path(),
+        forwarding,
+        authority,
+        false,
+    )?;
     let target = request.uri.path_and_query().map_or("/", |p| p.as_str());
     let mut head = format!("{} {target} HTTP/1.1\r\nHost: ", request.method).into_bytes();
     head.extend_from_slice(authority.as_bytes());
@@ -285,9 +311,8 @@ pub fn fetch_headers(
     authority: &HeaderValue,
     audit_id: Option<HeaderValue>,
 ) -> Result<HeaderMap> {
-    let mut headers = request.headers.clone();
-    super::framing::strip_hop_by_hop(&mut headers);
-    apply_to_headers(&mut headers, request.uri.path(), forwarding, authority)?;
+    let path = request.uri.path();
+    let mut headers = policy_headers(&request.headers, path, forwarding, authority, true)?;
     for name in &NOT_FETCHED {
         headers.remove(name);
     }

@@ -26,15 +26,6 @@ const HOP_BY_HOP: [HeaderName; 9] = [
 /// More headers of one hop nobody should send (`Proxy-Connection`, `HTTP2-Settings`).
 const ALSO_HOP_BY_HOP: [&str; 2] = ["proxy-connection", "http2-settings"];
 
-/// Removes the hop-by-hop headers of a request apiagg forwards, and every header its
-/// `Connection` names (before [`apply`], so nothing apiagg adds can be named away). One pass
-/// over the names; allocates only when there is something to remove.
-pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
-    for name in hop_by_hop(headers, true) {
-        headers.remove(name);
-    }
-}
-
 /// The same for a backend's answer, keeping `Transfer-Encoding`: what the client connection
 /// frames its body with (pingora drops it for HTTP/2 clients).
 pub fn strip_response_hop_by_hop(head: &mut ResponseHeader) {
@@ -43,20 +34,30 @@ pub fn strip_response_hop_by_hop(head: &mut ResponseHeader) {
     }
 }
 
-/// The hop-by-hop headers present, and those `Connection` names (`Transfer-Encoding` only
-/// when `framing` is the caller's to choose).
-fn hop_by_hop(headers: &HeaderMap, framing: bool) -> Vec<HeaderName> {
-    let mut gone: Vec<HeaderName> = Vec::new();
+/// Whether `name` is a header of one hop (whatever `Connection` says).
+pub fn is_hop_by_hop(name: &HeaderName) -> bool {
+    HOP_BY_HOP.contains(name) || ALSO_HOP_BY_HOP.contains(&name.as_str())
+}
+
+/// The headers `Connection` names (no allocation when it names none).
+pub fn connection_named(headers: &HeaderMap) -> Vec<HeaderName> {
+    let mut named: Vec<HeaderName> = Vec::new();
     for value in headers.get_all(http::header::CONNECTION) {
         for token in value.as_bytes().split(|&b| b == b',') {
             if let Ok(name) = HeaderName::from_bytes(token.trim_ascii()) {
-                gone.push(name);
+                named.push(name);
             }
         }
     }
+    named
+}
+
+/// The hop-by-hop headers present, and those `Connection` names (`Transfer-Encoding` only
+/// when `framing` is the caller's to choose).
+fn hop_by_hop(headers: &HeaderMap, framing: bool) -> Vec<HeaderName> {
+    let mut gone = connection_named(headers);
     for name in headers.keys() {
-        let hop = HOP_BY_HOP.contains(name) || ALSO_HOP_BY_HOP.contains(&name.as_str());
-        if hop && (framing || name != http::header::TRANSFER_ENCODING) {
+        if is_hop_by_hop(name) && (framing || name != http::header::TRANSFER_ENCODING) {
             gone.push(name.clone());
         }
     }
@@ -169,12 +170,14 @@ mod tests {
             req.append_header(name, value).expect("header");
         }
         assert!(expects_continue(&req));
-        let mut headers = req.headers.clone();
-        strip_hop_by_hop(&mut headers);
+        let named = connection_named(&req.headers);
+        let headers = req.headers.clone();
         let mut req = RequestHeader::build("PUT", b"/apis/a.io/v1/x", None).expect("req");
         for (name, value) in &headers {
-            req.append_header(name.clone(), value.clone())
-                .expect("header");
+            if !is_hop_by_hop(name) && !named.contains(name) {
+                req.append_header(name.clone(), value.clone())
+                    .expect("header");
+            }
         }
         assert_eq!(names(&req.headers), ["accept", "content-type"]);
         // Framed again for the backend: chunked for an HTTP/1.1 one, as the client sent it.

@@ -44,9 +44,11 @@ impl<S> H1Client<S> {
         // Values are slices of the head's bytes (no copy).
         let base = self.buf.as_ptr() as usize;
         let mut fields = Vec::with_capacity(response.headers.len());
+        let mut seen = Seen::default();
         for header in response.headers.iter() {
             let name = HeaderName::from_bytes(header.name.as_bytes())
                 .map_err(|e| Error::because(ErrorType::InvalidHTTPHeader, "header name", e))?;
+            seen.note(&name);
             let start = header.value.as_ptr() as usize - base;
             fields.push((name, start..start + header.value.len()));
         }
@@ -58,7 +60,7 @@ impl<S> H1Client<S> {
                 .map_err(|e| Error::because(ErrorType::InvalidHTTPHeader, "header value", e))?;
             map.append(name, value);
         }
-        self.frame(&mut map, version, status)?;
+        self.frame(&mut map, version, status, seen)?;
         let (mut parts, ()) = http::Response::new(()).into_parts();
         parts.status = status;
         parts.version = version;
@@ -73,10 +75,12 @@ impl<S> H1Client<S> {
         headers: &mut HeaderMap,
         version: Version,
         status: StatusCode,
+        seen: Seen,
     ) -> Result<()> {
-        self.keep_alive = match version {
-            Version::HTTP_11 => !connection_has(headers, b"close"),
-            _ => connection_has(headers, b"keep-alive"),
+        self.keep_alive = match (version, seen.connection) {
+            (Version::HTTP_11, false) => true,
+            (Version::HTTP_11, true) => !connection_has(headers, b"close"),
+            (_, connection) => connection && connection_has(headers, b"keep-alive"),
         };
         let code = status.as_u16();
         if status.is_informational() {
@@ -88,7 +92,11 @@ impl<S> H1Client<S> {
             self.body = Body::Done;
             return Ok(());
         }
-        if let Some(codings) = last_value(headers, &TRANSFER_ENCODING) {
+        let codings = seen
+            .transfer_encoding
+            .then(|| last_value(headers, &TRANSFER_ENCODING))
+            .flatten();
+        if let Some(codings) = codings {
             let chunked = tokens(codings)
                 .last()
                 .is_some_and(|t| t.eq_ignore_ascii_case(b"chunked"));
@@ -105,7 +113,12 @@ impl<S> H1Client<S> {
             }
             return Ok(());
         }
-        match content_length(headers)? {
+        let length = if seen.content_length {
+            content_length(headers)?
+        } else {
+            None
+        };
+        match length {
             Some(length) => {
                 if headers.get_all(CONTENT_LENGTH).iter().count() > 1 {
                     headers.insert(CONTENT_LENGTH, HeaderValue::from(length));
@@ -192,6 +205,27 @@ impl<S> H1Client<S> {
             Some(_) => too_long(what, limit),
             None if self.buf.len() > limit => too_long(what, limit),
             None => Ok(None),
+        }
+    }
+}
+
+/// Which framing headers a head has (noted while it is parsed, so the framing looks up only
+/// those present).
+#[derive(Default, Clone, Copy)]
+struct Seen {
+    connection: bool,
+    content_length: bool,
+    transfer_encoding: bool,
+}
+
+impl Seen {
+    fn note(&mut self, name: &HeaderName) {
+        if *name == http::header::CONNECTION {
+            self.connection = true;
+        } else if *name == CONTENT_LENGTH {
+            self.content_length = true;
+        } else if *name == TRANSFER_ENCODING {
+            self.transfer_encoding = true;
         }
     }
 }
