@@ -13,10 +13,7 @@ use serde_json::json;
 use super::reply::Reply;
 use super::{ApiaggProxy, RequestCtx};
 use crate::auth::User;
-use apiagg_flowcontrol::{
-    Admission, Decision, FlowControl, Rejection, Request, Seat, FLOW_SCHEMA_UID_HEADER,
-    PRIORITY_LEVEL_UID_HEADER,
-};
+use apiagg_flowcontrol::{Admission, Decision, FlowControl, Rejection, Request, Seat};
 use apiagg_observe::Running;
 
 impl ApiaggProxy {
@@ -120,15 +117,7 @@ impl FlowHold {
     }
 }
 
-/// The two classification headers of a decision, as pingora writes them upstream's way.
-pub fn headers(decision: &Decision) -> [(&'static str, &http::HeaderValue); 2] {
-    [
-        (FLOW_SCHEMA_UID_HEADER, decision.flow_schema_header()),
-        (PRIORITY_LEVEL_UID_HEADER, decision.priority_level_header()),
-    ]
-}
-
-/// The same headers for an answer apiagg writes itself.
+/// The two classification headers of a decision, for every answer (names parsed once).
 pub fn reply_headers(decision: &Decision) -> [(http::HeaderName, &http::HeaderValue); 2] {
     [
         (

@@ -44,7 +44,12 @@ pub fn connection_named(headers: &HeaderMap) -> Vec<HeaderName> {
     let mut named: Vec<HeaderName> = Vec::new();
     for value in headers.get_all(http::header::CONNECTION) {
         for token in value.as_bytes().split(|&b| b == b',') {
-            if let Ok(name) = HeaderName::from_bytes(token.trim_ascii()) {
+            let token = token.trim_ascii();
+            // The usual tokens name no header to drop (`keep-alive` is of one hop anyway).
+            if token.eq_ignore_ascii_case(b"keep-alive") || token.eq_ignore_ascii_case(b"close") {
+                continue;
+            }
+            if let Ok(name) = HeaderName::from_bytes(token) {
                 named.push(name);
             }
         }

@@ -23,7 +23,7 @@ use pingora_http::RequestHeader;
 use super::backend::Backend;
 use super::{deadline, errors, forward, framing, ApiaggProxy, RequestCtx, Session};
 use crate::backends::{H1Client, IdleConnections, Slot, Upstream, UpstreamEndpoint};
-use apiagg_audit::AUDIT_ID_WIRE;
+use apiagg_audit::AUDIT_ID_HEADER;
 
 /// Why no endpoint was picked when every healthy one holds its bound of requests.
 const ENDPOINTS_FULL: &str = "every endpoint has --max-requests-inflight-per-endpoint requests";
@@ -281,7 +281,7 @@ impl ApiaggProxy {
         if let Some(id) = ctx.audit.id_header() {
             // The same audit ID at the backend and the delegate (the caller's own was removed
             // or replaced: it is what apiagg audited).
-            request.insert_header(AUDIT_ID_WIRE, id)?;
+            request.insert_header(AUDIT_ID_HEADER, id)?;
         }
         if h2 {
             framing::h2_target(&mut request, endpoint.tls, &endpoint.authority_header)?;

@@ -10,7 +10,7 @@ use pingora_http::ResponseHeader;
 use super::backend::Backend;
 use super::{deadline, errors, ApiaggProxy, RequestCtx, Session};
 use super::{framing, reply};
-use apiagg_audit::AUDIT_ID_WIRE;
+use apiagg_audit::AUDIT_ID_HEADER;
 use apiagg_observe::RouteKind;
 
 impl ApiaggProxy {
@@ -131,13 +131,15 @@ impl ApiaggProxy {
         response: &mut ResponseHeader,
         ctx: &mut RequestCtx,
     ) -> Result<()> {
+        // Names parsed once for the process (a custom name given as text is parsed, and
+        // copied, at every insert).
         if let Some(decision) = ctx.flow.classified() {
-            for (name, value) in super::flow::headers(decision) {
+            for (name, value) in super::flow::reply_headers(decision) {
                 response.insert_header(name, value.clone())?;
             }
         }
         if let Some(id) = ctx.audit.id_header() {
-            response.insert_header(AUDIT_ID_WIRE, id)?;
+            response.insert_header(AUDIT_ID_HEADER, id)?;
         }
         if let Some(audit) = ctx.audit.ongoing() {
             audit.response_started(response.status.as_u16());
