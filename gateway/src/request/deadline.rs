@@ -50,27 +50,36 @@ pub fn limit(info: &RequestInfo<'_>, default: Duration) -> Result<Limit> {
     Ok(Limit::Request(asked.map_or(default, |t| t.min(default))))
 }
 
-/// Bounds a peer's connect by `connect` and, when the request has a deadline, its connect,
-/// reads and writes by the time left; `false` when the deadline already passed.
-pub fn bound(
-    options: &mut pingora_core::upstreams::peer::PeerOptions,
-    connect: Duration,
-    deadline: Option<Instant>,
-) -> bool {
-    options.connection_timeout = Some(connect);
-    options.total_connection_timeout = Some(connect);
+/// The time left to `deadline` (`None` without one); an error once it passed.
+pub fn left(deadline: Option<Instant>) -> pingora_error::Result<Option<Duration>> {
     let Some(deadline) = deadline else {
-        return true;
+        return Ok(None);
     };
     let left = deadline.saturating_duration_since(Instant::now());
     if left.is_zero() {
-        return false;
+        return pingora_error::Error::e_explain(
+            pingora_error::ErrorType::ReadTimedout,
+            "the request deadline passed",
+        );
     }
-    options.connection_timeout = Some(connect.min(left));
-    options.total_connection_timeout = Some(connect.min(left));
-    options.read_timeout = Some(left);
-    options.write_timeout = Some(left);
-    true
+    Ok(Some(left))
+}
+
+/// Bounds a peer's connect by `connect` and, when the request has time `left`, its connect,
+/// reads and writes by it.
+pub fn bound(
+    options: &mut pingora_core::upstreams::peer::PeerOptions,
+    connect: Duration,
+    left: Option<Duration>,
+) {
+    options.connection_timeout = Some(connect);
+    options.total_connection_timeout = Some(connect);
+    if let Some(left) = left {
+        options.connection_timeout = Some(connect.min(left));
+        options.total_connection_timeout = Some(connect.min(left));
+        options.read_timeout = Some(left);
+        options.write_timeout = Some(left);
+    }
 }
 
 /// The limit that ended a failed request: `Some` when `e` is a timeout and the deadline passed.

@@ -125,8 +125,8 @@ impl ApiaggProxy {
         }
         let mut retries = 0;
         loop {
-            let peer = self.upstream_peer(ctx)?;
-            let (mut backend, reused) = match self.connect(ctx, &peer).await {
+            let left = self.pick_endpoint(ctx)?;
+            let (mut backend, reused) = match self.connect(ctx, left).await {
                 Ok(connected) => connected,
                 Err(e) => {
                     let e = self.fail_to_connect(ctx, e);
@@ -139,17 +139,14 @@ impl ApiaggProxy {
             };
             // A pooled connection keeps the timeouts of its first request: each read and write
             // is bounded by this request's deadline.
-            backend.set_timeouts(peer.options.read_timeout, peer.options.write_timeout);
-            // The peer is not held while the answer streams (a watch holds it for its life).
-            let idle = peer.options.idle_timeout;
-            drop(peer);
+            backend.set_timeouts(left, left);
             let replay = (retries > 0).then(|| session.get_retry_buffer()).flatten();
             match self
                 .exchange(session, ctx, &mut backend, has_body, replay)
                 .await
             {
                 Ok(true) => {
-                    self.release(ctx, backend, idle);
+                    self.release(ctx, backend);
                     return Ok(());
                 }
                 Ok(false) => {
@@ -171,19 +168,29 @@ impl ApiaggProxy {
 
     /// A connection to the picked endpoint: a multiplexed HTTP/2 one with a free stream, an
     /// idle HTTP/1.1 one from the endpoint's pool, or a new one (`true`: reused).
-    async fn connect(&self, ctx: &RequestCtx, peer: &HttpPeer) -> Result<(Backend, bool)> {
-        let Some(pool) = ctx.attempts.idle_pool() else {
+    async fn connect(&self, ctx: &RequestCtx, left: Option<Duration>) -> Result<(Backend, bool)> {
+        let (Some(pool), Some(template)) = (ctx.attempts.idle_pool(), ctx.attempts.peer()) else {
             return Error::e_explain(ErrorType::InternalError, "no upstream selected");
         };
-        let h2 = peer.options.alpn.get_max_http_version() == 2;
+        let h2 = template.options.alpn.get_max_http_version() == 2;
         if h2 {
-            if let Some(stream) = self.connector.reused_http_session(peer).await? {
+            // The endpoint's template has the reuse key of the request's peer (timeouts are
+            // not in it).
+            if let Some(stream) = self.connector.reused_http_session(template).await? {
                 return Ok((Backend::H2(stream), true));
             }
         }
         if let Some(stream) = pool.take() {
             return Ok((Backend::H1(H1Client::new(stream)), true));
         }
+        // A new connection: the template bounded by the connect timeout and the deadline.
+        let mut peer = Box::new(template.clone());
+        deadline::bound(
+            &mut peer.options,
+            self.gateway.options.connect_timeout,
+            left,
+        );
+        let peer = &*peer;
         // Boxed: connecting (TCP, TLS, the HTTP/2 handshake) is the rare, large branch.
         let connected = Box::pin(async {
             if h2 {
@@ -217,7 +224,7 @@ impl ApiaggProxy {
     /// Gives back a connection whose exchange completed: an HTTP/1.1 one to its endpoint's pool
     /// (when both sides keep it and its answer was read to its end), an HTTP/2 stream to its
     /// connection.
-    fn release(&self, ctx: &RequestCtx, backend: Backend, idle: Option<Duration>) {
+    fn release(&self, ctx: &RequestCtx, backend: Backend) {
         match backend {
             Backend::H1(h1) => {
                 if let (true, Some(pool)) = (h1.reusable(), ctx.attempts.idle_pool()) {
@@ -225,9 +232,8 @@ impl ApiaggProxy {
                 }
             }
             Backend::H2(h2) => {
-                // The endpoint's peer has the reuse key of the request's (timeouts are not in
-                // it).
                 if let Some(peer) = ctx.attempts.peer() {
+                    let idle = peer.options.idle_timeout;
                     self.connector.release_http_session(h2, peer, idle);
                 }
             }
@@ -324,27 +330,18 @@ impl ApiaggProxy {
         Ok(())
     }
 
-    /// Picks a healthy endpoint of the chosen upstream (again on each retry), and the peer to
-    /// reach it with, bounded by the request's deadline.
-    fn upstream_peer(&self, ctx: &mut RequestCtx) -> Result<Box<HttpPeer>> {
+    /// Picks a healthy endpoint of the chosen upstream (again on each retry); returns the time
+    /// left to the request's deadline (`None`: it has none), an error when it passed.
+    fn pick_endpoint(&self, ctx: &mut RequestCtx) -> Result<Option<Duration>> {
         let cap = ctx
             .bounds
             .backend_slot
             .is_some()
             .then_some(self.gateway.options.max_requests_per_endpoint);
-        let own_connection = ctx.attempts.own_connection;
-        let endpoint = ctx.attempts.pick(cap)?;
-        let mut peer = Box::new(if own_connection {
-            endpoint.own_peer.clone()
-        } else {
-            endpoint.peer.clone()
-        });
-        let connect = self.gateway.options.connect_timeout;
-        if !deadline::bound(&mut peer.options, connect, ctx.bounds.deadline) {
-            return Error::e_explain(ErrorType::ReadTimedout, "the request deadline passed");
-        }
+        ctx.attempts.pick(cap)?;
+        let left = deadline::left(ctx.bounds.deadline)?;
         ctx.trace_connect();
-        Ok(peer)
+        Ok(left)
     }
 
     /// Connecting failed: eject the endpoint; retry on another healthy one (the request never
