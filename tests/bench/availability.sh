@@ -42,18 +42,9 @@ MODES="${MODES:-traffic idle}"
 target_dir="${CARGO_TARGET_DIR:-$repo/target}"
 
 command -v python3 >/dev/null 2>&1 || die "'python3' not found"
-[[ "${SKIP_BUILD:-0}" == 1 ]] || command -v cargo >/dev/null 2>&1 || die "'cargo' not found (or set SKIP_BUILD=1 with a release build in $target_dir)"
-
-if [[ "${SKIP_BUILD:-0}" != 1 ]]; then
-    log "building apiagg and sample-apiserver (release) in $target_dir"
-    (cd "$repo" && CARGO_TARGET_DIR="$target_dir" cargo build --release -p apiagg-gateway -p apiagg-tests --bins) \
-        || die "cargo build failed"
-fi
-for bin in apiagg sample-apiserver; do
-    [[ -x "$target_dir/release/$bin" ]] || die "$target_dir/release/$bin not found (cargo build --release -p apiagg-gateway -p apiagg-tests --bins)"
-done
-
 source "$here/lib.sh"
+build_release_bins
+
 bench_temp availability
 
 cp "$target_dir/release/apiagg" "$target_dir/release/sample-apiserver" "$tmp/"

@@ -60,3 +60,19 @@ stop_pid() {
     for _ in $(seq 50); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.1; done
     kill -KILL "$1" 2>/dev/null || true
 }
+
+# Builds the release apiagg and sample-apiserver in $target_dir (unless SKIP_BUILD=1) and checks
+# both are there. Uses the caller's log, die, repo and target_dir.
+build_release_bins() {
+    local build="cargo build --release -p apiagg-gateway -p apiagg-tests --bins"
+    if [[ "${SKIP_BUILD:-0}" != 1 ]]; then
+        command -v cargo >/dev/null 2>&1 \
+            || die "'cargo' not found (or set SKIP_BUILD=1 with a release build in $target_dir)"
+        log "building apiagg and sample-apiserver (release) in $target_dir"
+        (cd "$repo" && CARGO_TARGET_DIR="$target_dir" $build) || die "cargo build failed"
+    fi
+    local bin
+    for bin in apiagg sample-apiserver; do
+        [[ -x "$target_dir/release/$bin" ]] || die "$target_dir/release/$bin not found ($build)"
+    done
+}

@@ -118,6 +118,22 @@ fn assert_failed_over(outcomes: &[Sent], silent: &str, speaking: &str) {
     );
 }
 
+/// apiagg on `config`, GETs of `path` at 10/s, and the relay going silent after 2 s: the
+/// endpoint behind it (`names.0`) loses no request to the one that still speaks (`names.1`).
+async fn silence_under_load(relay: &Relay, config: &str, path: &str, names: (&str, &str)) {
+    let gw = Apiagg::start(config, &[]);
+    gw.wait_ready().await;
+    let (url, silence) = (gw.url(path), || relay.go_silent());
+    let outcomes = steady_load(
+        &url,
+        Duration::from_secs(2),
+        silence,
+        Duration::from_secs(6),
+    )
+    .await;
+    assert_failed_over(&outcomes, names.0, names.1);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_silent_endpoint_loses_no_request_over_http1() {
     let (x, y) = (
@@ -131,17 +147,7 @@ async fn a_silent_endpoint_loses_no_request_over_http1() {
         y.url,
         apiservice_v1("lb.example.com", "lb"),
     );
-    let gw = Apiagg::start(&config, &[]);
-    gw.wait_ready().await;
-    let url = gw.url("/apis/lb.example.com/v1/foos");
-    let outcomes = steady_load(
-        &url,
-        Duration::from_secs(2),
-        || relay.go_silent(),
-        Duration::from_secs(6),
-    )
-    .await;
-    assert_failed_over(&outcomes, "x", "y");
+    silence_under_load(&relay, &config, "/apis/lb.example.com/v1/foos", ("x", "y")).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -158,17 +164,8 @@ async fn a_silent_endpoint_loses_no_request_over_http2() {
         y.url,
         apiservice(G, V, "h2", &format!(", caBundle: {}", x.ca_bundle())),
     );
-    let gw = Apiagg::start(&config, &[]);
-    gw.wait_ready().await;
-    let url = gw.url(&format!("/apis/{G}/{V}/flunders"));
-    let outcomes = steady_load(
-        &url,
-        Duration::from_secs(2),
-        || relay.go_silent(),
-        Duration::from_secs(6),
-    )
-    .await;
-    assert_failed_over(&outcomes, "h2", "h2y");
+    let path = format!("/apis/{G}/{V}/flunders");
+    silence_under_load(&relay, &config, &path, ("h2", "h2y")).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

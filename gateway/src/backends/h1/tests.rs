@@ -18,6 +18,17 @@ async fn answered(answer: &[u8], close: bool) -> (H1Client<DuplexStream>, Duplex
     (H1Client::new(client), backend)
 }
 
+/// A client that sent a `method` request to a backend that answers `answer` (then closes,
+/// when `close`).
+async fn asked(answer: &[u8], close: bool, method: &str) -> (H1Client<DuplexStream>, DuplexStream) {
+    let (mut client, backend) = answered(answer, close).await;
+    client
+        .write_request_header(&get(method))
+        .await
+        .expect("request head");
+    (client, backend)
+}
+
 fn get(method: &str) -> RequestHeader {
     let mut head = RequestHeader::build(method, b"/apis/a.io/v1/x?watch=1", None).expect("head");
     head.insert_header("host", "backend.test").expect("host");
@@ -106,11 +117,7 @@ async fn every_framing_of_an_answer_is_read_to_its_end() {
         (b"HTTP/1.1 204 No Content\r\n\r\n", false, b"", true),
     ];
     for (answer, close, expected, reusable) in cases {
-        let (mut client, _backend) = answered(answer, close).await;
-        client
-            .write_request_header(&get("GET"))
-            .await
-            .expect("head");
+        let (mut client, _backend) = asked(answer, close, "GET").await;
         client.read_response_header().await.expect("answer head");
         let got = body(&mut client).await.expect("body");
         assert_eq!(got, expected, "{}", String::from_utf8_lossy(answer));
@@ -125,12 +132,12 @@ async fn every_framing_of_an_answer_is_read_to_its_end() {
 
 #[tokio::test]
 async fn a_head_request_has_no_body_whatever_its_length_says() {
-    let (mut client, _backend) =
-        answered(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n", false).await;
-    client
-        .write_request_header(&get("HEAD"))
-        .await
-        .expect("head");
+    let (mut client, _backend) = asked(
+        b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n",
+        false,
+        "HEAD",
+    )
+    .await;
     client.read_response_header().await.expect("answer head");
     assert_eq!(body(&mut client).await.expect("body"), b"");
     assert!(client.reusable());
@@ -138,15 +145,8 @@ async fn a_head_request_has_no_body_whatever_its_length_says() {
 
 #[tokio::test]
 async fn informational_heads_come_before_the_answer() {
-    let (mut client, _backend) = answered(
-        b"HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nx",
-        false,
-    )
-    .await;
-    client
-        .write_request_header(&get("GET"))
-        .await
-        .expect("head");
+    let (mut client, _backend) = asked(
+        b"HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nx", false, "GET").await;
     client.read_response_header().await.expect("103");
     assert_eq!(client.response_header().expect("head").status.as_u16(), 103);
     client.read_response_header().await.expect("200");
@@ -157,15 +157,8 @@ async fn informational_heads_come_before_the_answer() {
 
 #[tokio::test]
 async fn both_framings_mean_chunked_and_no_reuse() {
-    let (mut client, _backend) = answered(
-        b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
-        false,
-    )
-    .await;
-    client
-        .write_request_header(&get("GET"))
-        .await
-        .expect("head");
+    let (mut client, _backend) = asked(
+        b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n", false, "GET").await;
     client.read_response_header().await.expect("head");
     let head = client.response_header().expect("head");
     assert!(head.headers.get("content-length").is_none());
@@ -188,11 +181,7 @@ async fn broken_answers_are_refused() {
         b"NOT HTTP\r\n\r\n",
     ];
     for answer in broken {
-        let (mut client, _backend) = answered(answer, true).await;
-        client
-            .write_request_header(&get("GET"))
-            .await
-            .expect("head");
+        let (mut client, _backend) = asked(answer, true, "GET").await;
         let got = client.read_response_header().await;
         let e = got.expect_err(&String::from_utf8_lossy(answer));
         assert_eq!(e.etype(), &ErrorType::InvalidHTTPHeader, "{e}");
@@ -203,11 +192,7 @@ async fn broken_answers_are_refused() {
         b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n10000000000000000\r\n",
     ];
     for answer in chunks {
-        let (mut client, _backend) = answered(answer, true).await;
-        client
-            .write_request_header(&get("GET"))
-            .await
-            .expect("head");
+        let (mut client, _backend) = asked(answer, true, "GET").await;
         client.read_response_header().await.expect("head");
         assert!(
             body(&mut client).await.is_err(),
@@ -219,21 +204,17 @@ async fn broken_answers_are_refused() {
 
 #[tokio::test]
 async fn a_close_before_the_answer_may_be_retried_on_a_stale_connection_only() {
-    let (mut client, _backend) = answered(b"", true).await;
-    client
-        .write_request_header(&get("GET"))
-        .await
-        .expect("head");
+    let (mut client, _backend) = asked(b"", true, "GET").await;
     let e = client.read_response_header().await.expect_err("closed");
     assert_eq!(e.etype(), &ErrorType::ConnectionClosed);
     assert!(matches!(e.retry, RetryType::ReusedOnly));
     // A body cut short is never retried.
-    let (mut client, _backend) =
-        answered(b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nabc", true).await;
-    client
-        .write_request_header(&get("GET"))
-        .await
-        .expect("head");
+    let (mut client, _backend) = asked(
+        b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nabc",
+        true,
+        "GET",
+    )
+    .await;
     client.read_response_header().await.expect("head");
     let e = body(&mut client).await.expect_err("cut short");
     assert_eq!(e.etype(), &ErrorType::ConnectionClosed);
@@ -254,15 +235,8 @@ async fn a_silent_backend_times_out() {
 
 #[tokio::test]
 async fn values_are_kept_as_sent_and_the_head_has_room_for_more() {
-    let (mut client, _backend) = answered(
-        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Multi: a\r\nX-Multi: b\r\nContent-Length: 0\r\n\r\n",
-        false,
-    )
-    .await;
-    client
-        .write_request_header(&get("GET"))
-        .await
-        .expect("head");
+    let (mut client, _backend) = asked(
+        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Multi: a\r\nX-Multi: b\r\nContent-Length: 0\r\n\r\n", false, "GET").await;
     client.read_response_header().await.expect("head");
     let head = client.take_response_header().expect("head");
     let multi: Vec<_> = head.headers.get_all("x-multi").iter().collect();
