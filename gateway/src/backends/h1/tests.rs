@@ -244,3 +244,45 @@ async fn values_are_kept_as_sent_and_the_head_has_room_for_more() {
     assert_eq!(head.headers["content-type"], "application/json");
     assert!(head.headers.capacity() >= head.headers.len() + 5);
 }
+
+#[tokio::test]
+async fn oversized_and_overlong_answers_are_refused() {
+    // A head past 64 KiB, and one with more headers than the parser takes.
+    let huge = format!(
+        "HTTP/1.1 200 OK\r\nX-Big: {}\r\n\r\n",
+        "a".repeat(70 * 1024)
+    );
+    let many: String = (0..200).map(|i| format!("X-H{i}: v\r\n")).collect();
+    let many = format!("HTTP/1.1 200 OK\r\n{many}\r\n");
+    for answer in [huge, many] {
+        let (mut client, _backend) = asked(answer.as_bytes(), true, "GET").await;
+        let e = client.read_response_header().await.expect_err("refused");
+        assert_eq!(e.etype(), &ErrorType::InvalidHTTPHeader, "{e}");
+    }
+    // Trailers past their bound.
+    let trailers: String = (0..2000).map(|i| format!("X-T{i}: value\r\n")).collect();
+    let answer =
+        format!("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n{trailers}\r\n");
+    let (mut client, _backend) = asked(answer.as_bytes(), true, "GET").await;
+    client.read_response_header().await.expect("head");
+    assert!(body(&mut client).await.is_err(), "trailers are bounded");
+}
+
+#[tokio::test]
+async fn bytes_after_the_answer_keep_the_connection_out_of_the_pool() {
+    // A second answer nobody asked for (a smuggling attempt, or a broken backend) must never
+    // reach the next request on this connection.
+    let (mut client, _backend) = asked(
+        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokHTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nevil",
+        false,
+        "GET",
+    )
+    .await;
+    client.read_response_header().await.expect("head");
+    assert_eq!(body(&mut client).await.expect("body"), b"ok");
+    assert!(client.is_body_done());
+    assert!(
+        !client.reusable(),
+        "a connection with bytes after the answer is not reused"
+    );
+}
