@@ -46,7 +46,8 @@ struct Log {
 }
 
 /// An HTTP/1.1 backend on loopback (keep-alive, `Content-Length` and chunked request bodies)
-/// that answers `GET <gv>` with an empty APIResourceList (so its APIService is available) and
+/// that answers `GET <gv>` with an empty APIResourceList (so its APIService is available),
+/// paths ending in `/smuggle` and `/two-lengths` with broken framing (see `misbehaving`), and
 /// every other request with `<x-test-id> <method> <path> <body>`. Bytes that do not parse as a
 /// request are recorded as strays and answered `400` + close, as a Go server does.
 pub struct RawBackend {
@@ -240,6 +241,7 @@ impl Conn {
             } else {
                 "200 OK"
             };
+            let broken = misbehaving(&path);
             self.log.lock().expect("log").requests.push(Seen {
                 method,
                 path,
@@ -249,10 +251,12 @@ impl Conn {
                 connection: self.connection,
                 headers,
             });
-            let response = format!(
-                "HTTP/1.1 {code}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{answer}",
-                answer.len()
-            );
+            let response = broken.unwrap_or_else(|| {
+                format!(
+                    "HTTP/1.1 {code}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{answer}",
+                    answer.len()
+                )
+            });
             if self.socket.write_all(response.as_bytes()).await.is_err() {
                 return;
             }
@@ -277,6 +281,23 @@ impl Conn {
             }
         }
     }
+}
+
+/// The answers of a backend that breaks HTTP/1.1 framing, for requests whose path ends so:
+/// `/smuggle` answers twice (a second answer nobody asked for follows the first),
+/// `/two-lengths` sends two different `Content-Length`s.
+fn misbehaving(path: &str) -> Option<String> {
+    if path.ends_with("/smuggle") {
+        let smuggled = "HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\nsmuggled";
+        return Some(format!(
+            "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nfirst{smuggled}"
+        ));
+    }
+    if path.ends_with("/two-lengths") {
+        let head = "HTTP/1.1 200 OK\r\nContent-Length: 3\r\nContent-Length: 8\r\n\r\n";
+        return Some(format!("{head}smuggled"));
+    }
+    None
 }
 
 /// An HTTP/2 connection over TLS to `127.0.0.1:port`, trusting `ca_pem`.

@@ -222,3 +222,51 @@ async fn every_request_body_reaches_an_http1_backend_framed_once() {
     );
     assert!(backend.strays().is_empty(), "{}", backend.raw());
 }
+
+/// A backend that breaks HTTP/1.1 framing reaches no other request: an answer followed by a
+/// second one nobody asked for gives its caller the first, and the connection is not pooled
+/// (the next callers get their own answers, never the smuggled one); two different
+/// `Content-Length`s are refused with a Status, and the next callers are served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backend_that_breaks_framing_reaches_no_other_request() {
+    let backend = RawBackend::start(GV).await;
+    let config = format!(
+        "services:\n{}apiServices:\n{}",
+        service("raw", &backend.url()),
+        apiservice(G, V, "raw", ""),
+    );
+    let (gw, ca) = tls_apiagg_with(&config, &[]).await;
+    let base = format!("https://127.0.0.1:{}", gw.port);
+    let h1 = https_client(&ca);
+    wait_until(
+        "the raw backend's APIService to be available",
+        std::time::Duration::from_secs(20),
+        || answer_code(h1.get(format!("{base}{GV}/ping"))),
+        |code| *code == 200,
+    )
+    .await;
+    let get = |path: String| {
+        let h1 = h1.clone();
+        async move {
+            let r = h1.get(path).header("x-test-id", "next").send().await;
+            let r = r.expect("answer");
+            (r.status().as_u16(), r.text().await.expect("body"))
+        }
+    };
+    for round in 0..5 {
+        let got = get(format!("{base}{GV}/flunders/smuggle")).await;
+        assert_eq!(got, (200, "first".to_string()), "round {round}");
+        let got = get(format!("{base}{GV}/flunders/two-lengths")).await;
+        assert_eq!(got.0, 503, "round {round}: {got:?}");
+        assert!(!got.1.contains("smuggled"), "round {round}: {got:?}");
+        for _ in 0..3 {
+            let got = get(format!("{base}{GV}/flunders/next")).await;
+            let own = format!("next GET {GV}/flunders/next ");
+            assert_eq!(
+                got,
+                (200, own),
+                "round {round}: a smuggled answer was served"
+            );
+        }
+    }
+}
