@@ -9,6 +9,7 @@
 
 mod answers;
 mod apiservice_api;
+mod attempts;
 mod audit;
 mod authorize;
 mod backend;
@@ -82,8 +83,8 @@ pub struct RequestCtx {
     caller: Option<Authenticated>,
     /// What the request came to, for its answer and its metrics.
     outcome: Outcome,
-    /// The backend a forwarded request goes to, and its attempts there (proxy.rs).
-    attempts: proxy::Attempts,
+    /// The backend a forwarded request goes to, and its attempts there (attempts.rs).
+    attempts: attempts::Attempts,
     /// What bounds the request: its deadline, a watch's lifetime, its places in the backend's
     /// bound and in the open-file budget (bounds.rs).
     bounds: bounds::Bounds,

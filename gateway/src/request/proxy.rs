@@ -6,107 +6,23 @@
 //!   the backend is bounded; one that refuses connections is ejected (the availability
 //!   controller publishes it), unless apiagg itself is out of open files or memory.
 //! - Retries: only idempotent requests, only with a body that can be sent again (pingora keeps
-//!   up to 64 KiB of it), and only where the request never reached a backend (connecting
-//!   failed, or a pooled HTTP/1.1 connection turned out stale) or its endpoint was ejected
-//!   before it answered (it went silent).
+//!   up to 64 KiB of it), at most once, and only before the answer's head: where connecting
+//!   failed, a pooled connection turned out stale, the connection or HTTP/2 stream died (a
+//!   GOAWAY's refused stream), or the endpoint was ejected while the request waited (it went
+//!   silent). Never twice on one endpoint, but for a new connection after a dead pooled one.
 //! - Bodies stream both ways with back-pressure: each piece is written before the next is read.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use pingora_core::protocols::http::client::HttpSession as BackendSession;
-use pingora_core::upstreams::peer::HttpPeer;
 use pingora_error::{Error, ErrorType, Result};
 use pingora_http::RequestHeader;
 
 use super::backend::Backend;
 use super::{deadline, errors, forward, framing, ApiaggProxy, RequestCtx, Session};
-use crate::backends::{H1Client, IdleConnections, Slot, Upstream, UpstreamEndpoint};
+use crate::backends::H1Client;
 use apiagg_audit::AUDIT_ID_HEADER;
-
-/// Why no endpoint was picked when every healthy one holds its bound of requests.
-const ENDPOINTS_FULL: &str = "every endpoint has --max-requests-inflight-per-endpoint requests";
-
-/// The backend a forwarded request goes to, and its attempts there.
-#[derive(Default)]
-pub(super) struct Attempts {
-    /// The backend (a remote APIService's or the delegate).
-    pub(super) upstream: Option<Arc<Upstream>>,
-    /// The endpoint of the current attempt.
-    pub(super) endpoint: usize,
-    /// Endpoints already tried (bit per index): a retry goes elsewhere.
-    tried: u64,
-    /// The next attempt reuses the endpoint (its pooled connection was stale).
-    retry_same: bool,
-    /// The request goes on apiagg's own connections (impersonation at the delegate).
-    pub(super) own_connection: bool,
-    /// The request's place in its endpoint's bound (when its backend is bounded).
-    endpoint_slot: Option<Slot>,
-}
-
-impl Attempts {
-    /// The endpoint of the current attempt.
-    pub(super) fn current(&self) -> Option<&UpstreamEndpoint> {
-        self.upstream.as_ref()?.endpoints.get(self.endpoint)
-    }
-
-    /// Picks the endpoint of the next attempt: the same one again when its pooled connection
-    /// was stale, else a healthy one not tried yet, with room in its bound `cap` when the
-    /// backend is bounded (the place is taken).
-    fn pick(&mut self, cap: Option<usize>) -> Result<&UpstreamEndpoint> {
-        let Some(upstream) = &self.upstream else {
-            return Error::e_explain(ErrorType::InternalError, "no upstream selected");
-        };
-        let picked = if std::mem::take(&mut self.retry_same) {
-            Some(self.endpoint)
-        } else {
-            self.endpoint_slot = None;
-            upstream.pick_untried(self.tried, cap)
-        };
-        let Some(index) = picked else {
-            return Error::e_explain(ErrorType::ConnectNoRoute, "upstream has no endpoints");
-        };
-        if let (Some(cap), None) = (cap, &self.endpoint_slot) {
-            match upstream.endpoints[index].health.slots.try_take(cap) {
-                Some(slot) => self.endpoint_slot = Some(slot),
-                None => return Error::e_explain(ErrorType::ConnectNoRoute, ENDPOINTS_FULL),
-            }
-        }
-        self.endpoint = index;
-        if index < 64 {
-            self.tried |= 1 << index;
-        }
-        Ok(&upstream.endpoints[index])
-    }
-
-    /// Whether a healthy endpoint is left that no attempt tried.
-    fn has_untried(&self) -> bool {
-        self.upstream
-            .as_ref()
-            .is_some_and(|u| u.has_untried(self.tried))
-    }
-
-    /// The peer template of the current endpoint, for the request's identity.
-    fn peer(&self) -> Option<&HttpPeer> {
-        let endpoint = self.current()?;
-        Some(if self.own_connection {
-            &endpoint.own_peer
-        } else {
-            &endpoint.peer
-        })
-    }
-
-    /// The idle HTTP/1.1 connections of the current endpoint, for the request's identity.
-    fn idle_pool(&self) -> Option<&IdleConnections> {
-        let endpoint = self.current()?;
-        Some(if self.own_connection {
-            &endpoint.own_idle
-        } else {
-            &endpoint.idle
-        })
-    }
-}
 
 /// A request's endpoint was ejected before it answered (first_head).
 const ENDPOINT_EJECTED: ErrorType = ErrorType::Custom("EndpointEjected");
@@ -259,6 +175,7 @@ impl ApiaggProxy {
         }
         backend.finish_request_body().await?;
         first_head(session, ctx, backend).await?;
+        ctx.attempts.answered = true;
         self.relay_answer(session, ctx, backend).await
     }
 
@@ -386,15 +303,33 @@ impl ApiaggProxy {
             // Its endpoint went silent: the request goes to another one (first_head).
             ctx.attempts.retry_same = false;
         } else {
-            // Only a stale pooled connection is retried (the request never reached the
-            // backend).
+            // A stale pooled connection is retried (the request never reached the backend).
             e.retry.decide_reuse(reused);
+            // A connection that died before the answer's head (an HTTP/2 stream refused by
+            // the backend's GOAWAY, a backend gone mid-request): once more, on another
+            // endpoint, or on a new connection to this one when the dead one was pooled.
+            let unanswered = !ctx.attempts.answered && connection_died(&e);
+            if unanswered && (reused || ctx.attempts.has_untried()) {
+                e.set_retry(true);
+            }
             // Another endpoint if there is one (this one may be going away), else a fresh
             // connection to the same.
             ctx.attempts.retry_same = e.retry() && !ctx.attempts.has_untried();
         }
         e
     }
+}
+
+/// Whether `e` says the connection (or the HTTP/2 stream) died, rather than timed out or
+/// carried something malformed.
+fn connection_died(e: &Error) -> bool {
+    matches!(
+        e.etype(),
+        ErrorType::ConnectionClosed
+            | ErrorType::ReadError
+            | ErrorType::WriteError
+            | ErrorType::H2Error
+    )
 }
 
 /// Whether the request may be sent again: idempotent, with a body that can be replayed.

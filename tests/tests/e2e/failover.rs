@@ -215,9 +215,10 @@ async fn goaway_moves_new_requests_to_a_new_connection_and_loses_none() {
         }
     }
     assert!(failed.is_empty(), "requests lost to GOAWAY: {failed:?}");
-    // At most 20 requests per backend connection: 300 needed at least 15 of them.
+    // A connection serves its 20 requests and at most the 10 in flight when its GOAWAY
+    // leaves: 300 needed at least 10 connections.
     assert!(
-        connections.len() >= 15,
+        connections.len() >= 10,
         "new requests did not move to new connections: {connections:?}"
     );
 }
