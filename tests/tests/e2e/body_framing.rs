@@ -25,14 +25,33 @@ fn own_answer(id: &str, method: &str, path: &str, body: &str, got: (u16, String)
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_request_body_reaches_an_http1_backend_framed_once() {
+/// The raw backend as APIService `v1alpha1.wardle.example.com` behind apiagg serving TLS with
+/// `extra` arguments, once available: the backend, apiagg, its CA, its base URL and an HTTPS
+/// client.
+async fn raw_backend_behind_apiagg(
+    extra: &[&str],
+) -> (RawBackend, Apiagg, String, String, reqwest::Client) {
     let backend = RawBackend::start(GV).await;
     let config = format!(
         "services:\n{}apiServices:\n{}",
         service("raw", &backend.url()),
         apiservice(G, V, "raw", ""),
     );
+    let (gw, ca) = tls_apiagg_with(&config, extra).await;
+    let base = format!("https://127.0.0.1:{}", gw.port);
+    let h1 = https_client(&ca);
+    wait_until(
+        "the raw backend's APIService to be available",
+        std::time::Duration::from_secs(20),
+        || answer_code(h1.get(format!("{base}{GV}/ping"))),
+        |code| *code == 200,
+    )
+    .await;
+    (backend, gw, ca, base, h1)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_request_body_reaches_an_http1_backend_framed_once() {
     // A burst of 460 requests from one anonymous flow to one backend: the front-door bounds
     // (flow control, the backend's bound) would refuse part of it, and this test is about
     // framing.
@@ -43,16 +62,7 @@ async fn every_request_body_reaches_an_http1_backend_framed_once() {
         "--max-requests-inflight-per-endpoint",
         "1000",
     ];
-    let (gw, ca) = tls_apiagg_with(&config, &unbounded).await;
-    let base = format!("https://127.0.0.1:{}", gw.port);
-    let h1 = https_client(&ca);
-    wait_until(
-        "the raw backend's APIService to be available",
-        std::time::Duration::from_secs(20),
-        || answer_code(h1.get(format!("{base}{GV}/ping"))),
-        |code| *code == 200,
-    )
-    .await;
+    let (backend, gw, ca, base, h1) = raw_backend_behind_apiagg(&unbounded).await;
 
     let path = format!("{GV}/namespaces/default/flunders");
     let mut tasks: JoinSet<Outcome> = JoinSet::new();
@@ -229,22 +239,7 @@ async fn every_request_body_reaches_an_http1_backend_framed_once() {
 /// `Content-Length`s are refused with a Status, and the next callers are served.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_backend_that_breaks_framing_reaches_no_other_request() {
-    let backend = RawBackend::start(GV).await;
-    let config = format!(
-        "services:\n{}apiServices:\n{}",
-        service("raw", &backend.url()),
-        apiservice(G, V, "raw", ""),
-    );
-    let (gw, ca) = tls_apiagg_with(&config, &[]).await;
-    let base = format!("https://127.0.0.1:{}", gw.port);
-    let h1 = https_client(&ca);
-    wait_until(
-        "the raw backend's APIService to be available",
-        std::time::Duration::from_secs(20),
-        || answer_code(h1.get(format!("{base}{GV}/ping"))),
-        |code| *code == 200,
-    )
-    .await;
+    let (_backend, _gw, _ca, base, h1) = raw_backend_behind_apiagg(&[]).await;
     let get = |path: String| {
         let h1 = h1.clone();
         async move {
