@@ -26,6 +26,7 @@ declare -A package=(
   [etcd]=etcd-server            # the replicas test shares registrations through a real etcd
   [valgrind]=valgrind           # the instruction-budget test counts apiagg's work per request
   [nginx]=nginx-light           # the anchor of tests/bench/*.sh (not needed by the tests)
+  [h2load]=nghttp2-client       # drives HTTP/2 in tests/bench/instructions-h2.sh
 )
 missing=()
 for cmd in "$@"; do

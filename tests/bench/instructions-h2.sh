@@ -21,16 +21,10 @@ target_dir="${CARGO_TARGET_DIR:-$repo/target}"
 n1="${N1:-500}" n2="${N2:-2500}"
 log() { printf '[instructions-h2] %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
-"$repo/scripts/need.sh" valgrind nginx
+"$repo/scripts/need.sh" valgrind nginx h2load
 for tool in openssl curl ss python3; do
     command -v "$tool" >/dev/null 2>&1 || die "'$tool' not found"
 done
-if ! command -v h2load >/dev/null 2>&1; then
-    [[ "$(id -u)" == 0 ]] || die "h2load not found (Debian: apt-get install -y nghttp2-client)"
-    log "installing nghttp2-client (h2load) with apt-get"
-    apt-get update -q >&2
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q nghttp2-client >&2
-fi
 nginx -V 2>&1 | grep -q -- --with-http_v2_module || die "this nginx has no http_v2 module"
 [[ "${SKIP_BUILD:-0}" == 1 ]] || (cd "$repo" && cargo build --release -p apiagg-gateway --bins)
 bench_temp instructions-h2
