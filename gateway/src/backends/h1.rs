@@ -30,8 +30,9 @@ const MAX_HEAD: usize = 64 * 1024;
 /// Most headers a response head may have.
 const MAX_HEADERS: usize = 128;
 /// Headers the request path adds to an answer on its way (`Date`, `Connection`, the audit ID,
-/// flow control's two): the head is parsed with room for them.
-const ADDED_TO_ANSWERS: usize = 5;
+/// flow control's two): a relayed head is built with room for them, so its map does not grow
+/// again.
+pub const ADDED_TO_ANSWERS: usize = 5;
 /// Read buffer of an exchange, and what one read asks for at least.
 const READ_SIZE: usize = 8 * 1024;
 /// Longest chunk-size line (with extensions), and the most trailer bytes read and dropped.

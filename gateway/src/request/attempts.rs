@@ -19,7 +19,7 @@ pub(super) struct Attempts {
     /// The endpoint of the current attempt.
     pub(super) endpoint: usize,
     /// Endpoints already tried (bit per index): a retry goes elsewhere.
-    pub(super) tried: u64,
+    tried: u64,
     /// The next attempt reuses the endpoint (its pooled connection was stale).
     pub(super) retry_same: bool,
     /// The request goes on apiagg's own connections (impersonation at the delegate).

@@ -9,6 +9,8 @@ use http::{HeaderMap, HeaderName, HeaderValue};
 use pingora_error::{ErrorType::InvalidHTTPHeader, OrErr, Result};
 use pingora_http::{RequestHeader, ResponseHeader};
 
+use crate::backends::ADDED_TO_ANSWERS;
+
 /// Headers of one hop (RFC 9110 §7.6.1, and `Expect`, which apiagg answers itself): never
 /// forwarded, in either direction. `Transfer-Encoding` goes too: apiagg frames what it writes.
 const HOP_BY_HOP: [HeaderName; 9] = [
@@ -111,10 +113,6 @@ pub fn h2_target(request: &mut RequestHeader, tls: bool, authority: &HeaderValue
     request.remove_header(&http::header::HOST);
     Ok(())
 }
-
-/// Headers apiagg or pingora add to a relayed answer, at most: `Date`, `Connection`, the
-/// audit ID and flow control's two.
-const ADDED_TO_ANSWERS: usize = 5;
 
 /// The backend's answer head as the client gets it: a copy of its status and header map, not of
 /// pingora's second, case-preserving map, with room for the headers added on the way (so the

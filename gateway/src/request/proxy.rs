@@ -85,7 +85,10 @@ impl ApiaggProxy {
     /// A connection to the picked endpoint: a multiplexed HTTP/2 one with a free stream, an
     /// idle HTTP/1.1 one from the endpoint's pool, or a new one (`true`: reused).
     async fn connect(&self, ctx: &RequestCtx, left: Option<Duration>) -> Result<(Backend, bool)> {
-        let (Some(pool), Some(template)) = (ctx.attempts.idle_pool(), ctx.attempts.peer()) else {
+        let attempts = &ctx.attempts;
+        let (Some(endpoint), Some(pool), Some(template)) =
+            (attempts.current(), attempts.idle_pool(), attempts.peer())
+        else {
             return Error::e_explain(ErrorType::InternalError, "no upstream selected");
         };
         let h2 = template.options.alpn.get_max_http_version() == 2;
@@ -99,24 +102,18 @@ impl ApiaggProxy {
         if let Some(stream) = pool.take() {
             return Ok((Backend::H1(H1Client::new(stream)), true));
         }
-        // A new connection: the template bounded by the connect timeout and the deadline.
-        let mut peer = Box::new(template.clone());
-        deadline::bound(
-            &mut peer.options,
-            self.gateway.options.connect_timeout,
-            left,
-        );
-        let peer = &*peer;
-        // Boxed: connecting (TCP, TLS, the HTTP/2 handshake) is the rare, large branch.
+        // Boxed: connecting (TCP, TLS, the HTTP/2 handshake) and its peer are the rare, large
+        // branch.
         let connected = Box::pin(async {
+            // The template bounded by the connect timeout and the deadline.
+            let mut peer = template.clone();
+            let connect = self.gateway.options.connect_timeout;
+            deadline::bound(&mut peer.options, connect, left);
+            let peer = &peer;
             if h2 {
                 // One new HTTP/2 connection at a time per endpoint: requests arriving together
                 // (a burst of watches) wait for it and share its streams.
-                let endpoint = ctx.attempts.current();
-                let _connecting = match endpoint {
-                    Some(endpoint) => Some(endpoint.connecting.lock().await),
-                    None => None,
-                };
+                let _connecting = endpoint.connecting.lock().await;
                 if let Some(stream) = self.connector.reused_http_session(peer).await? {
                     return Ok((Backend::H2(stream), true));
                 }
@@ -299,16 +296,14 @@ impl ApiaggProxy {
         let mut e = e.more_context(format!("Endpoint: {url}"));
         if !movable(session) || e.esource() != &pingora_error::ErrorSource::Upstream {
             e.set_retry(false);
-        } else if e.etype() == &ENDPOINT_EJECTED {
-            // Its endpoint went silent: the request goes to another one (first_head).
-            ctx.attempts.retry_same = false;
         } else {
             // A stale pooled connection is retried (the request never reached the backend).
             e.retry.decide_reuse(reused);
-            // A connection that died before the answer's head (an HTTP/2 stream refused by
-            // the backend's GOAWAY, a backend gone mid-request): once more, on another
-            // endpoint, or on a new connection to this one when the dead one was pooled.
-            let unanswered = !ctx.attempts.answered && connection_died(&e);
+            // A connection lost before the answer's head (an HTTP/2 stream refused by the
+            // backend's GOAWAY, a backend gone mid-request, an endpoint ejected while it
+            // waited): once more, on another endpoint, or on a new connection to this one when
+            // the dead one was pooled.
+            let unanswered = !ctx.attempts.answered && connection_lost(&e);
             if unanswered && (reused || ctx.attempts.has_untried()) {
                 e.set_retry(true);
             }
@@ -320,16 +315,17 @@ impl ApiaggProxy {
     }
 }
 
-/// Whether `e` says the connection (or the HTTP/2 stream) died, rather than timed out or
-/// carried something malformed.
-fn connection_died(e: &Error) -> bool {
-    matches!(
+/// Whether `e` says the connection (or the HTTP/2 stream) died or its endpoint was ejected,
+/// rather than timed out or carried something malformed.
+fn connection_lost(e: &Error) -> bool {
+    let died = matches!(
         e.etype(),
         ErrorType::ConnectionClosed
             | ErrorType::ReadError
             | ErrorType::WriteError
             | ErrorType::H2Error
-    )
+    );
+    died || e.etype() == &ENDPOINT_EJECTED
 }
 
 /// Whether the request may be sent again: idempotent, with a body that can be replayed.
@@ -352,11 +348,10 @@ async fn first_head(session: &Session, ctx: &RequestCtx, backend: &mut Backend) 
                 read = &mut read => return read,
                 () = ejected => {
                     if ctx.attempts.has_untried() {
-                        let mut e = Error::explain(
+                        let e = Error::explain(
                             ENDPOINT_EJECTED,
                             "the endpoint was ejected while the request waited for its answer",
                         );
-                        e.set_retry(true);
                         return Err(e.into_up());
                     }
                 }
