@@ -1,12 +1,19 @@
 #!/usr/bin/env bash
-# Usage: scripts/need.sh COMMAND... [python:MODULE...]
-# Installs, with apt-get, the Debian package of every COMMAND that is not on the PATH, and with
-# pip every Python MODULE that does not import. As root it installs; otherwise through sudo when
-# there is one; else it says what to install and fails.
+# Usage: scripts/need.sh COMMAND... [python:MODULE...] [npm:DIR...]
+# Installs, with apt-get, the Debian package of every COMMAND that is not on the PATH, with pip
+# every Python MODULE that does not import, and with `npm ci` the packages of DIR's
+# package-lock.json when DIR/node_modules does not hold them (missing, or another version). As
+# root it installs; otherwise through sudo when there is one; else it says what to install and
+# fails.
 set -euo pipefail
 commands=()
+npm_dirs=()
 for arg in "$@"; do
   case "$arg" in
+    npm:*)
+      npm_dirs+=("${arg#npm:}")
+      commands+=(npm)
+      ;;
     python:*)
       module="${arg#python:}"
       if ! python3 -c "import $module" >/dev/null 2>&1; then
@@ -27,6 +34,7 @@ declare -A package=(
   [valgrind]=valgrind           # the instruction-budget test counts apiagg's work per request
   [nginx]=nginx-light           # the anchor of tests/bench/*.sh (not needed by the tests)
   [h2load]=nghttp2-client       # drives HTTP/2 in tests/bench/instructions-h2.sh
+  [npm]=npm                     # installs the packages of npm:DIR (tests/oidc: the OpenID provider)
 )
 missing=()
 for cmd in "$@"; do
@@ -34,16 +42,32 @@ for cmd in "$@"; do
     missing+=("${package[$cmd]:?no package known for $cmd}")
   fi
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
-if [ "$(id -u)" = 0 ]; then
-  sudo=()
-elif command -v sudo >/dev/null 2>&1; then
-  sudo=(sudo)
-else
-  echo "apiagg needs these Debian packages: ${missing[*]}" >&2
-  echo "install them as root: apt-get install -y ${missing[*]}" >&2
-  exit 1
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ]; then
+    sudo=()
+  elif command -v sudo >/dev/null 2>&1; then
+    sudo=(sudo)
+  else
+    echo "apiagg needs these Debian packages: ${missing[*]}" >&2
+    echo "install them as root: apt-get install -y ${missing[*]}" >&2
+    exit 1
+  fi
+  echo "installing ${missing[*]} with apt-get" >&2
+  "${sudo[@]}" apt-get update -q
+  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -q "${missing[@]}"
 fi
-echo "installing ${missing[*]} with apt-get" >&2
-"${sudo[@]}" apt-get update -q
-DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -q "${missing[@]}"
+# npm:DIR is up to date when every package of DIR/package-lock.json is in DIR/node_modules at the
+# locked version (npm ci records what it installed in node_modules/.package-lock.json).
+for dir in "${npm_dirs[@]+"${npm_dirs[@]}"}"; do
+  if ! node -e '
+    const fs = require("fs");
+    const [lock, installed] = ["package-lock.json", "node_modules/.package-lock.json"]
+      .map((f) => JSON.parse(fs.readFileSync(`${process.argv[1]}/${f}`, "utf8")).packages);
+    const stale = Object.entries(lock)
+      .filter(([path, p]) => path !== "" && installed[path]?.version !== p.version);
+    process.exit(stale.length ? 1 : 0);
+  ' "$dir" >/dev/null 2>&1; then
+    echo "installing the npm packages of $dir (npm ci)" >&2
+    (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
+  fi
+done

@@ -62,6 +62,9 @@ enum Command {
         /// A tracing file (`TracingConfiguration`) to validate too.
         #[arg(long)]
         tracing_config_file: Option<PathBuf>,
+        /// An authentication file (`AuthenticationConfiguration`) to validate too.
+        #[arg(long)]
+        authentication_config: Option<PathBuf>,
     },
 }
 
@@ -197,6 +200,11 @@ struct ServeArgs {
     /// requests whose caller sampled them). Off without it.
     #[arg(long)]
     tracing_config_file: Option<PathBuf>,
+    /// Structured authentication, as kube-apiserver: an `AuthenticationConfiguration` file
+    /// (`apiserver.config.k8s.io/v1`, `v1beta1` or `v1alpha1`) with JWT issuers (`jwt`) and
+    /// the anonymous rule (`anonymous`), re-read when it changes.
+    #[arg(long)]
+    authentication_config: Option<PathBuf>,
     #[command(flatten)]
     controls: controls::ControlArgs,
 }
@@ -331,6 +339,7 @@ fn launch(args: ServeArgs) -> Launch {
         flow: args.controls.flow(),
         audit: args.controls.audit(),
         tracing: args.tracing_config_file,
+        authentication: args.authentication_config,
         options,
     }
 }
@@ -345,9 +354,12 @@ fn main() -> ExitCode {
         Command::Check {
             config,
             tracing_config_file,
-        } => app::check(&config).and_then(|()| match tracing_config_file {
-            Some(path) => app::check_tracing(&path),
-            None => Ok(()),
+            authentication_config,
+        } => app::check(&config, authentication_config.as_deref()).and_then(|()| {
+            match tracing_config_file {
+                Some(path) => app::check_tracing(&path),
+                None => Ok(()),
+            }
         }),
         Command::Status { server, json } => app::print_status(&server, json),
     };

@@ -3,8 +3,8 @@
 //! certificates, configs and raw-wire tools they share.
 //!
 //! Everything a suite usually needs is re-exported here (`use apiagg_tests::*;`); the modules
-//! `api`, `audit`, `flow`, `openapi`, `pki`, `relay`, `served_tls`, `trust` and `wire` hold what only
-//! some suites use.
+//! `api`, `audit`, `flow`, `oidc`, `openapi`, `pki`, `relay`, `served_tls`, `trust` and `wire` hold
+//! what only some suites use.
 
 #![warn(missing_docs)]
 
@@ -15,6 +15,7 @@ pub mod flow;
 mod gateway;
 mod http;
 mod kubectl;
+pub mod oidc;
 pub mod openapi;
 pub mod otlp;
 pub mod pki;

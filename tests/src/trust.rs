@@ -97,6 +97,8 @@ const AUDIT_LOG: &str = "audit.log";
 
 /// Where [`Cluster::start_authorizing`] keeps the delegate's authorization policy.
 pub const POLICY_FILE: &str = "policy.json";
+/// The `AuthenticationConfiguration` of [`Cluster::start_structured`], in the cluster's folder.
+pub const AUTHENTICATION_CONFIG: &str = "authentication-config.yaml";
 
 impl Cluster {
     /// Starts the cluster; `anonymous` is apiagg's `authentication.anonymous`.
@@ -121,7 +123,14 @@ impl Cluster {
     /// [`Cluster::start`] with apiagg auditing every request at `Metadata` level to
     /// [`Cluster::audit_log`].
     pub async fn start_audited(anonymous: bool) -> Cluster {
-        Cluster::start_flagged(anonymous, None, None, true).await
+        Cluster::start_flagged(anonymous, None, None, true, None).await
+    }
+
+    /// [`Cluster::start`] with apiagg reading `authentication` (an `AuthenticationConfiguration`,
+    /// YAML) from [`AUTHENTICATION_CONFIG`] of its folder (`--authentication-config`); the config
+    /// file leaves `authentication.anonymous` to it.
+    pub async fn start_structured(authentication: &str) -> Cluster {
+        Cluster::start_flagged(false, None, None, false, Some(authentication)).await
     }
 
     /// The audit log of a cluster started with [`Cluster::start_audited`].
@@ -138,7 +147,7 @@ impl Cluster {
         authorization: Option<(&str, &str)>,
         example: Option<&str>,
     ) -> Cluster {
-        Cluster::start_flagged(anonymous, authorization, example, false).await
+        Cluster::start_flagged(anonymous, authorization, example, false, None).await
     }
 
     async fn start_flagged(
@@ -146,6 +155,7 @@ impl Cluster {
         authorization: Option<(&str, &str)>,
         example: Option<&str>,
         audited: bool,
+        authentication: Option<&str>,
     ) -> Cluster {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().to_path_buf();
@@ -203,11 +213,15 @@ impl Cluster {
         };
         let authorization =
             authorization.map_or_else(String::new, |(a, _)| format!("authorization: {a}\n"));
+        let anonymous = match authentication {
+            Some(_) => String::new(),
+            None => format!("anonymous: {anonymous}\n  "),
+        };
         let config = match example {
             Some(text) => deploy_config(text, &delegate.url),
             None => format!(
             "tls: {{certFile: serving.crt, keyFile: serving.key}}\n\
-             authentication:\n  anonymous: {anonymous}\n  clientCAFile: client-ca.crt\n  \
+             authentication:\n  {anonymous}clientCAFile: client-ca.crt\n  \
              requestHeader: {{clientCAFile: front-proxy-ca.crt, allowedNames: [{OUTER_PROXY_CN}]}}\n  \
              tokenFile: tokens.csv\n  tokenReview: true\n{authorization}\
              proxyClient: {{certFile: proxy-client.crt, keyFile: proxy-client.key}}\n\
@@ -234,6 +248,12 @@ impl Cluster {
                 "--audit-log-path".to_string(),
                 log.to_str().expect("utf8").to_string(),
             ];
+        }
+        if let Some(text) = authentication {
+            let file = path.join(AUTHENTICATION_CONFIG);
+            std::fs::write(&file, text).expect("authentication config");
+            flags.push("--authentication-config".to_string());
+            flags.push(file.to_str().expect("utf8").to_string());
         }
         let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
         // Access control is what these tests are about: apiagg's secure defaults apply.

@@ -101,6 +101,8 @@ struct RawRequestHeader {
 pub struct Authentication {
     /// Callers without credentials are `system:anonymous` (else 401).
     pub anonymous: bool,
+    /// Whether the file sets `anonymous` itself (an `AuthenticationConfiguration` may not then).
+    pub anonymous_set: bool,
     /// CA of caller client certificates (user = CN, groups = O).
     pub client_ca_file: Option<PathBuf>,
     /// A trusted front proxy's identity headers.
@@ -115,6 +117,7 @@ impl Default for Authentication {
     fn default() -> Self {
         Authentication {
             anonymous: true,
+            anonymous_set: false,
             client_ca_file: None,
             request_header: None,
             token_file: None,
@@ -261,6 +264,7 @@ pub(super) fn parse_authentication(
         .transpose()?;
     let authentication = Authentication {
         anonymous: raw.anonymous.unwrap_or(true),
+        anonymous_set: raw.anonymous.is_some(),
         client_ca_file: raw.client_ca_file.map(|f| base.join(f)),
         request_header,
         token_file: raw.token_file.map(|f| base.join(f)),

@@ -5,11 +5,16 @@ use std::path::Path;
 use anyhow::Context;
 
 /// Validates a config file (and every APIService file it names) without starting anything.
-pub fn check(config: &Path) -> anyhow::Result<()> {
+pub fn check(config: &Path, authentication: Option<&Path>) -> anyhow::Result<()> {
     let loaded = apiagg_config::GatewayConfig::load(config)
         .with_context(|| format!("invalid config {}", config.display()))?;
     // The files the config names must be usable too: certificates, keys, CA bundles, tokens.
     crate::auth::Authenticator::new(&loaded.authentication)?;
+    if let Some(file) = authentication {
+        let metrics = crate::auth::AuthnMetrics::register(&prometheus::Registry::new())?;
+        let anonymous_set = loaded.authentication.anonymous_set;
+        crate::auth::StructuredAuthn::load(file, anonymous_set, metrics)?;
+    }
     if let Some(tls) = &loaded.tls {
         super::serving::ServingCertificates::load(tls).map_err(|e| anyhow::anyhow!("tls: {e}"))?;
     }

@@ -21,7 +21,7 @@ use pingora_core::server::configuration::ServerConf;
 use pingora_core::server::{RunArgs, Server};
 use pingora_core::services::background::background_service;
 
-use crate::auth::Authenticator;
+use crate::auth::{Authenticator, AuthnMetrics, StructuredAuthn};
 use crate::backends::{OpenFiles, Reloadable};
 use crate::controllers::{FlowControlController, FlowControlHandles};
 use crate::request::{ApiaggProxy, Controls, TimedOut};
@@ -54,6 +54,8 @@ pub struct Launch {
     pub audit: AuditSettings,
     /// OpenTelemetry tracing: a `TracingConfiguration` file (off without it).
     pub tracing: Option<PathBuf>,
+    /// Structured authentication: an `AuthenticationConfiguration` file.
+    pub authentication: Option<PathBuf>,
     /// Behaviour of the gateway.
     pub options: Options,
 }
@@ -77,11 +79,16 @@ pub fn serve(launch: Launch) -> anyhow::Result<()> {
     let store = stores::open(&launch.store)?;
     let (gateway, writers) = Gateway::new(options, store).context("creating metrics")?;
     let gateway = Arc::new(gateway);
-    let auth = Arc::new(
-        Authenticator::new(&config.authentication)
-            .with_context(|| format!("invalid config {}", path.display()))?
-            .authorizing(&config.authorization),
-    );
+    let mut auth = Authenticator::new(&config.authentication)
+        .with_context(|| format!("invalid config {}", path.display()))?
+        .authorizing(&config.authorization);
+    if let Some(file) = &launch.authentication {
+        let metrics =
+            AuthnMetrics::register(gateway.metrics.registry()).context("creating metrics")?;
+        let structured = StructuredAuthn::load(file, config.authentication.anonymous_set, metrics)?;
+        auth = auth.with_structured(Arc::new(structured));
+    }
+    let auth = Arc::new(auth);
     let certificates = config
         .tls
         .as_ref()

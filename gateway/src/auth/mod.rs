@@ -4,6 +4,7 @@
 //! then the authorizer (`AlwaysAllow`, or SubjectAccessReview at the delegate).
 
 mod authz;
+mod jwt;
 mod requestheader;
 mod token;
 mod user;
@@ -26,6 +27,7 @@ use self::x509::CaError;
 use crate::backends::{Clients, Reloadable, Upstream};
 use apiagg_observe::CertificateKind;
 
+pub use self::jwt::{AuthnMetrics, IssuerRefusal, StructuredAuthn};
 pub use self::user::{InvalidIdentity, User};
 pub use self::x509::{
     CaFile, CertificateRefusal, ClientCertificates, ConnectionIdentity, IdentifyConnections,
@@ -43,6 +45,8 @@ pub enum Method {
     TokenFile,
     /// A bearer token the delegate vouched for.
     TokenReview,
+    /// A JWT of an issuer of the authentication configuration (`--authentication-config`).
+    Jwt,
     /// No credentials.
     Anonymous,
     /// `Impersonate-*` headers of a caller authenticated otherwise, authorized by apiagg: the
@@ -146,6 +150,7 @@ pub struct Authenticator {
     certificates: Option<Arc<ClientCertificates>>,
     token_file: Option<Arc<TokenFile>>,
     reviewer: Option<TokenReviewer>,
+    structured: Option<Arc<StructuredAuthn>>,
     reloadable: Vec<Reloadable>,
     authorizer: Authorizer,
 }
@@ -214,9 +219,18 @@ impl Authenticator {
             certificates,
             token_file,
             reviewer: config.token_review.map(TokenReviewer::new),
+            structured: None,
             reloadable,
             authorizer: Authorizer::default(),
         })
+    }
+
+    /// The same authenticators with the JWT issuers and anonymous rule of an
+    /// `AuthenticationConfiguration` file (re-read when it changes).
+    pub fn with_structured(mut self, structured: Arc<StructuredAuthn>) -> Authenticator {
+        self.reloadable.push(structured.clone().into());
+        self.structured = Some(structured);
+        self
     }
 
     /// The same authenticators, followed by the authorizer `config` asks for.
@@ -247,16 +261,28 @@ impl Authenticator {
         if self.token_file.is_some() {
             methods.push("token file");
         }
+        let issuers = self.structured.as_ref().map(|s| s.issuers());
+        let jwt = issuers
+            .as_ref()
+            .filter(|i| !i.is_empty())
+            .map(|i| format!("JWT issuers {}", i.join(", ")));
+        if let Some(jwt) = &jwt {
+            methods.push(jwt);
+        }
         if self.reviewer.is_some() {
             methods.push("TokenReview");
         }
         if methods.is_empty() {
             methods.push("none");
         }
-        let anonymous = if self.anonymous {
-            "allowed, as system:anonymous"
-        } else {
-            "refused with 401"
+        let anonymous = match self.structured.as_ref().and_then(|s| s.anonymous()) {
+            Some(rule) if rule.enabled => match rule.paths {
+                Some(paths) => format!("allowed as system:anonymous on {} only", paths.join(", ")),
+                None => "allowed, as system:anonymous".to_string(),
+            },
+            Some(_) => "refused with 401".to_string(),
+            None if self.anonymous => "allowed, as system:anonymous".to_string(),
+            None => "refused with 401".to_string(),
         };
         let mut lines = vec![
             (false, format!("authentication: {}", methods.join(", "))),
@@ -291,6 +317,7 @@ impl Authenticator {
     /// current CA bundles (reusing its last verdict while they are unchanged).
     pub async fn authenticate(
         &self,
+        path: &str,
         headers: &HeaderMap,
         peer: Option<std::net::SocketAddr>,
         connection: Option<&ConnectionIdentity>,
@@ -316,14 +343,30 @@ impl Authenticator {
             Some(Err(e)) => errors.push(e.to_string()),
             None => {}
         }
-        let token = if self.token_file.is_some() || self.reviewer.is_some() {
-            bearer(headers)
-        } else {
-            None
-        };
+        let token =
+            if self.token_file.is_some() || self.reviewer.is_some() || self.structured.is_some() {
+                bearer(headers)
+            } else {
+                None
+            };
         if let Some(token) = token {
             if let Some(user) = self.token_file.as_ref().and_then(|f| f.user(token)) {
                 return Ok(found(user, Method::TokenFile));
+            }
+            if let Some(structured) = &self.structured {
+                // Boxed: a validation's state stays out of every request's future.
+                match Box::pin(structured.authenticate(token)).await {
+                    Some(Ok(user)) => return Ok(found(user, Method::Jwt)),
+                    Some(Err(IssuerRefusal::Identity { why, .. })) => {
+                        return Err(invalid(Method::Jwt, why))
+                    }
+                    Some(Err(why)) => {
+                        // The issuer matched: its refusal is final (nothing of it in the body).
+                        tracing::debug!("JWT refused: {why}");
+                        return Err(AuthError::Unauthorized("invalid bearer token".into()));
+                    }
+                    None => {}
+                }
             }
             match (&self.reviewer, delegate) {
                 (Some(reviewer), Some(delegate)) => {
@@ -346,7 +389,17 @@ impl Authenticator {
         if !errors.is_empty() {
             return Err(AuthError::Unauthorized(errors.join("; ")));
         }
-        if self.anonymous {
+        let anonymous = match self.structured.as_ref().and_then(|s| s.anonymous()) {
+            Some(rule) => {
+                rule.enabled
+                    && rule
+                        .paths
+                        .as_ref()
+                        .is_none_or(|paths| paths.iter().any(|p| p == path))
+            }
+            None => self.anonymous,
+        };
+        if anonymous {
             return Ok(found(User::anonymous().clone(), Method::Anonymous));
         }
         Err(AuthError::Unauthorized(

@@ -89,6 +89,7 @@ impl ApiaggProxy {
         let authenticated = self
             .auth
             .authenticate(
+                uri.path(),
                 &session.req_header().headers,
                 session.client_addr().and_then(|a| a.as_inet()).copied(),
                 connection,

@@ -297,7 +297,14 @@ async fn the_authenticator_answers_401_for_an_unforwardable_reviewed_user() {
         headers
     };
     let refused = auth
-        .authenticate(&bearer("spaced"), None, None, Some(&upstream), &clients)
+        .authenticate(
+            "/",
+            &bearer("spaced"),
+            None,
+            None,
+            Some(&upstream),
+            &clients,
+        )
         .await
         .expect_err("refused, not anonymous");
     assert!(
@@ -320,7 +327,14 @@ async fn the_authenticator_answers_401_for_an_unforwardable_reviewed_user() {
     );
     assert_eq!(AuthError::TooManyReviews.retry_after(), Some(1));
     let ok = auth
-        .authenticate(&bearer("good-bob"), None, None, Some(&upstream), &clients)
+        .authenticate(
+            "/",
+            &bearer("good-bob"),
+            None,
+            None,
+            Some(&upstream),
+            &clients,
+        )
         .await
         .expect("accepted");
     assert_eq!(

@@ -1,0 +1,129 @@
+//! Go's `field.Error` texts (`<path>: Invalid value: "<value>": <detail>`) and the string
+//! checks of `k8s.io/apimachinery/pkg/util/validation` that the configuration's checks use.
+
+use std::fmt::Write as _;
+
+use crate::expr::{CompileError, Expression, Scope};
+
+/// Go's `field.Error` texts, collected.
+#[derive(Default)]
+pub(super) struct Errors(pub(super) Vec<String>);
+
+impl Errors {
+    pub(super) fn required(&mut self, path: &str, detail: &str) {
+        self.push(path, "Required value", detail);
+    }
+
+    pub(super) fn invalid(&mut self, path: &str, value: &str, detail: &str) {
+        self.invalid_raw(path, &quote(value), detail);
+    }
+
+    /// `value` already formatted as Go's `%#v` would print it.
+    pub(super) fn invalid_raw(&mut self, path: &str, value: &str, detail: &str) {
+        self.push(path, &format!("Invalid value: {value}"), detail);
+    }
+
+    pub(super) fn duplicate(&mut self, path: &str, value: &str) {
+        self.push(path, &format!("Duplicate value: {}", quote(value)), "");
+    }
+
+    fn push(&mut self, path: &str, body: &str, detail: &str) {
+        let mut error = format!("{path}: {body}");
+        if !detail.is_empty() {
+            let _ = write!(error, ": {detail}");
+        }
+        self.0.push(error);
+    }
+
+    /// Compiles `source`, a compilation error becoming the field's error.
+    pub(super) fn compile(&mut self, path: &str, source: &str, scope: Scope) -> Option<Expression> {
+        match Expression::compile(source, scope) {
+            Ok(expression) => Some(expression),
+            Err(CompileError::Empty) => {
+                self.required(path, "");
+                None
+            }
+            Err(e) => {
+                self.invalid(path, source, &e.to_string());
+                None
+            }
+        }
+    }
+}
+
+/// `utilvalidation.IsDomainPrefixedPath`.
+pub(super) fn domain_prefixed_path(errs: &mut Errors, path: &str, key: &str) {
+    if key.is_empty() {
+        return errs.required(path, "");
+    }
+    let Some((host, rest)) = key
+        .split_once('/')
+        .filter(|(h, r)| !h.is_empty() && !r.is_empty())
+    else {
+        return errs.invalid(
+            path,
+            key,
+            "must be a domain-prefixed path (such as \"acme.io/foo\")",
+        );
+    };
+    if host.len() > 253 {
+        errs.invalid(path, host, "must be no more than 253 characters");
+    }
+    let label = |l: &str| {
+        let b = l.as_bytes();
+        !b.is_empty()
+            && b.iter()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+            && b[0] != b'-'
+            && b[b.len() - 1] != b'-'
+    };
+    if !host.split('.').all(label) {
+        let detail = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
+        errs.invalid(path, host, detail);
+    }
+    if !rest
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "/-._~%!$&'()*+,;=:".contains(c))
+    {
+        let detail =
+            "Invalid path (regex used for validation is '[A-Za-z0-9/\\-._~%!$&'()*+,;=:]+')";
+        errs.invalid(path, rest, detail);
+    }
+}
+
+/// Whether the key's domain is `k8s.io`, `kubernetes.io` or one of their subdomains.
+pub(super) fn is_kubernetes_domain(key: &str) -> bool {
+    let domain = key.split_once('/').map_or("", |(d, _)| d);
+    ["kubernetes.io", "k8s.io"]
+        .iter()
+        .any(|k| domain == *k || domain.strip_suffix(k).is_some_and(|d| d.ends_with('.')))
+}
+
+/// Go's `%q` (`strconv.Quote`), for the values in messages. Non-printable characters are
+/// approximated by Rust's `char::is_control`.
+pub(super) fn quote(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\x07' => out.push_str("\\a"),
+            '\x08' => out.push_str("\\b"),
+            '\x0c' => out.push_str("\\f"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\x0b' => out.push_str("\\v"),
+            c if (c as u32) < 0x20 || c == '\x7f' => {
+                let _ = write!(out, "\\x{:02x}", c as u32);
+            }
+            c if c.is_control() => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}

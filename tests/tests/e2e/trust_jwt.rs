@@ -1,0 +1,317 @@
+//! JWT issuers of an `AuthenticationConfiguration` (`--authentication-config`) end to end,
+//! against a real OpenID provider (npm's `oidc-provider`, `apiagg_tests::oidc`): its tokens
+//! sign in, the mapped identity reaches the backend as `X-Remote-*` and the delegate as
+//! `Impersonate-*`; forged, expired and misdirected tokens are 401 and reach nobody; a rotated
+//! key is accepted at once and a dropped one ends its tokens; an issuer down at start is
+//! retried; the anonymous rule opens only its paths; the file is reloaded without a restart.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde_json::{json, Value};
+
+use apiagg_tests::oidc::{Alg, OidcClient, OidcOptions, OidcProvider, SigningKey};
+use apiagg_tests::trust::{Cluster, AUTHENTICATION_CONFIG};
+use apiagg_tests::{wait_until, G, V};
+
+const AUDIENCE: &str = "kubernetes";
+
+fn whoami() -> String {
+    format!("/apis/{G}/{V}/whoami")
+}
+
+/// The configuration of one issuer (`provider`), JSON (which YAML reads as it is).
+fn config(provider: &OidcProvider, prefix: &str) -> String {
+    json!({
+        "apiVersion": "apiserver.config.k8s.io/v1",
+        "kind": "AuthenticationConfiguration",
+        "jwt": [{
+            "issuer": {
+                "url": provider.issuer(),
+                "certificateAuthority": provider.ca_pem(),
+                "audiences": [AUDIENCE, "other"],
+                "audienceMatchPolicy": "MatchAny",
+            },
+            "claimValidationRules": [{"expression": "claims.sub != 'root'", "message": "no root"}],
+            "claimMappings": {
+                "username": {"claim": "sub", "prefix": prefix},
+                "groups": {"claim": "groups", "prefix": prefix},
+                "extra": [{"key": "example.org/email", "valueExpression": "has(claims.email) ? claims.email : ''"}],
+            },
+            "userValidationRules": [{
+                "expression": "!user.username.startsWith('system:')",
+                "message": "no system users",
+            }],
+        }],
+        "anonymous": {"enabled": true, "conditions": [{"path": "/readyz"}, {"path": "/livez"}]},
+    })
+    .to_string()
+}
+
+fn alice() -> OidcClient {
+    OidcClient::new(
+        "alice",
+        json!({"groups": ["dev", "ops"], "email": "alice@example.com", "email_verified": true}),
+    )
+}
+
+async fn get(c: &Cluster, token: &str, path: &str) -> (u16, Value) {
+    let auth = format!("Bearer {token}");
+    c.get(&c.client(None), path, &[("authorization", &auth)])
+        .await
+}
+
+/// The sum of every series of `/metrics` named `name` (read as a member of
+/// `system:monitoring`).
+async fn metric(c: &Cluster, name: &str) -> f64 {
+    let monitor = c.client_ca.client("prometheus", &["system:monitoring"]);
+    let text = c
+        .client(Some(&monitor))
+        .get(c.url("/metrics"))
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("metrics text");
+    text.lines()
+        .filter_map(|l| l.strip_prefix(name))
+        .filter(|rest| rest.starts_with('{') || rest.starts_with(' '))
+        .filter_map(|rest| rest.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+fn unix(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH).expect("epoch").as_secs()
+}
+
+/// Claims as the provider would sign them, for tokens it would not issue.
+fn claims(provider: &OidcProvider, extra: Value) -> Value {
+    let now = unix(SystemTime::now());
+    let mut c = json!({"iss": provider.issuer(), "aud": AUDIENCE, "sub": "mallory",
+        "iat": now, "exp": now + 300});
+    if let (Some(c), Value::Object(extra)) = (c.as_object_mut(), extra) {
+        c.extend(extra);
+    }
+    c
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn provider_tokens_reach_backends_and_the_delegate_as_the_mapped_user() {
+    let key = SigningKey::generate(Alg::Es256, "k1");
+    let provider = OidcProvider::start(OidcOptions::new(vec![key.clone()], vec![alice()]));
+    let c = Cluster::start_structured(&config(&provider, "oidc:")).await;
+    let token = provider.token("alice", AUDIENCE).await;
+
+    let (code, seen) = get(&c, &token, &whoami()).await;
+    assert_eq!(code, 200, "{seen}");
+    assert_eq!(seen["user"], "oidc:alice");
+    assert_eq!(
+        seen["groups"],
+        json!(["oidc:dev", "oidc:ops", "system:authenticated"])
+    );
+    assert_eq!(
+        seen["extra"]["example.org/email"],
+        json!(["alice@example.com"])
+    );
+    // The delegate cannot validate the token itself: apiagg impersonates the mapped user.
+    let (code, seen) = get(&c, &token, "/debug/whoami").await;
+    assert_eq!(code, 200, "{seen}");
+    assert_eq!(seen["user"], "oidc:alice");
+    assert!(seen["impersonatedBy"].is_string(), "{seen}");
+    assert_eq!(
+        seen["extra"]["example.org/email"],
+        json!(["alice@example.com"])
+    );
+
+    // The hostile rows: each is 401 with nothing of the reason in the body.
+    let unpublished = SigningKey::generate(Alg::Es256, "k1");
+    let hmac = {
+        use base64::Engine;
+        let b64 =
+            |v: &Value| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string());
+        let head = b64(&json!({"alg": "HS256", "kid": "k1"}));
+        format!("{head}.{}.c2ln", b64(&claims(&provider, json!({}))))
+    };
+    let none = {
+        use base64::Engine;
+        let b64 =
+            |v: &Value| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string());
+        format!(
+            "{}.{}.",
+            b64(&json!({"alg": "none"})),
+            b64(&claims(&provider, json!({})))
+        )
+    };
+    let now = unix(SystemTime::now());
+    let forged = [
+        (
+            "signed by a key the issuer does not publish",
+            unpublished.sign_jwt(&claims(&provider, json!({}))),
+        ),
+        ("HMAC with the kid of the public key", hmac),
+        ("alg none", none),
+        (
+            "expired",
+            key.sign_jwt(&claims(&provider, json!({"exp": now - 1}))),
+        ),
+        (
+            "not valid for ten minutes",
+            key.sign_jwt(&claims(&provider, json!({"nbf": now + 600}))),
+        ),
+        (
+            "for another audience",
+            provider.token("alice", "someone-else").await,
+        ),
+        (
+            "refused by a claim rule",
+            key.sign_jwt(&claims(&provider, json!({"sub": "root"}))),
+        ),
+        (
+            "a huge token",
+            format!("{}.{}.x", "e".repeat(10), "a".repeat(40_000)),
+        ),
+    ];
+    for (what, token) in &forged {
+        let (code, body) = get(&c, token, &whoami()).await;
+        assert_eq!(code, 401, "{what}: {body}");
+        let text = body.to_string();
+        for leak in ["signature", "kid", "audience", "expired", "root", "system"] {
+            assert!(
+                !text.contains(leak),
+                "{what}: the body says {leak:?}: {text}"
+            );
+        }
+    }
+    // A token of another issuer is not this issuer's: the next authenticator (TokenReview at
+    // the delegate) refuses it.
+    let elsewhere = key.sign_jwt(&claims(
+        &provider,
+        json!({"iss": "https://elsewhere.example.com"}),
+    ));
+    assert_eq!(get(&c, &elsewhere, &whoami()).await.0, 401);
+    let validated = metric(
+        &c,
+        "apiserver_authentication_jwt_authenticator_latency_seconds_count",
+    )
+    .await;
+    assert!(validated >= 1.0, "{validated}");
+
+    // Anonymous requests only on the paths the rule names.
+    let anonymous = c.client(None);
+    assert_eq!(c.get(&anonymous, "/readyz", &[]).await.0, 200);
+    assert_eq!(c.get(&anonymous, "/apis", &[]).await.0, 401);
+    assert_eq!(c.get(&anonymous, &whoami(), &[]).await.0, 401);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rotated_key_is_accepted_at_once_and_a_dropped_one_ends_its_tokens() {
+    let old = SigningKey::generate(Alg::Rs256, "old");
+    let mut provider = OidcProvider::start(OidcOptions::new(vec![old.clone()], vec![alice()]));
+    let c = Cluster::start_structured(&config(&provider, "oidc:")).await;
+    let before = provider.token("alice", AUDIENCE).await;
+    assert_eq!(get(&c, &before, &whoami()).await.0, 200);
+
+    // The provider signs with a new key and still publishes the old one: a token of the new
+    // key names a kid apiagg does not know, which fetches the key set at once.
+    let new = SigningKey::generate(Alg::Es256, "new");
+    provider.restart(vec![new.clone(), old.clone()]);
+    let after = provider.token("alice", AUDIENCE).await;
+    let started = std::time::Instant::now();
+    assert_eq!(get(&c, &after, &whoami()).await.0, 200);
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        get(&c, &before, &whoami()).await.0,
+        200,
+        "the old key still signs"
+    );
+
+    // The old key is dropped: once apiagg fetches the key set again (a token with an unknown
+    // kid asks for that, at most every ten seconds), the old key's tokens end.
+    provider.restart(vec![new.clone()]);
+    let stranger = SigningKey::generate(Alg::Es256, "stranger");
+    let probe = stranger.sign_jwt(&claims(&provider, json!({})));
+    wait_until(
+        "the old key's token to be refused",
+        Duration::from_secs(30),
+        || async {
+            get(&c, &probe, &whoami()).await;
+            get(&c, &before, &whoami()).await.0
+        },
+        |code| *code == 401,
+    )
+    .await;
+    assert_eq!(get(&c, &after, &whoami()).await.0, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_issuer_down_at_start_is_retried_until_it_answers() {
+    let key = SigningKey::generate(Alg::Es256, "k1");
+    let mut provider = OidcProvider::reserve(OidcOptions::new(vec![key.clone()], vec![alice()]));
+    let c = Cluster::start_structured(&config(&provider, "oidc:")).await;
+    let token = key.sign_jwt(&claims(&provider, json!({"sub": "alice"})));
+    assert_eq!(get(&c, &token, &whoami()).await.0, 401, "no keys yet");
+    // Other callers are not held up by the issuer.
+    let (code, _) = c.get(&c.client(None), "/readyz", &[]).await;
+    assert_eq!(code, 200);
+    provider.up();
+    wait_until(
+        "the issuer's keys",
+        Duration::from_secs(30),
+        || async { get(&c, &token, &whoami()).await },
+        |(code, _)| *code == 200,
+    )
+    .await;
+    let fetched = metric(
+        &c,
+        "apiserver_authentication_jwks_fetch_last_timestamp_seconds",
+    )
+    .await;
+    assert!(fetched > 0.0, "fetch timestamps are exported");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_file_keeps_the_old_configuration_and_a_good_one_applies() {
+    let key = SigningKey::generate(Alg::Es256, "k1");
+    let provider = OidcProvider::start(OidcOptions::new(vec![key], vec![alice()]));
+    let c = Cluster::start_structured(&config(&provider, "oidc:")).await;
+    let token = provider.token("alice", AUDIENCE).await;
+    assert_eq!(get(&c, &token, &whoami()).await.1["user"], "oidc:alice");
+    let file = c.dir.join(AUTHENTICATION_CONFIG);
+
+    // A CEL expression that does not compile: refused, the old issuer keeps serving.
+    let bad = config(&provider, "oidc:").replace("claims.sub != 'root'", "claims.sub !=");
+    std::fs::write(&file, bad).expect("bad file");
+    wait_until(
+        "the failed reload to be counted",
+        Duration::from_secs(20),
+        || metric(&c, "apiserver_authentication_config_controller_automatic_reloads_total{status=\"failure\"}"),
+        |n| *n == 1.0,
+    )
+    .await;
+    assert!(
+        c.gw.log().contains("claimValidationRules[0].expression"),
+        "{}",
+        c.gw.log()
+    );
+    assert_eq!(get(&c, &token, &whoami()).await.1["user"], "oidc:alice");
+
+    // A good file with another prefix applies without a restart.
+    std::fs::write(&file, config(&provider, "sso:")).expect("good file");
+    wait_until(
+        "the new prefix",
+        Duration::from_secs(20),
+        || async { get(&c, &token, &whoami()).await.1["user"].clone() },
+        |user| *user == json!("sso:alice"),
+    )
+    .await;
+    let ok = metric(
+        &c,
+        "apiserver_authentication_config_controller_automatic_reloads_total{status=\"success\"}",
+    )
+    .await;
+    assert_eq!(ok, 1.0);
+}
