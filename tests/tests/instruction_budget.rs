@@ -50,8 +50,8 @@ fn a_proxied_get_costs_apiagg_no_more_than_twice_its_budget() {
     let backend = sample(G, "budget", false);
     let config = one_backend("budget", &backend);
     let path = format!("/apis/{G}/{V}/flunders");
-    let first = count(&config, &path, N1);
-    let second = count(&config, &path, N2);
+    let first = count(&config, &path, N1, &Caller::default());
+    let second = count(&config, &path, N2, &Caller::default());
     let own = (second.own - first.own) / (N2 - N1);
     let whole = (second.whole - first.whole) / (N2 - N1);
     eprintln!(
@@ -71,6 +71,86 @@ fn a_proxied_get_costs_apiagg_no_more_than_twice_its_budget() {
     );
 }
 
+/// What a cached JWT of a configured issuer may add to a request over a static token: looking
+/// the token up costs about as much as finding the static one (measured +3,000 on 2026-11-27,
+/// issue 31; a first validation is a criterion bench of `apiagg-authn`).
+const JWT_OVER_STATIC_BUDGET: u64 = 6_000;
+
+#[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "the budgets are for the release build: make test runs this with --release"
+)]
+fn a_cached_jwt_costs_about_what_a_static_token_costs() {
+    use apiagg_tests::oidc::{Alg, OidcOptions, OidcProvider, SigningKey};
+    let key = SigningKey::generate(Alg::Es256, "k1");
+    let provider = OidcProvider::start(OidcOptions::new(vec![key.clone()], Vec::new()));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tokens = dir.path().join("tokens.csv");
+    std::fs::write(&tokens, "static-token-0123456789,carol,uid-carol,\"dev\"\n").expect("tokens");
+    let authn = dir.path().join("authentication.yaml");
+    let authentication = serde_json::json!({
+        "apiVersion": "apiserver.config.k8s.io/v1",
+        "kind": "AuthenticationConfiguration",
+        "jwt": [{
+            "issuer": {"url": provider.issuer(), "certificateAuthority": provider.ca_pem(),
+                "audiences": ["kubernetes"]},
+            "claimMappings": {"username": {"claim": "sub", "prefix": "oidc:"},
+                "groups": {"claim": "groups", "prefix": "oidc:"}},
+        }],
+    });
+    std::fs::write(&authn, authentication.to_string()).expect("authentication config");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("epoch")
+        .as_secs();
+    // What a provider issues: about 700 bytes.
+    let jwt = key.sign_jwt(&serde_json::json!({
+        "iss": provider.issuer(), "aud": "kubernetes", "sub": "alice", "iat": now,
+        "exp": now + 3600, "jti": "0123456789abcdef0123456789abcdef", "client_id": "alice",
+        "scope": "openid", "email": "alice@example.com", "groups": ["dev", "ops", "platform"],
+    }));
+    let backend = sample(G, "budget", false);
+    let config = format!(
+        "authentication: {{anonymous: false, tokenFile: {}}}\n{}",
+        tokens.display(),
+        one_backend("budget", &backend)
+    );
+    let path = format!("/apis/{G}/{V}/flunders");
+    let per_request = |token: &str| {
+        let caller = Caller {
+            flags: vec![
+                "--authentication-config".into(),
+                authn.display().to_string(),
+            ],
+            authorization: Some(format!("Bearer {token}")),
+        };
+        let first = count(&config, &path, N1, &caller);
+        let second = count(&config, &path, N2, &caller);
+        (second.whole - first.whole) / (N2 - N1)
+    };
+    let by_static = per_request("static-token-0123456789");
+    let by_jwt = per_request(&jwt);
+    let over = by_jwt.saturating_sub(by_static);
+    eprintln!(
+        "per proxied GET: static token {by_static} instructions, cached JWT ({} bytes) {by_jwt}: \
+         {over:+} (budget {JWT_OVER_STATIC_BUDGET})",
+        jwt.len()
+    );
+    assert!(
+        over as f64 <= JWT_OVER_STATIC_BUDGET as f64 * SLACK,
+        "a cached JWT costs {over} instructions more than a static token, more than a tenth \
+         over its budget of {JWT_OVER_STATIC_BUDGET}"
+    );
+}
+
+/// Who sends the requests: flags for apiagg and the `Authorization` header.
+#[derive(Default)]
+struct Caller {
+    flags: Vec<String>,
+    authorization: Option<String>,
+}
+
 /// Instructions counted in one run.
 struct Counts {
     /// On the source lines of this workspace.
@@ -80,7 +160,7 @@ struct Counts {
 }
 
 /// Runs apiagg under callgrind, sends `n` GETs for `path` after it is ready, and counts.
-fn count(config: &str, path: &str, n: u64) -> Counts {
+fn count(config: &str, path: &str, n: u64, caller: &Caller) -> Counts {
     let dir = tempfile::tempdir().expect("tempdir");
     std::fs::write(dir.path().join("apiagg.yaml"), config).expect("write config");
     let policy = dir.path().join("audit-policy.yaml");
@@ -106,15 +186,17 @@ fn count(config: &str, path: &str, n: u64) -> Counts {
         .arg(&policy)
         .arg("--audit-log-path")
         .arg(dir.path().join("audit.log"))
+        .args(&caller.flags)
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(dir.path().join("log")).expect("log file"))
         .spawn()
         .expect("spawn valgrind");
     let mut proc = Proc { child };
     let log = dir.path().join("log");
-    let mut connection = ready(port, path, &log);
+    let auth = caller.authorization.as_deref();
+    let mut connection = ready(port, path, &log, auth);
     for _ in 0..n {
-        assert_eq!(get(&mut connection, path), 200, "GET {path}");
+        assert_eq!(get(&mut connection, path, auth), 200, "GET {path}");
     }
     drop(connection);
     // SIGINT: pingora stops at once, and callgrind writes its counts as the process exits.
@@ -125,14 +207,14 @@ fn count(config: &str, path: &str, n: u64) -> Counts {
 
 /// Waits (callgrind starts slowly) until `path` answers 200 on a kept-alive connection; the
 /// test fails with apiagg's log (at `log`) when it does not within 120 s.
-fn ready(port: u16, path: &str, log: &Path) -> BufReader<TcpStream> {
+fn ready(port: u16, path: &str, log: &Path, auth: Option<&str>) -> BufReader<TcpStream> {
     let proxied = || {
         if let Ok(stream) = TcpStream::connect(("127.0.0.1", port)) {
             stream
                 .set_read_timeout(Some(Duration::from_secs(30)))
                 .expect("timeout");
             let mut connection = BufReader::new(stream);
-            if get(&mut connection, path) == 200 {
+            if get(&mut connection, path, auth) == 200 {
                 return Ok(connection);
             }
         }
@@ -148,9 +230,10 @@ fn ready(port: u16, path: &str, log: &Path) -> BufReader<TcpStream> {
 }
 
 /// One GET on a keep-alive connection; its status (0 when the connection failed).
-fn get(connection: &mut BufReader<TcpStream>, path: &str) -> u16 {
+fn get(connection: &mut BufReader<TcpStream>, path: &str, auth: Option<&str>) -> u16 {
+    let auth = auth.map_or_else(String::new, |a| format!("Authorization: {a}\r\n"));
     let request =
-        format!("GET {path} HTTP/1.1\r\nHost: apiagg\r\nAccept: application/json\r\n\r\n");
+        format!("GET {path} HTTP/1.1\r\nHost: apiagg\r\nAccept: application/json\r\n{auth}\r\n");
     if connection.get_mut().write_all(request.as_bytes()).is_err() {
         return 0;
     }

@@ -5,6 +5,7 @@
 //! key is accepted at once and a dropped one ends its tokens; an issuer down at start is
 //! retried; the anonymous rule opens only its paths; the file is reloaded without a restart.
 
+use std::process::Command;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
@@ -12,6 +13,8 @@ use serde_json::{json, Value};
 use apiagg_tests::oidc::{Alg, OidcClient, OidcOptions, OidcProvider, SigningKey};
 use apiagg_tests::trust::{Cluster, AUTHENTICATION_CONFIG};
 use apiagg_tests::{wait_until, G, V};
+
+use crate::trust_kubectl::{create, kubeconfig, kubectl, watch};
 
 const AUDIENCE: &str = "kubernetes";
 
@@ -314,4 +317,75 @@ async fn a_bad_file_keeps_the_old_configuration_and_a_good_one_applies() {
     )
     .await;
     assert_eq!(ok, 1.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_and_the_python_client_list_and_watch_with_a_provider_token() {
+    let key = SigningKey::generate(Alg::Es256, "k1");
+    let provider = OidcProvider::start(OidcOptions::new(vec![key], vec![alice()]));
+    let c = Cluster::start_structured(&config(&provider, "oidc:")).await;
+    let token = provider.token("alice", AUDIENCE).await;
+    let client = reqwest::Client::builder()
+        .add_root_certificate(
+            reqwest::Certificate::from_pem(c.serving_ca.cert_pem.as_bytes()).expect("ca"),
+        )
+        .default_headers(
+            [(
+                reqwest::header::AUTHORIZATION,
+                format!("Bearer {token}").parse().expect("header"),
+            )]
+            .into_iter()
+            .collect(),
+        )
+        .build()
+        .expect("client");
+    create(&c, &client, "first").await;
+
+    let config = kubeconfig(&c, "oidc.kubeconfig", &format!("{{token: {token}}}"));
+    let names = kubectl(&config, &["get", "flunders", "-o", "name"]);
+    assert!(
+        names.contains("flunder.wardle.example.com/first"),
+        "{names}"
+    );
+    let who = kubectl(&config, &["get", "--raw", &whoami()]);
+    assert!(who.contains("oidc:alice"), "{who}");
+    watch(&c, &config, &client, "by-oidc").await;
+
+    let script = r#"
+import sys
+from kubernetes import client, watch
+configuration = client.Configuration()
+configuration.host = sys.argv[1]
+configuration.ssl_ca_cert = sys.argv[2]
+configuration.api_key = {"authorization": "Bearer " + sys.argv[3]}
+api = client.CustomObjectsApi(client.ApiClient(configuration))
+for item in api.list_namespaced_custom_object(sys.argv[4], sys.argv[5], "default", "flunders")["items"]:
+    print("listed", item["metadata"]["name"])
+stream = watch.Watch().stream(api.list_namespaced_custom_object, sys.argv[4], sys.argv[5],
+    "default", "flunders", timeout_seconds=2)
+for event in stream:
+    print("watched", event["type"], event["object"]["metadata"]["name"])
+"#;
+    let ca = c.dir.join("serving-ca-for-python.crt");
+    std::fs::write(&ca, &c.serving_ca.cert_pem).expect("ca file");
+    let out = Command::new("python3")
+        .args([
+            "-c",
+            script,
+            &c.url(""),
+            ca.to_str().expect("utf8"),
+            &token,
+            G,
+            V,
+        ])
+        .output()
+        .expect("python3");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}\n{stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("listed first"), "{stdout}");
+    assert!(stdout.contains("watched ADDED by-oidc"), "{stdout}");
 }

@@ -19,7 +19,7 @@ fn b64(text: &str) -> String {
 }
 
 /// A kubeconfig for apiagg with `user` (a YAML mapping).
-fn kubeconfig(c: &Cluster, name: &str, user: &str) -> std::path::PathBuf {
+pub(crate) fn kubeconfig(c: &Cluster, name: &str, user: &str) -> std::path::PathBuf {
     let text = format!(
         "apiVersion: v1\nkind: Config\ncurrent-context: apiagg\n\
          clusters:\n- name: apiagg\n  cluster: {{server: \"{}\", certificate-authority-data: {}}}\n\
@@ -33,13 +33,13 @@ fn kubeconfig(c: &Cluster, name: &str, user: &str) -> std::path::PathBuf {
     path
 }
 
-fn kubectl(config: &std::path::Path, args: &[&str]) -> String {
+pub(crate) fn kubectl(config: &std::path::Path, args: &[&str]) -> String {
     let mut command = Command::new("kubectl");
     command.arg("--kubeconfig").arg(config);
     apiagg_tests::kubectl_ok(command, args)
 }
 
-async fn create(c: &Cluster, client: &reqwest::Client, name: &str) {
+pub(crate) async fn create(c: &Cluster, client: &reqwest::Client, name: &str) {
     let body = serde_json::json!({"apiVersion": format!("{G}/{V}"), "kind": "Flunder",
         "metadata": {"name": name}});
     let url = c.url(&format!("/apis/{G}/{V}/namespaces/default/flunders"));
@@ -48,7 +48,12 @@ async fn create(c: &Cluster, client: &reqwest::Client, name: &str) {
 }
 
 /// `kubectl get -w` prints the existing object, then one created while it watches.
-async fn watch(c: &Cluster, config: &std::path::Path, client: &reqwest::Client, name: &str) {
+pub(crate) async fn watch(
+    c: &Cluster,
+    config: &std::path::Path,
+    client: &reqwest::Client,
+    name: &str,
+) {
     let mut child = Command::new("kubectl")
         .arg("--kubeconfig")
         .arg(config)
