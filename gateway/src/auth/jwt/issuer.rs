@@ -193,15 +193,24 @@ impl Issuer {
         self.keys.store(other.keys.load_full());
     }
 
-    /// The user of `token`, which claims this issuer.
-    pub async fn authenticate(self: &Arc<Self>, token: &str) -> Result<Arc<User>, IssuerRefusal> {
-        let key: [u8; 32] = Sha256::digest(token.as_bytes()).into();
-        if let Some(cached) = self.cache.get(&key).await {
-            if cached.expires > SystemTime::now() && self.still_published(cached.kid.as_deref()) {
-                return Ok(cached.user);
-            }
-            self.cache.invalidate(&key).await;
+    /// The user of a token this issuer validated before, by the token's SHA-256 (`key`), while
+    /// the token has not expired and its signing key is still published.
+    pub async fn cached(&self, key: &[u8; 32]) -> Option<Arc<User>> {
+        let cached = self.cache.get(key).await?;
+        if cached.expires > SystemTime::now() && self.still_published(cached.kid.as_deref()) {
+            return Some(cached.user);
         }
+        self.cache.invalidate(key).await;
+        None
+    }
+
+    /// The user of `token`, which claims this issuer and is not in its cache (`key`: its
+    /// SHA-256).
+    pub async fn authenticate(
+        self: &Arc<Self>,
+        token: &str,
+        key: [u8; 32],
+    ) -> Result<Arc<User>, IssuerRefusal> {
         let started = Instant::now();
         let mut result = self.verify(token).await;
         if let Err(IssuerRefusal::Invalid {
