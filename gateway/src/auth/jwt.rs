@@ -23,8 +23,12 @@ pub use self::metrics::AuthnMetrics;
 use super::user::User;
 use crate::backends::Reload;
 
-/// Signature checks that may run at once, on the blocking pool.
-const VERIFYING_AT_ONCE: usize = 4;
+/// Signature checks that may run at once, on the blocking pool: half the cores, so that a flood
+/// of forged tokens (each costs a signature check, a few hundred microseconds) never takes
+/// every core from the requests in flight.
+fn verifying_at_once() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1))
+}
 
 /// Why the authentication configuration file cannot be used. At start the gateway does not
 /// start; on a reload the previous configuration keeps serving. Not retryable until the file
@@ -108,7 +112,7 @@ impl StructuredAuthn {
             last: Mutex::new(Vec::new()),
             anonymous_in_config,
             metrics,
-            verifying: Arc::new(Semaphore::new(VERIFYING_AT_ONCE)),
+            verifying: Arc::new(Semaphore::new(verifying_at_once())),
             failed: Mutex::new(None),
         };
         structured.read()?;
