@@ -435,3 +435,6 @@ fn error_chain(e: &dyn std::error::Error) -> String {
     }
     text
 }
+
+#[cfg(test)]
+mod tests;
