@@ -17,6 +17,7 @@ use apiagg_tests::{wait_until, G, V};
 use crate::trust_kubectl::{create, kubeconfig, kubectl, watch};
 
 const AUDIENCE: &str = "kubernetes";
+const TOKEN_REVIEWS: &str = "/apis/authentication.k8s.io/v1/tokenreviews";
 
 fn whoami() -> String {
     format!("/apis/{G}/{V}/whoami")
@@ -104,6 +105,7 @@ async fn provider_tokens_reach_backends_and_the_delegate_as_the_mapped_user() {
     let provider = OidcProvider::start(OidcOptions::new(vec![key.clone()], vec![alice()]));
     let c = Cluster::start_structured(&config(&provider, "oidc:")).await;
     let token = provider.token("alice", AUDIENCE).await;
+    let reviews = c.delegate.requests(TOKEN_REVIEWS).await;
 
     let (code, seen) = get(&c, &token, &whoami()).await;
     assert_eq!(code, 200, "{seen}");
@@ -124,6 +126,16 @@ async fn provider_tokens_reach_backends_and_the_delegate_as_the_mapped_user() {
     assert_eq!(
         seen["extra"]["example.org/email"],
         json!(["alice@example.com"])
+    );
+
+    // New tokens cost no round trip to the delegate.
+    let again = provider.token("alice", AUDIENCE).await;
+    assert_ne!(again, token);
+    assert_eq!(get(&c, &again, &whoami()).await.0, 200);
+    assert_eq!(
+        c.delegate.requests(TOKEN_REVIEWS).await,
+        reviews,
+        "no TokenReview for a JWT"
     );
 
     // The hostile rows: each is 401 with nothing of the reason in the body.
@@ -192,6 +204,10 @@ async fn provider_tokens_reach_backends_and_the_delegate_as_the_mapped_user() {
         json!({"iss": "https://elsewhere.example.com"}),
     ));
     assert_eq!(get(&c, &elsewhere, &whoami()).await.0, 401);
+    assert!(
+        c.delegate.requests(TOKEN_REVIEWS).await > reviews,
+        "another issuer's token goes to TokenReview"
+    );
     let validated = metric(
         &c,
         "apiserver_authentication_jwt_authenticator_latency_seconds_count",
@@ -253,8 +269,15 @@ async fn a_rotated_key_is_accepted_at_once_and_a_dropped_one_ends_its_tokens() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_issuer_down_at_start_is_retried_until_it_answers() {
     let key = SigningKey::generate(Alg::Es256, "k1");
-    let mut provider = OidcProvider::reserve(OidcOptions::new(vec![key.clone()], vec![alice()]));
-    let c = Cluster::start_structured(&config(&provider, "oidc:")).await;
+    let mut options = OidcOptions::new(vec![key.clone()], vec![alice()]);
+    // An issuer under a path, its discovery document found at another URL (`discoveryURL`).
+    options.issuer_path = "/realms/test".into();
+    let mut provider = OidcProvider::reserve(options);
+    let discovery = provider.discovery_url().replace("127.0.0.1", "localhost");
+    let mut authentication: Value =
+        serde_json::from_str(&config(&provider, "oidc:")).expect("config");
+    authentication["jwt"][0]["issuer"]["discoveryURL"] = json!(discovery);
+    let c = Cluster::start_structured(&authentication.to_string()).await;
     let token = key.sign_jwt(&claims(&provider, json!({"sub": "alice"})));
     assert_eq!(get(&c, &token, &whoami()).await.0, 401, "no keys yet");
     // Other callers are not held up by the issuer.
