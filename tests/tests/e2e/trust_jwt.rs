@@ -186,6 +186,8 @@ async fn provider_tokens_reach_backends_and_the_delegate_as_the_mapped_user() {
             format!("{}.{}.x", "e".repeat(10), "a".repeat(40_000)),
         ),
     ];
+    let served = c.backend.requests(&whoami()).await;
+    assert!(served >= 2, "the backend's log counts alice's requests: {served}");
     for (what, token) in &forged {
         let (code, body) = get(&c, token, &whoami()).await;
         assert_eq!(code, 401, "{what}: {body}");
@@ -197,6 +199,11 @@ async fn provider_tokens_reach_backends_and_the_delegate_as_the_mapped_user() {
             );
         }
     }
+    assert_eq!(
+        c.backend.requests(&whoami()).await,
+        served,
+        "no refused token reached the backend"
+    );
     // A token of another issuer is not this issuer's: the next authenticator (TokenReview at
     // the delegate) refuses it.
     let elsewhere = key.sign_jwt(&claims(
