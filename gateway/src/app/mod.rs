@@ -79,13 +79,15 @@ pub fn serve(launch: Launch) -> anyhow::Result<()> {
     let store = stores::open(&launch.store)?;
     let (gateway, writers) = Gateway::new(options, store).context("creating metrics")?;
     let gateway = Arc::new(gateway);
+    let authn_metrics =
+        AuthnMetrics::register(gateway.metrics.registry()).context("creating metrics")?;
     let mut auth = Authenticator::new(&config.authentication)
         .with_context(|| format!("invalid config {}", path.display()))?
-        .authorizing(&config.authorization);
+        .authorizing(&config.authorization)
+        .counted(authn_metrics.clone());
     if let Some(file) = &launch.authentication {
-        let metrics =
-            AuthnMetrics::register(gateway.metrics.registry()).context("creating metrics")?;
-        let structured = StructuredAuthn::load(file, config.authentication.anonymous_set, metrics)?;
+        let anonymous_set = config.authentication.anonymous_set;
+        let structured = StructuredAuthn::load(file, anonymous_set, authn_metrics)?;
         auth = auth.with_structured(Arc::new(structured));
     }
     let auth = Arc::new(auth);

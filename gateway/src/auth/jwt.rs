@@ -19,7 +19,7 @@ use sha2::{Digest, Sha256};
 use tokio::sync::{watch, Semaphore};
 
 pub use self::issuer::{Issuer, IssuerRefusal};
-pub use self::metrics::AuthnMetrics;
+pub use self::metrics::{Attempt, AuthnMetrics};
 use super::user::User;
 use crate::backends::Reload;
 

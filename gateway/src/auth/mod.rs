@@ -27,7 +27,7 @@ use self::x509::CaError;
 use crate::backends::{Clients, Reloadable, Upstream};
 use apiagg_observe::CertificateKind;
 
-pub use self::jwt::{AuthnMetrics, IssuerRefusal, StructuredAuthn};
+pub use self::jwt::{Attempt, AuthnMetrics, IssuerRefusal, StructuredAuthn};
 pub use self::user::{InvalidIdentity, User};
 pub use self::x509::{
     CaFile, CertificateRefusal, ClientCertificates, ConnectionIdentity, IdentifyConnections,
@@ -151,6 +151,7 @@ pub struct Authenticator {
     token_file: Option<Arc<TokenFile>>,
     reviewer: Option<TokenReviewer>,
     structured: Option<Arc<StructuredAuthn>>,
+    metrics: Option<AuthnMetrics>,
     reloadable: Vec<Reloadable>,
     authorizer: Authorizer,
 }
@@ -220,9 +221,17 @@ impl Authenticator {
             token_file,
             reviewer: config.token_review.map(TokenReviewer::new),
             structured: None,
+            metrics: None,
             reloadable,
             authorizer: Authorizer::default(),
         })
+    }
+
+    /// The same authenticators, counting attempts and their duration in `metrics`
+    /// (`authentication_attempts`, `authentication_duration_seconds`).
+    pub fn counted(mut self, metrics: AuthnMetrics) -> Authenticator {
+        self.metrics = Some(metrics);
+        self
     }
 
     /// The same authenticators with the JWT issuers and anonymous rule of an
@@ -316,6 +325,33 @@ impl Authenticator {
     /// ([`AuthError::status`]). The connection's client certificate is verified against the
     /// current CA bundles (reusing its last verdict while they are unchanged).
     pub async fn authenticate(
+        &self,
+        path: &str,
+        headers: &HeaderMap,
+        peer: Option<std::net::SocketAddr>,
+        connection: Option<&ConnectionIdentity>,
+        delegate: Option<&Upstream>,
+        clients: &Clients,
+    ) -> Result<Authenticated, AuthError> {
+        let Some(metrics) = &self.metrics else {
+            return self
+                .authenticate_uncounted(path, headers, peer, connection, delegate, clients)
+                .await;
+        };
+        let started = std::time::Instant::now();
+        let result = self
+            .authenticate_uncounted(path, headers, peer, connection, delegate, clients)
+            .await;
+        let attempt = match &result {
+            Ok(_) => Attempt::Success,
+            Err(AuthError::TooManyReviews) => Attempt::Error,
+            Err(_) => Attempt::Failure,
+        };
+        metrics.attempt(attempt, started.elapsed());
+        result
+    }
+
+    async fn authenticate_uncounted(
         &self,
         path: &str,
         headers: &HeaderMap,

@@ -187,7 +187,10 @@ async fn provider_tokens_reach_backends_and_the_delegate_as_the_mapped_user() {
         ),
     ];
     let served = c.backend.requests(&whoami()).await;
-    assert!(served >= 2, "the backend's log counts alice's requests: {served}");
+    assert!(
+        served >= 2,
+        "the backend's log counts alice's requests: {served}"
+    );
     for (what, token) in &forged {
         let (code, body) = get(&c, token, &whoami()).await;
         assert_eq!(code, 401, "{what}: {body}");
@@ -221,6 +224,12 @@ async fn provider_tokens_reach_backends_and_the_delegate_as_the_mapped_user() {
     )
     .await;
     assert!(validated >= 1.0, "{validated}");
+    let success = metric(&c, "authentication_attempts{result=\"success\"}").await;
+    let failure = metric(&c, "authentication_attempts{result=\"failure\"}").await;
+    assert!(
+        success >= 2.0 && failure >= forged.len() as f64,
+        "{success} {failure}"
+    );
 
     // Anonymous requests only on the paths the rule names.
     let anonymous = c.client(None);

@@ -1,15 +1,33 @@
-//! The metrics kube-apiserver has for structured authentication, with its names and labels:
-//! reloads of the file, key set fetches per issuer, and each JWT authenticator's latency.
+//! The metrics kube-apiserver has for authentication, with its names and labels: attempts and
+//! their duration per request, reloads of the structured authentication file, key set fetches
+//! per issuer, and each JWT authenticator's latency.
 //! `jwt_issuer_hash` is `sha256:<hex>` of the issuer URL, a closed set (the configured
 //! issuers); an issuer's series go when a reload removes it.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use prometheus::{GaugeVec, HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry};
+use prometheus::{
+    GaugeVec, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, Opts, Registry,
+};
 
-/// Structured authentication's metrics (cheap to clone).
+/// The outcome of authenticating one request, as kube-apiserver labels it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Attempt {
+    /// An authenticator accepted the request (anonymous included).
+    Success = 0,
+    /// None did.
+    Failure = 1,
+    /// An authenticator could not decide (the TokenReview budget was spent).
+    Error = 2,
+}
+
+/// Authentication's metrics (cheap to clone).
 #[derive(Clone)]
 pub struct AuthnMetrics {
+    /// `authentication_attempts{result}`: `success`, `failure`, `error`, resolved.
+    attempts: [IntCounter; 3],
+    /// `authentication_duration_seconds{result}`, resolved.
+    durations: [Histogram; 3],
     reloads: IntCounterVec,
     reload_last: GaugeVec,
     fetch_last: GaugeVec,
@@ -39,7 +57,24 @@ impl AuthnMetrics {
             &["jwt_issuer_hash", "result"],
         )?;
         registry.register(Box::new(latency.clone()))?;
+        let attempts = counter(
+            "authentication_attempts",
+            "Counter of authenticated attempts.",
+            &["result"],
+        )?;
+        let durations = HistogramVec::new(
+            HistogramOpts::new(
+                "authentication_duration_seconds",
+                "Authentication duration in seconds broken out by result.",
+            )
+            .buckets(prometheus::exponential_buckets(0.001, 2.0, 15)?),
+            &["result"],
+        )?;
+        registry.register(Box::new(durations.clone()))?;
+        let results = ["success", "failure", "error"];
         Ok(AuthnMetrics {
+            attempts: results.map(|r| attempts.with_label_values(&[r])),
+            durations: results.map(|r| durations.with_label_values(&[r])),
             reloads: counter(
                 "apiserver_authentication_config_controller_automatic_reloads_total",
                 "Total number of automatic reloads of authentication configuration split by status and apiserver identity.",
@@ -62,6 +97,12 @@ impl AuthnMetrics {
             )?,
             latency,
         })
+    }
+
+    /// One request authenticated (or not), and how long it took.
+    pub fn attempt(&self, result: Attempt, took: Duration) {
+        self.attempts[result as usize].inc();
+        self.durations[result as usize].observe(took.as_secs_f64());
     }
 
     /// A reload of the file: `success` or `failure`.
