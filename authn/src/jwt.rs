@@ -1,6 +1,6 @@
 //! JWT validation as kube-apiserver's OIDC authenticator does it: compact JWS only, a signature
-//! by one of the issuer's published keys with an asymmetric algorithm upstream accepts (RS, PS,
-//! ES; `none` and HMAC never), `iss` equal to the issuer URL, `aud` containing an accepted
+//! by one of the issuer's published keys with an asymmetric algorithm upstream accepts (RS, PS
+//! and ES, 256 to 512; `none`, HMAC and EdDSA never), `iss` equal to the issuer URL, `aud` containing an accepted
 //! audience, `exp` in the future (no leeway) and `nbf` no more than five minutes ahead. The
 //! signature is checked by `jsonwebtoken`; this module only chooses the key and reads claims.
 
@@ -23,8 +23,10 @@ pub const MAX_KEYS: usize = 100;
 /// How far ahead of the clock `nbf` may be (go-oidc's leeway for clock skew).
 pub const NBF_LEEWAY: Duration = Duration::from_secs(300);
 
-/// The algorithms accepted (kube-apiserver's `allowedSigningAlgs`; ES512 needs P-521, which
-/// `jsonwebtoken` does not verify, so its tokens are refused as unsupported).
+mod es512;
+
+/// The algorithms `jsonwebtoken` verifies of kube-apiserver's `allowedSigningAlgs`; the last,
+/// ES512, is verified by [`es512`].
 const ACCEPTED: [Algorithm; 8] = [
     Algorithm::RS256,
     Algorithm::RS384,
@@ -77,9 +79,45 @@ pub enum TokenError {
 /// One verification key.
 struct Key {
     kid: Option<String>,
-    /// The algorithms this key may verify.
-    algorithms: &'static [Algorithm],
-    decoding: DecodingKey,
+    verifier: Verifier,
+}
+
+/// What checks a signature.
+enum Verifier {
+    /// A key `jsonwebtoken` verifies with, and the algorithms it may verify.
+    Jose {
+        algorithms: &'static [Algorithm],
+        decoding: DecodingKey,
+    },
+    /// A P-521 key (ES512).
+    Es512(es512::Key),
+}
+
+/// A signing algorithm accepted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Alg {
+    Jose(Algorithm),
+    Es512,
+}
+
+impl Verifier {
+    fn verifies(&self, alg: Alg) -> bool {
+        match (self, alg) {
+            (Verifier::Jose { algorithms, .. }, Alg::Jose(a)) => algorithms.contains(&a),
+            (Verifier::Es512(_), Alg::Es512) => true,
+            _ => false,
+        }
+    }
+
+    fn check(&self, alg: Alg, message: &[u8], signature: &str) -> bool {
+        match (self, alg) {
+            (Verifier::Jose { decoding, .. }, Alg::Jose(a)) => {
+                jsonwebtoken::crypto::verify(signature, message, decoding, a).unwrap_or(false)
+            }
+            (Verifier::Es512(key), Alg::Es512) => es512::verify(key, message, signature),
+            _ => false,
+        }
+    }
 }
 
 /// An issuer's published keys, parsed and bounded.
@@ -128,10 +166,16 @@ impl KeySet {
         let mut keys = Vec::new();
         let mut skipped = 0;
         for value in document.keys {
-            match serde_json::from_value::<Jwk>(value)
-                .ok()
-                .and_then(|jwk| key(&jwk))
-            {
+            let p521 = es512::key(&value).map(|key| Key {
+                kid: value.get("kid").and_then(Value::as_str).map(str::to_string),
+                verifier: Verifier::Es512(key),
+            });
+            let found = p521.or_else(|| {
+                serde_json::from_value::<Jwk>(value)
+                    .ok()
+                    .and_then(|jwk| key(&jwk))
+            });
+            match found {
                 Some(key) => keys.push(key),
                 None => skipped += 1,
             }
@@ -191,8 +235,10 @@ fn key(jwk: &Jwk) -> Option<Key> {
     };
     Some(Key {
         kid: jwk.common.key_id.clone(),
-        algorithms,
-        decoding: DecodingKey::from_jwk(jwk).ok()?,
+        verifier: Verifier::Jose {
+            algorithms,
+            decoding: DecodingKey::from_jwk(jwk).ok()?,
+        },
     })
 }
 
@@ -274,23 +320,24 @@ pub fn verify(
     }
     let header: Header = decode_json(header).ok_or(TokenError::Malformed("header"))?;
     let kid = header.kid.clone();
-    let algorithm = header
-        .alg
-        .parse::<Algorithm>()
-        .ok()
-        .filter(|a| ACCEPTED.contains(a))
-        .ok_or_else(|| TokenError::Algorithm(header.alg.clone()))?;
+    let algorithm = match header.alg.as_str() {
+        "ES512" => Alg::Es512,
+        other => other
+            .parse::<Algorithm>()
+            .ok()
+            .filter(|a| ACCEPTED.contains(a))
+            .map(Alg::Jose)
+            .ok_or_else(|| TokenError::Algorithm(header.alg.clone()))?,
+    };
     let candidates = keys.keys.iter().filter(|k| {
-        k.algorithms.contains(&algorithm)
+        k.verifier.verifies(algorithm)
             && (header.kid.is_none() || k.kid.is_none() || k.kid == header.kid)
     });
     let mut tried = false;
     let mut verified = false;
     for key in candidates {
         tried = true;
-        if jsonwebtoken::crypto::verify(signature, signed.as_bytes(), &key.decoding, algorithm)
-            .unwrap_or(false)
-        {
+        if key.verifier.check(algorithm, signed.as_bytes(), signature) {
             verified = true;
             break;
         }

@@ -133,11 +133,11 @@ fn none_and_hmac_are_refused_whatever_the_key_set() {
         check(&forged, &keys),
         Err(TokenError::Algorithm("HS256".into()))
     );
-    // ES512 is not verified here: refused as unsupported, never accepted.
-    let es512 = format!("{}.{payload}.x", b64(&json!({"alg": "ES512", "kid": "k"})));
+    // EdDSA is not among upstream's algorithms.
+    let eddsa = format!("{}.{payload}.x", b64(&json!({"alg": "EdDSA", "kid": "k"})));
     assert_eq!(
-        check(&es512, &keys),
-        Err(TokenError::Algorithm("ES512".into()))
+        check(&eddsa, &keys),
+        Err(TokenError::Algorithm("EdDSA".into()))
     );
 }
 
@@ -270,4 +270,49 @@ fn the_untrusted_issuer_picks_the_authenticator() {
     );
     assert_eq!(untrusted_issuer("opaque-token-123"), None);
     assert_eq!(untrusted_issuer("a.b.c"), None);
+}
+
+/// An ES512 token and its JWK (P-521, which `jsonwebtoken` does not sign or verify).
+fn es512(kid: &str, claims: &Value) -> (String, Value) {
+    use p521::ecdsa::signature::Signer as _;
+    let key = p521::ecdsa::SigningKey::random(&mut p521::elliptic_curve::rand_core::OsRng);
+    let point = p521::ecdsa::VerifyingKey::from(&key).to_encoded_point(false);
+    let jwk = json!({"kty": "EC", "crv": "P-521", "kid": kid, "use": "sig", "alg": "ES512",
+        "x": URL_SAFE_NO_PAD.encode(point.x().expect("x")),
+        "y": URL_SAFE_NO_PAD.encode(point.y().expect("y"))});
+    let input = format!(
+        "{}.{}",
+        b64(&json!({"alg": "ES512", "kid": kid})),
+        b64(claims)
+    );
+    let signature: p521::ecdsa::Signature = key.sign(input.as_bytes());
+    (
+        format!("{input}.{}", URL_SAFE_NO_PAD.encode(signature.to_bytes())),
+        jwk,
+    )
+}
+
+#[test]
+fn es512_tokens_verify_with_p521_keys_only() {
+    let (token, jwk) = es512("p521", &claims(json!({})));
+    let keys = KeySet::parse(json!({"keys": [jwk]}).to_string().as_bytes()).expect("key set");
+    assert_eq!(
+        check(&token, &keys).expect("verified").claims["sub"],
+        "alice"
+    );
+    let (other, _) = es512("p521", &claims(json!({})));
+    let (_, stranger) = es512("p521", &claims(json!({})));
+    let strangers = KeySet::parse(json!({"keys": [stranger]}).to_string().as_bytes()).expect("set");
+    assert_eq!(check(&other, &strangers), Err(TokenError::Signature));
+    // A P-521 key verifies nothing but ES512, and an ES256 key never an ES512 token.
+    let es256 = Signer::ec(Algorithm::ES256, "p521");
+    assert!(matches!(
+        check(&es256.sign(&claims(json!({}))), &keys),
+        Err(TokenError::UnknownKey { .. })
+    ));
+    let only_es256 = key_set(&[&es256]);
+    assert!(matches!(
+        check(&token, &only_es256),
+        Err(TokenError::UnknownKey { .. })
+    ));
 }
