@@ -335,6 +335,24 @@ impl Cluster {
         .await;
     }
 
+    /// The sum of every series of `/metrics` named `name` (or `name{labels}` exactly), read as
+    /// a member of `system:monitoring`; 0 when there is none.
+    pub async fn metric_sum(&self, name: &str) -> f64 {
+        let monitor = self.client_ca.client("prometheus", &["system:monitoring"]);
+        let response = self.client(Some(&monitor)).get(self.url("/metrics")).send();
+        let text = response
+            .await
+            .expect("metrics")
+            .text()
+            .await
+            .expect("metrics text");
+        text.lines()
+            .filter_map(|l| l.strip_prefix(name))
+            .filter(|rest| rest.starts_with('{') || rest.starts_with(' '))
+            .filter_map(|rest| rest.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    }
+
     /// `GET path` with `headers`: the status and the body as JSON (`null` if it is not).
     pub async fn get(
         &self,

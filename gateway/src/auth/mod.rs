@@ -228,10 +228,23 @@ impl Authenticator {
     }
 
     /// The same authenticators, counting attempts and their duration in `metrics`
-    /// (`authentication_attempts`, `authentication_duration_seconds`).
+    /// (`authentication_attempts`, `authentication_duration_seconds`, see [`Authenticator::count`]).
     pub fn counted(mut self, metrics: AuthnMetrics) -> Authenticator {
         self.metrics = Some(metrics);
         self
+    }
+
+    /// Counts one request's authentication, which took `took`, as kube-apiserver counts it.
+    pub fn count(&self, result: &Result<Authenticated, AuthError>, took: std::time::Duration) {
+        let Some(metrics) = &self.metrics else {
+            return;
+        };
+        let attempt = match result {
+            Ok(_) => Attempt::Success,
+            Err(AuthError::TooManyReviews) => Attempt::Error,
+            Err(_) => Attempt::Failure,
+        };
+        metrics.attempt(attempt, took);
     }
 
     /// The same authenticators with the JWT issuers and anonymous rule of an
@@ -325,33 +338,6 @@ impl Authenticator {
     /// ([`AuthError::status`]). The connection's client certificate is verified against the
     /// current CA bundles (reusing its last verdict while they are unchanged).
     pub async fn authenticate(
-        &self,
-        path: &str,
-        headers: &HeaderMap,
-        peer: Option<std::net::SocketAddr>,
-        connection: Option<&ConnectionIdentity>,
-        delegate: Option<&Upstream>,
-        clients: &Clients,
-    ) -> Result<Authenticated, AuthError> {
-        let Some(metrics) = &self.metrics else {
-            return self
-                .authenticate_uncounted(path, headers, peer, connection, delegate, clients)
-                .await;
-        };
-        let started = std::time::Instant::now();
-        let result = self
-            .authenticate_uncounted(path, headers, peer, connection, delegate, clients)
-            .await;
-        let attempt = match &result {
-            Ok(_) => Attempt::Success,
-            Err(AuthError::TooManyReviews) => Attempt::Error,
-            Err(_) => Attempt::Failure,
-        };
-        metrics.attempt(attempt, started.elapsed());
-        result
-    }
-
-    async fn authenticate_uncounted(
         &self,
         path: &str,
         headers: &HeaderMap,

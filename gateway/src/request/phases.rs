@@ -86,6 +86,7 @@ impl ApiaggProxy {
             .and_then(|d| d.ssl_digest.as_ref())
             .and_then(|tls| tls.extension.get::<ConnectionIdentity>());
         ctx.trace_step("authentication");
+        let started = std::time::Instant::now();
         let authenticated = self
             .auth
             .authenticate(
@@ -97,6 +98,7 @@ impl ApiaggProxy {
                 &self.gateway.clients,
             )
             .await;
+        self.auth.count(&authenticated, started.elapsed());
         ctx.trace_step_end();
         match authenticated {
             Ok(caller) => {

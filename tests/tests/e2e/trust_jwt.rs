@@ -64,26 +64,6 @@ async fn get(c: &Cluster, token: &str, path: &str) -> (u16, Value) {
         .await
 }
 
-/// The sum of every series of `/metrics` named `name` (read as a member of
-/// `system:monitoring`).
-async fn metric(c: &Cluster, name: &str) -> f64 {
-    let monitor = c.client_ca.client("prometheus", &["system:monitoring"]);
-    let text = c
-        .client(Some(&monitor))
-        .get(c.url("/metrics"))
-        .send()
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("metrics text");
-    text.lines()
-        .filter_map(|l| l.strip_prefix(name))
-        .filter(|rest| rest.starts_with('{') || rest.starts_with(' '))
-        .filter_map(|rest| rest.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
-}
-
 fn unix(t: SystemTime) -> u64 {
     t.duration_since(UNIX_EPOCH).expect("epoch").as_secs()
 }
@@ -218,14 +198,16 @@ async fn provider_tokens_reach_backends_and_the_delegate_as_the_mapped_user() {
         c.delegate.requests(TOKEN_REVIEWS).await > reviews,
         "another issuer's token goes to TokenReview"
     );
-    let validated = metric(
-        &c,
-        "apiserver_authentication_jwt_authenticator_latency_seconds_count",
-    )
-    .await;
+    let validated = c
+        .metric_sum("apiserver_authentication_jwt_authenticator_latency_seconds_count")
+        .await;
     assert!(validated >= 1.0, "{validated}");
-    let success = metric(&c, "authentication_attempts{result=\"success\"}").await;
-    let failure = metric(&c, "authentication_attempts{result=\"failure\"}").await;
+    let success = c
+        .metric_sum("authentication_attempts{result=\"success\"}")
+        .await;
+    let failure = c
+        .metric_sum("authentication_attempts{result=\"failure\"}")
+        .await;
     assert!(
         success >= 2.0 && failure >= forged.len() as f64,
         "{success} {failure}"
@@ -307,11 +289,9 @@ async fn an_issuer_down_at_start_is_retried_until_it_answers() {
         |(code, _)| *code == 200,
     )
     .await;
-    let fetched = metric(
-        &c,
-        "apiserver_authentication_jwks_fetch_last_timestamp_seconds",
-    )
-    .await;
+    let fetched = c
+        .metric_sum("apiserver_authentication_jwks_fetch_last_timestamp_seconds")
+        .await;
     assert!(fetched > 0.0, "fetch timestamps are exported");
 }
 
@@ -330,7 +310,7 @@ async fn a_bad_file_keeps_the_old_configuration_and_a_good_one_applies() {
     wait_until(
         "the failed reload to be counted",
         Duration::from_secs(20),
-        || metric(&c, "apiserver_authentication_config_controller_automatic_reloads_total{status=\"failure\"}"),
+        || c.metric_sum("apiserver_authentication_config_controller_automatic_reloads_total{status=\"failure\"}"),
         |n| *n == 1.0,
     )
     .await;
@@ -350,9 +330,7 @@ async fn a_bad_file_keeps_the_old_configuration_and_a_good_one_applies() {
         |user| *user == json!("sso:alice"),
     )
     .await;
-    let ok = metric(
-        &c,
-        "apiserver_authentication_config_controller_automatic_reloads_total{status=\"success\"}",
+    let ok = c.metric_sum("apiserver_authentication_config_controller_automatic_reloads_total{status=\"success\"}",
     )
     .await;
     assert_eq!(ok, 1.0);

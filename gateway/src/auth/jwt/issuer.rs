@@ -17,6 +17,7 @@ use tokio::sync::{watch, Notify, Semaphore};
 
 use super::metrics::AuthnMetrics;
 use crate::auth::user::User;
+use apiagg_observe::error_chain;
 
 /// Keys are fetched again this often.
 pub const REFRESH: Duration = Duration::from_secs(300);
@@ -422,18 +423,6 @@ impl Issuer {
         }
         Ok(body)
     }
-}
-
-/// An error with its sources, for one log line.
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
 }
 
 #[cfg(test)]

@@ -10,11 +10,14 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::*;
 
+/// What the server answers, by path: status and body.
+type Routes = Arc<std::sync::Mutex<HashMap<String, (u16, Vec<u8>)>>>;
+
 /// A TLS server answering GETs from `routes` (path → status, body), counting requests per path.
 struct Provider {
     url: String,
     ca_pem: String,
-    routes: Arc<std::sync::Mutex<HashMap<String, (u16, Vec<u8>)>>>,
+    routes: Routes,
     hits: Arc<std::sync::Mutex<HashMap<String, usize>>>,
 }
 
@@ -46,7 +49,7 @@ impl Provider {
             .await
             .expect("bind");
         let url = format!("https://{}", listener.local_addr().expect("addr"));
-        let routes: Arc<std::sync::Mutex<HashMap<String, (u16, Vec<u8>)>>> = Arc::default();
+        let routes: Routes = Arc::default();
         let hits: Arc<std::sync::Mutex<HashMap<String, usize>>> = Arc::default();
         let (served, counted) = (routes.clone(), hits.clone());
         tokio::spawn(async move {
