@@ -202,6 +202,19 @@ fn count(config: &str, path: &str, n: u64, caller: &Caller) -> Counts {
     // SIGINT: pingora stops at once, and callgrind writes its counts as the process exits.
     proc.signal("INT");
     proc.wait_exit(Duration::from_secs(60));
+    // APIAGG_BUDGET_KEEP=DIR keeps each run's callgrind file there, for callgrind_annotate.
+    if let Ok(keep) = std::env::var("APIAGG_BUDGET_KEEP") {
+        let token = if caller.authorization.is_some() {
+            "token"
+        } else {
+            "anonymous"
+        };
+        let name = format!(
+            "callgrind.{token}.{}.{n}",
+            caller.authorization.as_deref().map_or(0, str::len)
+        );
+        let _ = std::fs::copy(&out, Path::new(&keep).join(name));
+    }
     read_counts(&out)
 }
 

@@ -15,7 +15,6 @@ use apiagg_authn::jwt::untrusted_issuer;
 use apiagg_authn::validate::Anonymous;
 use apiagg_authn::ValidationErrors;
 use arc_swap::ArcSwap;
-use sha2::{Digest, Sha256};
 use tokio::sync::{watch, Semaphore};
 
 pub use self::issuer::{Issuer, IssuerRefusal};
@@ -122,17 +121,16 @@ impl StructuredAuthn {
     /// The issuer `token` claims, when one is configured, and its verdict. `None`: the token is
     /// not a JWT of a configured issuer, and the next authenticator decides.
     pub async fn authenticate(&self, token: &str) -> Option<Result<Arc<User>, IssuerRefusal>> {
-        // A token validated before is found by its hash alone: no decoding on the common path.
-        let key: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+        // A token validated before is found in a cache: no decoding on the common path.
         let active = self.active.load_full();
         for running in &active.issuers {
-            if let Some(user) = running.issuer.cached(&key).await {
+            if let Some(user) = running.issuer.cached(token).await {
                 return Some(Ok(user));
             }
         }
         let iss = untrusted_issuer(token)?;
         let issuer = active.issuers.iter().find(|r| r.issuer.url() == iss)?;
-        Some(issuer.issuer.authenticate(token, key).await)
+        Some(issuer.issuer.authenticate(token).await)
     }
 
     /// The file's anonymous rule, when it has one.

@@ -1,7 +1,7 @@
 //! One JWT issuer at run time: its discovery document and key set fetched over TLS with the
 //! configured CA (or the system's roots), refreshed every [`REFRESH`] and when a token names a
 //! key it does not know (at most once per [`MISS_INTERVAL`], so forged `kid`s are no flood at
-//! the provider); retried with backoff while unreachable; validated tokens cached by SHA-256
+//! the provider); retried with backoff while unreachable; validated tokens cached by the token
 //! until they expire. The fetch loop ends when the issuer is dropped (a reload replaced it).
 
 use std::sync::{Arc, Mutex};
@@ -31,8 +31,11 @@ const BACKOFF_MAX: Duration = Duration::from_secs(10);
 const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
 /// The largest discovery document read.
 const MAX_DISCOVERY: usize = 256 * 1024;
-/// Validated tokens remembered per issuer; past it the least used go first.
-const CACHE_LIMIT: u64 = 16_384;
+/// Bytes of validated tokens remembered per issuer (each weighs its length and
+/// [`ENTRY_OVERHEAD`]); past it the least used go first.
+const CACHE_BYTES: u64 = 16 << 20;
+/// What a cached token costs besides its bytes: the user, the entry, the key's `Arc`.
+const ENTRY_OVERHEAD: usize = 512;
 /// Longest a validated token is remembered, whatever its `exp`.
 const CACHE_TTL_MAX: Duration = Duration::from_secs(3600);
 /// How long a request waits for keys fetched because of an unknown `kid`.
@@ -103,7 +106,9 @@ pub struct Issuer {
     /// Sends the keys' generation each time a fetch ends (success or not).
     fetched: watch::Sender<u64>,
     last_miss: Mutex<Option<Instant>>,
-    cache: Cache<[u8; 32], Cached>,
+    /// Keyed by the whole token: a look-up hashes it with the cache's keyed hash and compares
+    /// it whole (a SHA-256 per request would cost more than the rest of authentication).
+    cache: Cache<Arc<str>, Cached>,
     client: reqwest::Client,
     /// Bounds signature checks running at once (they run off the async workers).
     verifying: Arc<Semaphore>,
@@ -124,8 +129,8 @@ struct Cached {
 /// Expires each cached user when its token does (at most [`CACHE_TTL_MAX`] after it was cached).
 struct UntilExpiry;
 
-impl moka::Expiry<[u8; 32], Cached> for UntilExpiry {
-    fn expire_after_create(&self, _: &[u8; 32], value: &Cached, _: Instant) -> Option<Duration> {
+impl moka::Expiry<Arc<str>, Cached> for UntilExpiry {
+    fn expire_after_create(&self, _: &Arc<str>, value: &Cached, _: Instant) -> Option<Duration> {
         let left = value
             .expires
             .duration_since(SystemTime::now())
@@ -161,7 +166,10 @@ impl Issuer {
             fetched: watch::channel(0).0,
             last_miss: Mutex::new(None),
             cache: Cache::builder()
-                .max_capacity(CACHE_LIMIT)
+                .max_capacity(CACHE_BYTES)
+                .weigher(|token: &Arc<str>, _: &Cached| {
+                    u32::try_from(token.len() + ENTRY_OVERHEAD).unwrap_or(u32::MAX)
+                })
                 .expire_after(UntilExpiry)
                 .build(),
             client: client.build()?,
@@ -194,24 +202,19 @@ impl Issuer {
         self.keys.store(other.keys.load_full());
     }
 
-    /// The user of a token this issuer validated before, by the token's SHA-256 (`key`), while
-    /// the token has not expired and its signing key is still published.
-    pub async fn cached(&self, key: &[u8; 32]) -> Option<Arc<User>> {
-        let cached = self.cache.get(key).await?;
+    /// The user of a token this issuer validated before, while the token has not expired and
+    /// its signing key is still published.
+    pub async fn cached(&self, token: &str) -> Option<Arc<User>> {
+        let cached = self.cache.get(token).await?;
         if cached.expires > SystemTime::now() && self.still_published(cached.kid.as_deref()) {
             return Some(cached.user);
         }
-        self.cache.invalidate(key).await;
+        self.cache.invalidate(token).await;
         None
     }
 
-    /// The user of `token`, which claims this issuer and is not in its cache (`key`: its
-    /// SHA-256).
-    pub async fn authenticate(
-        self: &Arc<Self>,
-        token: &str,
-        key: [u8; 32],
-    ) -> Result<Arc<User>, IssuerRefusal> {
+    /// The user of `token`, which claims this issuer and is not in its cache.
+    pub async fn authenticate(self: &Arc<Self>, token: &str) -> Result<Arc<User>, IssuerRefusal> {
         let started = Instant::now();
         let mut result = self.verify(token).await;
         if let Err(IssuerRefusal::Invalid {
@@ -227,7 +230,7 @@ impl Issuer {
         self.metrics.latency(&self.hash, outcome, started.elapsed());
         let cached = result?;
         let user = cached.user.clone();
-        self.cache.insert(key, cached).await;
+        self.cache.insert(Arc::from(token), cached).await;
         Ok(user)
     }
 
