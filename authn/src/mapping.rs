@@ -1,6 +1,9 @@
 //! From a verified token's claims to a user, as kube-apiserver's JWT authenticator maps them:
 //! required claims and claim rules first, then username, groups, uid and extra, then the user
-//! rules. Every refusal says why for the log; callers only ever see 401.
+//! rules. Every refusal says why for the log; callers only ever see 401. One rule of apiagg's
+//! own: a mapped username or group in the reserved `system:` namespace is refused, so no
+//! issuer, prefix or expression can make a token `system:masters`, a node or one of this
+//! cluster's service accounts (map another cluster's service accounts under a prefix).
 
 use std::collections::BTreeMap;
 use std::time::SystemTime;
@@ -123,7 +126,19 @@ pub enum MappingError {
     /// The mapped username is empty.
     #[error("the mapped username is empty")]
     EmptyUsername,
+    /// The mapped username or a group is in Kubernetes' reserved `system:` namespace: a token
+    /// may never make its bearer `system:masters`, a node or a service account of this cluster.
+    #[error("the mapped {what} {name:?} starts with \"system:\", which is reserved")]
+    Reserved {
+        /// `username` or `group`.
+        what: &'static str,
+        /// The mapped value.
+        name: String,
+    },
 }
+
+/// Kubernetes' reserved prefix of users and groups.
+const RESERVED: &str = "system:";
 
 impl JwtAuthenticator {
     /// Verifies `token` with `keys` and maps it.
@@ -172,6 +187,12 @@ impl JwtAuthenticator {
         if username.is_empty() {
             return Err(MappingError::EmptyUsername);
         }
+        if username.starts_with(RESERVED) {
+            return Err(MappingError::Reserved {
+                what: "username",
+                name: username,
+            });
+        }
         let groups = match &self.groups {
             None => Vec::new(),
             Some(Source::Claim { claim, prefix }) => match claims.get(claim) {
@@ -186,6 +207,12 @@ impl JwtAuthenticator {
             },
             Some(Source::Expression(e)) => strings_of(e, &cel_claims, "groups")?,
         };
+        if let Some(group) = groups.iter().find(|g| g.starts_with(RESERVED)) {
+            return Err(MappingError::Reserved {
+                what: "group",
+                name: group.clone(),
+            });
+        }
         let uid = match &self.uid {
             None => String::new(),
             Some(Source::Claim { claim, .. }) => string_claim(claims, claim, "uid")?,

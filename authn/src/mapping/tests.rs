@@ -154,9 +154,9 @@ fn rules_refuse_with_their_message() {
         message: "no root".into(),
     }];
     a.user_rules = vec![Rule {
-        expression: Expression::compile("!user.username.startsWith('system:')", Scope::User)
+        expression: Expression::compile("!user.username.startsWith('blocked-')", Scope::User)
             .expect("user rule"),
-        message: "no system users".into(),
+        message: "no blocked users".into(),
     }];
     let map = |claims: Value| a.map(&object(claims));
     assert!(map(json!({"sub": "alice", "hd": "example.com"})).is_ok());
@@ -168,8 +168,8 @@ fn rules_refuse_with_their_message() {
         Err(MappingError::Rule("no root".into()))
     );
     assert_eq!(
-        map(json!({"sub": "system:admin", "hd": "example.com"})),
-        Err(MappingError::Rule("no system users".into()))
+        map(json!({"sub": "blocked-eve", "hd": "example.com"})),
+        Err(MappingError::Rule("no blocked users".into()))
     );
     let mut not_bool = authenticator(claim("sub", ""));
     not_bool.claim_rules = vec![Rule {
@@ -199,4 +199,31 @@ fn a_signed_token_authenticates_end_to_end() {
             .err(),
         Some(MappingError::Token(crate::jwt::TokenError::Signature))
     );
+}
+
+#[test]
+fn reserved_names_are_never_mapped() {
+    let mut a = authenticator(claim("sub", ""));
+    a.groups = Some(claim("groups", ""));
+    let map = |claims: Value| a.map(&object(claims));
+    assert!(map(json!({"sub": "alice", "groups": ["dev"]})).is_ok());
+    assert_eq!(
+        map(json!({"sub": "system:serviceaccount:kube-system:admin"})),
+        Err(MappingError::Reserved {
+            what: "username",
+            name: "system:serviceaccount:kube-system:admin".into()
+        })
+    );
+    assert_eq!(
+        map(json!({"sub": "alice", "groups": ["dev", "system:masters"]})),
+        Err(MappingError::Reserved {
+            what: "group",
+            name: "system:masters".into()
+        })
+    );
+    let by_expression = authenticator(Source::Expression(expr("'system:' + claims.sub")));
+    assert!(matches!(
+        by_expression.map(&object(json!({"sub": "node:a"}))),
+        Err(MappingError::Reserved { .. })
+    ));
 }

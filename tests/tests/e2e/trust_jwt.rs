@@ -406,3 +406,35 @@ for event in stream:
     assert!(stdout.contains("listed first"), "{stdout}");
     assert!(stdout.contains("watched ADDED by-oidc"), "{stdout}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_token_maps_to_a_reserved_name_even_without_prefixes() {
+    let key = SigningKey::generate(Alg::Es256, "k1");
+    let provider = OidcProvider::start(OidcOptions::new(vec![key.clone()], vec![alice()]));
+    // No prefixes: claims become names as they are. (The user rule of `config` refuses
+    // `system:` usernames too; the groups row is refused by apiagg's reserved-name rule alone.)
+    let c = Cluster::start_structured(&config(&provider, "")).await;
+    let token = provider.token("alice", AUDIENCE).await;
+    let (code, seen) = get(&c, &token, &whoami()).await;
+    assert_eq!((code, &seen["user"]), (200, &json!("alice")), "{seen}");
+    let served = c.backend.requests(&whoami()).await;
+    let reserved = [
+        json!({"sub": "system:serviceaccount:kube-system:default"}),
+        json!({"sub": "system:node:worker-1", "groups": ["system:nodes"]}),
+        json!({"sub": "mallory", "groups": ["dev", "system:masters"]}),
+    ];
+    for claims_of in reserved {
+        let forged = key.sign_jwt(&claims(&provider, claims_of.clone()));
+        let (code, body) = get(&c, &forged, &whoami()).await;
+        assert_eq!(code, 401, "{claims_of}: {body}");
+        // Nor anything apiagg serves itself (the group row would otherwise be system:masters,
+        // whom apiagg lets change routes).
+        let (code, _) = get(&c, &forged, "/apis/apiregistration.k8s.io/v1/apiservices").await;
+        assert_eq!(code, 401, "{claims_of}");
+    }
+    assert_eq!(
+        c.backend.requests(&whoami()).await,
+        served,
+        "nothing reached the backend"
+    );
+}
