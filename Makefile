@@ -16,7 +16,7 @@ run:
 	@scripts/run-example.sh
 
 test:
-	@scripts/need.sh cmake prometheus protoc etcd valgrind python:kubernetes npm:tests/oidc
+	@scripts/need.sh cmake prometheus protoc etcd valgrind openssl python:kubernetes npm:tests/oidc
 	cargo test --workspace
 	cargo build --release -p apiagg-gateway -p apiagg-tests --bins
 	cargo test --release -p apiagg-tests --test instruction_budget

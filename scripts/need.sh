@@ -34,6 +34,7 @@ declare -A package=(
   [valgrind]=valgrind           # the instruction-budget test counts apiagg's work per request
   [nginx]=nginx-light           # the anchor of tests/bench/*.sh (not needed by the tests)
   [h2load]=nghttp2-client       # drives HTTP/2 in tests/bench/instructions-h2.sh
+  [openssl]=openssl             # makes the RSA keys of the JWT tests' OpenID provider
   [npm]=npm                     # installs the packages of npm:DIR (tests/oidc: the OpenID provider)
 )
 missing=()
