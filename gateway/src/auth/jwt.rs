@@ -133,9 +133,23 @@ impl StructuredAuthn {
         Some(issuer.issuer.authenticate(token).await)
     }
 
-    /// The file's anonymous rule, when it has one.
+    /// The file's anonymous rule, when it has one (for the start-up log).
     pub fn anonymous(&self) -> Option<Anonymous> {
         self.active.load().anonymous.clone()
+    }
+
+    /// Whether the file's anonymous rule lets a request for `path` in without credentials;
+    /// `None` when the file has no rule (the config file's `authentication.anonymous` decides).
+    pub fn admits_anonymous(&self, path: &str) -> Option<bool> {
+        let active = self.active.load();
+        let rule = active.anonymous.as_ref()?;
+        Some(
+            rule.enabled
+                && rule
+                    .paths
+                    .as_ref()
+                    .is_none_or(|paths| paths.iter().any(|p| p == path)),
+        )
     }
 
     /// The issuer URLs, for the start-up log.

@@ -411,17 +411,11 @@ impl Authenticator {
         if !errors.is_empty() {
             return Err(AuthError::Unauthorized(errors.join("; ")));
         }
-        let anonymous = match self.structured.as_ref().and_then(|s| s.anonymous()) {
-            Some(rule) => {
-                rule.enabled
-                    && rule
-                        .paths
-                        .as_ref()
-                        .is_none_or(|paths| paths.iter().any(|p| p == path))
-            }
-            None => self.anonymous,
-        };
-        if anonymous {
+        let anonymous = self
+            .structured
+            .as_ref()
+            .and_then(|s| s.admits_anonymous(path));
+        if anonymous.unwrap_or(self.anonymous) {
             return Ok(found(User::anonymous().clone(), Method::Anonymous));
         }
         Err(AuthError::Unauthorized(

@@ -79,12 +79,19 @@ fn claims(provider: &OidcProvider, extra: Value) -> Value {
     c
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn provider_tokens_reach_backends_and_the_delegate_as_the_mapped_user() {
+/// An ES256 provider with alice, apiagg trusting it with `prefix` on names, and a token of
+/// alice's.
+async fn started(prefix: &str) -> (SigningKey, OidcProvider, Cluster, String) {
     let key = SigningKey::generate(Alg::Es256, "k1");
     let provider = OidcProvider::start(OidcOptions::new(vec![key.clone()], vec![alice()]));
-    let c = Cluster::start_structured(&config(&provider, "oidc:")).await;
+    let c = Cluster::start_structured(&config(&provider, prefix)).await;
     let token = provider.token("alice", AUDIENCE).await;
+    (key, provider, c, token)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn provider_tokens_reach_backends_and_the_delegate_as_the_mapped_user() {
+    let (key, provider, c, token) = started("oidc:").await;
     let reviews = c.delegate.requests(TOKEN_REVIEWS).await;
 
     let (code, seen) = get(&c, &token, &whoami()).await;
@@ -297,10 +304,7 @@ async fn an_issuer_down_at_start_is_retried_until_it_answers() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bad_file_keeps_the_old_configuration_and_a_good_one_applies() {
-    let key = SigningKey::generate(Alg::Es256, "k1");
-    let provider = OidcProvider::start(OidcOptions::new(vec![key], vec![alice()]));
-    let c = Cluster::start_structured(&config(&provider, "oidc:")).await;
-    let token = provider.token("alice", AUDIENCE).await;
+    let (_, provider, c, token) = started("oidc:").await;
     assert_eq!(get(&c, &token, &whoami()).await.1["user"], "oidc:alice");
     let file = c.dir.join(AUTHENTICATION_CONFIG);
 
@@ -338,10 +342,7 @@ async fn a_bad_file_keeps_the_old_configuration_and_a_good_one_applies() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_and_the_python_client_list_and_watch_with_a_provider_token() {
-    let key = SigningKey::generate(Alg::Es256, "k1");
-    let provider = OidcProvider::start(OidcOptions::new(vec![key], vec![alice()]));
-    let c = Cluster::start_structured(&config(&provider, "oidc:")).await;
-    let token = provider.token("alice", AUDIENCE).await;
+    let (_, _provider, c, token) = started("oidc:").await;
     let client = reqwest::Client::builder()
         .add_root_certificate(
             reqwest::Certificate::from_pem(c.serving_ca.cert_pem.as_bytes()).expect("ca"),
@@ -409,12 +410,9 @@ for event in stream:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_token_maps_to_a_reserved_name_even_without_prefixes() {
-    let key = SigningKey::generate(Alg::Es256, "k1");
-    let provider = OidcProvider::start(OidcOptions::new(vec![key.clone()], vec![alice()]));
     // No prefixes: claims become names as they are. (The user rule of `config` refuses
     // `system:` usernames too; the groups row is refused by apiagg's reserved-name rule alone.)
-    let c = Cluster::start_structured(&config(&provider, "")).await;
-    let token = provider.token("alice", AUDIENCE).await;
+    let (key, provider, c, token) = started("").await;
     let (code, seen) = get(&c, &token, &whoami()).await;
     assert_eq!((code, &seen["user"]), (200, &json!("alice")), "{seen}");
     let served = c.backend.requests(&whoami()).await;

@@ -87,6 +87,10 @@ pub enum IssuerRefusal {
         /// Why.
         why: MappingError,
     },
+    /// The check on the blocking pool did not run to its end (the runtime is shutting down).
+    /// Retryable.
+    #[error("issuer {0}: the token's check was interrupted")]
+    Interrupted(String),
     /// The mapped user cannot be forwarded exactly. Not retryable.
     #[error("issuer {issuer}: {why}")]
     Identity {
@@ -234,25 +238,26 @@ impl Issuer {
         Ok(user)
     }
 
-    /// Verifies and maps `token` on the blocking pool (signatures cost tens of microseconds).
+    /// Verifies and maps `token` on the blocking pool (a signature costs a few hundred
+    /// microseconds).
     async fn verify(self: &Arc<Self>, token: &str) -> Result<Cached, IssuerRefusal> {
         let Some(keys) = self.keys.load_full() else {
             return Err(IssuerRefusal::NoKeys(self.config.issuer.clone()));
         };
-        let Ok(_permit) = self.verifying.clone().acquire_owned().await else {
-            return Err(IssuerRefusal::NoKeys(self.config.issuer.clone()));
-        };
+        let interrupted = || IssuerRefusal::Interrupted(self.config.issuer.clone());
+        let _permit = self
+            .verifying
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| interrupted())?;
         let this = self.clone();
         let token = token.to_string();
         let mapped = tokio::task::spawn_blocking(move || {
             this.config.authenticate(&token, &keys, SystemTime::now())
         })
         .await
-        .unwrap_or_else(|e| {
-            Err(MappingError::Rule(format!(
-                "validation did not finish: {e}"
-            )))
-        });
+        .map_err(|_| interrupted())?;
         let invalid = |why| IssuerRefusal::Invalid {
             issuer: self.config.issuer.clone(),
             why,
