@@ -1,6 +1,7 @@
 //! CEL expressions of the configuration, compiled once at load: claim rules and mappings see
 //! `claims` (the token's payload), user rules see `user` (`username`, `uid`, `groups`,
-//! `extra`). A compiled expression has a worst-case cost, estimated at load from its shape and
+//! `extra`), authorization match conditions see `request` (a SubjectAccessReview's `spec`). A
+//! compiled expression has a worst-case cost, estimated at load from its shape and
 //! the largest token accepted; one above [`COST_LIMIT`] is a configuration error, as
 //! kube-apiserver refuses an expression over its per-call cost limit.
 
@@ -24,6 +25,9 @@ pub enum Scope {
     Claims,
     /// `user`: user validation rules.
     User,
+    /// `request`: the `spec` of a SubjectAccessReview (`request.user`, `request.groups`,
+    /// `request.resourceAttributes.namespace`, …): authorization webhooks' match conditions.
+    Request,
 }
 
 impl Scope {
@@ -31,6 +35,7 @@ impl Scope {
         match self {
             Scope::Claims => "claims",
             Scope::User => "user",
+            Scope::Request => "request",
         }
     }
 }
@@ -139,6 +144,64 @@ impl Expression {
         self.program
             .execute(&context)
             .map_err(|e| EvalError(e.to_string()))
+    }
+
+    /// Evaluates it as [`Expression::eval`] does, a result other than a bool being an error.
+    pub fn eval_bool(&self, value: &Value) -> Result<bool, EvalError> {
+        match self.eval(value)? {
+            Value::Bool(b) => Ok(b),
+            other => Err(EvalError(format!(
+                "must evaluate to bool but got {}",
+                other.type_of()
+            ))),
+        }
+    }
+
+    /// The type of its result when its shape alone decides it (`"bool"` for a comparison,
+    /// `"string"` for a string literal, `"int"` for `size(…)`, `"list"` for `.map(…)`), `None`
+    /// when it depends on the variable (`request.user`). The crate has no type checker: this
+    /// catches at load what a checker would refuse at the top of an expression, not everything.
+    pub fn known_type(&self) -> Option<&'static str> {
+        known_type(&self.program.expression().expr)
+    }
+}
+
+/// The result type of `expr` when its shape decides it (see [`Expression::known_type`]).
+fn known_type(expr: &Expr) -> Option<&'static str> {
+    use cel::common::ast::LiteralValue as L;
+    match expr {
+        Expr::Literal(literal) => Some(match literal {
+            L::Boolean(_) => "bool",
+            L::Bytes(_) => "bytes",
+            L::Double(_) => "double",
+            L::Int(_) => "int",
+            L::Null => "null_type",
+            L::String(_) => "string",
+            L::UInt(_) => "uint",
+        }),
+        Expr::List(_) => Some("list"),
+        Expr::Map(_) => Some("map"),
+        Expr::Call(c) => match c.func_name.as_str() {
+            "_==_" | "_!=_" | "_<_" | "_<=_" | "_>_" | "_>=_" | "_&&_" | "_||_" | "!_" | "@in"
+            | "has" | "startsWith" | "endsWith" | "contains" | "matches" => Some("bool"),
+            "size" | "int" => Some("int"),
+            "string" => Some("string"),
+            "double" => Some("double"),
+            "uint" => Some("uint"),
+            "bytes" => Some("bytes"),
+            "type" => Some("type"),
+            "_?_:_" => match c.args.as_slice() {
+                [_, yes, no] => known_type(&yes.expr).filter(|t| known_type(&no.expr) == Some(t)),
+                _ => None,
+            },
+            _ => None,
+        },
+        // `all`, `exists` start from a bool, `map` and `filter` from a list, and return it.
+        Expr::Comprehension(c) => match &c.result.expr {
+            Expr::Ident(name) if *name == c.accu_var => known_type(&c.accu_init.expr),
+            result => known_type(result),
+        },
+        Expr::Ident(_) | Expr::Select(_) | Expr::Struct(_) | Expr::Unspecified => None,
     }
 }
 

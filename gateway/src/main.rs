@@ -65,6 +65,9 @@ enum Command {
         /// An authentication file (`AuthenticationConfiguration`) to validate too.
         #[arg(long)]
         authentication_config: Option<PathBuf>,
+        /// An authorization file (`AuthorizationConfiguration`) to validate too.
+        #[arg(long)]
+        authorization_config: Option<PathBuf>,
     },
 }
 
@@ -205,6 +208,13 @@ struct ServeArgs {
     /// the anonymous rule (`anonymous`), re-read when it changes.
     #[arg(long)]
     authentication_config: Option<PathBuf>,
+    /// Structured authorization, as kube-apiserver: an `AuthorizationConfiguration` file
+    /// (`apiserver.config.k8s.io/v1`, `v1beta1` or `v1alpha1`), an ordered chain of `Webhook`
+    /// (match conditions, failure policy), `RBAC` (decided here from the cluster's Roles and
+    /// bindings, followed at the delegate), `AlwaysAllow` and `AlwaysDeny`, re-read when it
+    /// changes. Not together with the config file's `authorization:`.
+    #[arg(long)]
+    authorization_config: Option<PathBuf>,
     #[command(flatten)]
     controls: controls::ControlArgs,
 }
@@ -340,6 +350,7 @@ fn launch(args: ServeArgs) -> Launch {
         audit: args.controls.audit(),
         tracing: args.tracing_config_file,
         authentication: args.authentication_config,
+        authorization: args.authorization_config,
         options,
     }
 }
@@ -355,11 +366,15 @@ fn main() -> ExitCode {
             config,
             tracing_config_file,
             authentication_config,
-        } => app::check(&config, authentication_config.as_deref()).and_then(|()| {
-            match tracing_config_file {
-                Some(path) => app::check_tracing(&path),
-                None => Ok(()),
-            }
+            authorization_config,
+        } => app::check(
+            &config,
+            authentication_config.as_deref(),
+            authorization_config.as_deref(),
+        )
+        .and_then(|()| match tracing_config_file {
+            Some(path) => app::check_tracing(&path),
+            None => Ok(()),
         }),
         Command::Status { server, json } => app::print_status(&server, json),
     };

@@ -126,6 +126,14 @@ const START_UP: [Check; 6] = [
     ),
 ];
 
+/// `/readyz` only: red until the RBAC authorizer listed the cluster's roles and bindings
+/// (kube-apiserver's `informer-sync`).
+const INFORMER_SYNC: Check = Check::new(
+    "informer-sync",
+    &[AuthorizerSynced],
+    "the cluster's RBAC objects are not listed yet",
+);
+
 /// `/readyz` only: red from SIGTERM on.
 const SHUTDOWN: Check = Check {
     name: "shutdown",
@@ -141,6 +149,7 @@ fn checks(endpoint: Endpoint) -> Vec<&'static Check> {
         list.extend(START_UP.iter());
     }
     if endpoint == Endpoint::Readyz {
+        list.push(&INFORMER_SYNC);
         list.push(&SHUTDOWN);
     }
     list
@@ -222,6 +231,7 @@ mod tests {
             DelegateRegistered,
             DiscoverySynced,
             OpenApiSynced,
+            AuthorizerSynced,
         ] {
             lc.reach(m);
         }
@@ -259,6 +269,25 @@ mod tests {
             (500, "internal server error: not finished\n")
         );
         assert_eq!(answer(Endpoint::Livez, "", None, &lc).code, 200);
+    }
+
+    #[test]
+    fn readyz_waits_for_the_authorizers_objects_and_healthz_does_not() {
+        let lc = Lifecycle::new();
+        for m in [
+            ConfigLoaded,
+            DelegateRegistered,
+            DiscoverySynced,
+            OpenApiSynced,
+        ] {
+            lc.reach(m);
+        }
+        let a = answer(Endpoint::Readyz, "", Some("verbose"), &lc);
+        assert_eq!(a.code, 500, "{}", a.body);
+        assert!(a.body.contains("[-]informer-sync failed"), "{}", a.body);
+        assert_eq!(answer(Endpoint::Healthz, "", None, &lc).code, 200);
+        lc.reach(AuthorizerSynced);
+        assert_eq!(answer(Endpoint::Readyz, "", None, &lc).code, 200);
     }
 
     #[test]

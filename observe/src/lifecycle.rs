@@ -18,13 +18,15 @@ pub enum Milestone {
     DiscoverySynced,
     /// The delegate's OpenAPI documents are merged and published, or the start-up bound passed.
     OpenApiSynced,
+    /// The cluster objects the authorizers decide from (RBAC) are listed, or none are needed.
+    AuthorizerSynced,
     /// SIGTERM arrived: readyz fails from now on.
     ShuttingDown,
     /// The shutdown delay is over: new requests are refused with 429.
     Rejecting,
 }
 
-const MILESTONES: usize = 6;
+const MILESTONES: usize = 7;
 
 /// Lifecycle flags, read lock-free on the request path.
 #[derive(Default)]

@@ -5,11 +5,16 @@
 //! can never disagree about what a request asks for. Pure and allocation-free for the common
 //! request: every field borrows from the request line.
 
+mod labels;
 mod query;
 mod selector;
 
 use std::borrow::Cow;
 
+pub use self::labels::{
+    FieldError, LabelOperator, LabelRequirement, LabelSelector, LabelSelectorError,
+    RequirementError,
+};
 pub use self::query::{decode_value, QueryParams};
 pub use self::selector::{FieldSelector, FieldTerm, SelectorError};
 
@@ -32,6 +37,10 @@ pub enum InfoError {
     /// the path must change.
     #[error("unable to determine kind and namespace from url {0}")]
     NoKind(String),
+    /// The query has a pair Go's servers skip (a `;` or an invalid `%` escape): apiagg and a
+    /// backend would read different values. Not retryable: the query must change.
+    #[error("the query has a parameter with ';' or an invalid '%' escape, which servers read differently; send it without")]
+    AmbiguousQuery,
 }
 
 /// The result of describing a request.
@@ -78,6 +87,9 @@ impl<'a> RequestInfo<'a> {
     /// segments); `query` is the raw query string.
     pub fn new(method: &str, path: &'a str, query: Option<&'a str>) -> Result<Self> {
         let query = QueryParams::parse(query.unwrap_or(""));
+        if query.ambiguous {
+            return Err(InfoError::AmbiguousQuery);
+        }
         let trimmed = path.trim_start_matches('/');
         let trimmed = trimmed.strip_suffix('/').unwrap_or(trimmed);
         let mut segments = [""; KEPT_SEGMENTS];

@@ -42,6 +42,9 @@ pub struct QueryParams<'a> {
     pub dry_run: Option<&'a str>,
     /// `hash` (of an OpenAPI v3 document).
     pub hash: Option<&'a str>,
+    /// A pair Go's `url.ParseQuery` skips (it holds `;` or an invalid `%` escape): receivers
+    /// would read different first values, so such a query is refused.
+    pub ambiguous: bool,
 }
 
 impl<'a> QueryParams<'a> {
@@ -56,6 +59,10 @@ impl<'a> QueryParams<'a> {
         }
         for pair in raw.split('&') {
             if pair.is_empty() {
+                continue;
+            }
+            if skipped_by_go(pair) {
+                params.ambiguous = true;
                 continue;
             }
             let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
@@ -119,6 +126,18 @@ impl<'a> QueryParams<'a> {
         let valid = name != "." && name != ".." && !name.contains('/') && !name.contains('%');
         valid.then(|| Cow::Owned(name.to_string()))
     }
+}
+
+/// Whether Go's `url.ParseQuery` drops `pair`: it holds a `;`, or a `%` not followed by two
+/// hex digits.
+fn skipped_by_go(pair: &str) -> bool {
+    let bytes = pair.as_bytes();
+    bytes.iter().enumerate().any(|(i, &b)| {
+        b == b';'
+            || (b == b'%'
+                && !(bytes.get(i + 1).is_some_and(u8::is_ascii_hexdigit)
+                    && bytes.get(i + 2).is_some_and(u8::is_ascii_hexdigit)))
+    })
 }
 
 fn flag(value: Option<&str>) -> bool {

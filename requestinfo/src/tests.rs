@@ -176,3 +176,17 @@ fn query_keys_and_values_decode_once() {
         Some("a b")
     );
 }
+
+#[test]
+fn a_query_servers_would_read_differently_is_refused() {
+    for query in [
+        "watch=false;&watch=true",
+        "a=1;b=2",
+        "fieldSelector=%zz&fieldSelector=metadata.name%3Dx",
+        "labelSelector=a%2",
+    ] {
+        let parsed = RequestInfo::new("GET", "/api/v1/pods", Some(query));
+        assert_eq!(parsed, Err(InfoError::AmbiguousQuery), "{query}");
+    }
+    assert!(RequestInfo::new("GET", "/api/v1/pods", Some("labelSelector=a%3Db&x=%41")).is_ok());
+}

@@ -99,6 +99,30 @@ const AUDIT_LOG: &str = "audit.log";
 pub const POLICY_FILE: &str = "policy.json";
 /// The `AuthenticationConfiguration` of [`Cluster::start_structured`], in the cluster's folder.
 pub const AUTHENTICATION_CONFIG: &str = "authentication-config.yaml";
+/// The `AuthorizationConfiguration` of [`Setup::authorization_config`], in the cluster's folder.
+pub const AUTHORIZATION_CONFIG: &str = "authorization-config.yaml";
+
+/// What a [`Cluster`] runs with, beyond its fixed parts.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Setup<'a> {
+    /// apiagg's `authentication.anonymous` (left to the file with `authentication`).
+    pub anonymous: bool,
+    /// apiagg's `authorization:` (a YAML flow mapping).
+    pub authorization: Option<&'a str>,
+    /// The delegate answers SubjectAccessReviews from this policy (JSON, [`POLICY_FILE`]).
+    pub policy: Option<&'a str>,
+    /// The deploy example's config (see [`Cluster::start_deploy_example`]).
+    pub example: Option<&'a str>,
+    /// Audit every request at `Metadata` level to [`Cluster::audit_log`].
+    pub audited: bool,
+    /// An `AuthenticationConfiguration` (`--authentication-config`).
+    pub authentication: Option<&'a str>,
+    /// An `AuthorizationConfiguration` (`--authorization-config`, [`AUTHORIZATION_CONFIG`]).
+    pub authorization_config: Option<&'a str>,
+    /// The delegate serves cluster objects (`--cluster`: Services, EndpointSlices, flow
+    /// control and RBAC objects).
+    pub cluster_objects: bool,
+}
 
 impl Cluster {
     /// Starts the cluster; `anonymous` is apiagg's `authentication.anonymous`.
@@ -157,6 +181,30 @@ impl Cluster {
         audited: bool,
         authentication: Option<&str>,
     ) -> Cluster {
+        Cluster::start_setup(Setup {
+            anonymous,
+            authorization: authorization.map(|(a, _)| a),
+            policy: authorization.map(|(_, p)| p),
+            example,
+            audited,
+            authentication,
+            ..Setup::default()
+        })
+        .await
+    }
+
+    /// Starts the cluster `setup` describes.
+    pub async fn start_setup(setup: Setup<'_>) -> Cluster {
+        let Setup {
+            anonymous,
+            authorization,
+            policy: rules,
+            example,
+            audited,
+            authentication,
+            authorization_config,
+            cluster_objects,
+        } = setup;
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().to_path_buf();
         let (client_ca, front_proxy_ca, serving_ca) = (
@@ -199,20 +247,18 @@ impl Cluster {
             true,
         );
         let policy = path.join(POLICY_FILE);
-        let delegate = match authorization {
-            Some((_, rules)) => {
-                std::fs::write(&policy, rules).expect("policy");
-                let policy = policy.to_str().expect("utf8");
-                let mut args = vec!["--authorization-policy", policy];
-                if example.is_some() {
-                    args.push("--cluster");
-                }
-                token_delegate_with(&path, "apiagg-token-1", false, &args)
-            }
-            None => token_delegate(&path, "apiagg-token-1", false),
-        };
+        let mut args = Vec::new();
+        if let Some(rules) = rules {
+            std::fs::write(&policy, rules).expect("policy");
+            args.push("--authorization-policy");
+            args.push(policy.to_str().expect("utf8"));
+        }
+        if example.is_some() || cluster_objects {
+            args.push("--cluster");
+        }
+        let delegate = token_delegate_with(&path, "apiagg-token-1", false, &args);
         let authorization =
-            authorization.map_or_else(String::new, |(a, _)| format!("authorization: {a}\n"));
+            authorization.map_or_else(String::new, |a| format!("authorization: {a}\n"));
         let anonymous = match authentication {
             Some(_) => String::new(),
             None => format!("anonymous: {anonymous}\n  "),
@@ -253,6 +299,12 @@ impl Cluster {
             let file = path.join(AUTHENTICATION_CONFIG);
             std::fs::write(&file, text).expect("authentication config");
             flags.push("--authentication-config".to_string());
+            flags.push(file.to_str().expect("utf8").to_string());
+        }
+        if let Some(text) = authorization_config {
+            let file = path.join(AUTHORIZATION_CONFIG);
+            std::fs::write(&file, text).expect("authorization config");
+            flags.push("--authorization-config".to_string());
             flags.push(file.to_str().expect("utf8").to_string());
         }
         let flags: Vec<&str> = flags.iter().map(String::as_str).collect();

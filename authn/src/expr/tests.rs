@@ -78,3 +78,59 @@ fn evaluation_sees_the_claims() {
     let missing = compile("claims.email").expect("ok");
     assert!(missing.eval(&claims).is_err());
 }
+
+#[test]
+fn match_conditions_see_the_request() {
+    let request = |source: &str| Expression::compile(source, Scope::Request);
+    assert!(request("request.user.startsWith('system:serviceaccount:')").is_ok());
+    assert!(matches!(
+        request("claims.sub == 'x'"),
+        Err(CompileError::Undeclared {
+            allowed: "request",
+            ..
+        })
+    ));
+    let spec = to_cel(&serde_json::json!({
+        "user": "system:serviceaccount:team-a:builder",
+        "groups": ["system:serviceaccounts", "system:authenticated"],
+        "resourceAttributes": {"namespace": "team-a", "verb": "get"},
+    }));
+    let namespace = request("request.resourceAttributes.namespace == 'team-a'").expect("ok");
+    assert_eq!(namespace.eval_bool(&spec), Ok(true));
+    let groups = request("'system:masters' in request.groups").expect("ok");
+    assert_eq!(groups.eval_bool(&spec), Ok(false));
+    let user = request("request.user").expect("ok");
+    assert_eq!(
+        user.eval_bool(&spec),
+        Err(EvalError("must evaluate to bool but got string".into()))
+    );
+    let missing = request("request.nonResourceAttributes.path == '/healthz'").expect("ok");
+    assert!(missing.eval_bool(&spec).is_err());
+}
+
+#[test]
+fn known_result_types() {
+    let known = |source: &str| {
+        Expression::compile(source, Scope::Request)
+            .expect(source)
+            .known_type()
+    };
+    for source in [
+        "request.user == 'a'",
+        "'g' in request.groups",
+        "has(request.resourceAttributes) && request.uid != ''",
+        "request.groups.exists(g, g == 'a')",
+        "request.groups.all(g, g != '')",
+        "request.user.startsWith('system:')",
+        "true ? false : true",
+    ] {
+        assert_eq!(known(source), Some("bool"), "{source}");
+    }
+    assert_eq!(known("'text'"), Some("string"));
+    assert_eq!(known("size(request.groups)"), Some("int"));
+    assert_eq!(known("request.groups.map(g, g + 'x')"), Some("list"));
+    assert_eq!(known("{'a': 1}"), Some("map"));
+    assert_eq!(known("request.user"), None);
+    assert_eq!(known("request.extra['k'][0] + ''"), None);
+    assert_eq!(known("true ? 1 : 'a'"), None);
+}

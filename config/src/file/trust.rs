@@ -292,8 +292,7 @@ pub enum AuthorizationMode {
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub(super) struct RawAuthorization {
-    #[serde(default)]
-    mode: AuthorizationMode,
+    mode: Option<AuthorizationMode>,
     #[serde(rename = "cacheAuthorizedTTL", alias = "cacheAuthorizedTtl")]
     cache_authorized_ttl: Option<String>,
     #[serde(rename = "cacheUnauthorizedTTL", alias = "cacheUnauthorizedTtl")]
@@ -321,6 +320,9 @@ pub struct Authorization {
     /// `allowAnyoneToReadMetrics` (`AlwaysAllow` only): every caller may read `/metrics` and
     /// `/debug/apiagg/status`.
     pub allow_anyone_to_read_metrics: bool,
+    /// Whether the file sets any of the above (`--authorization-config` may not be given then:
+    /// one place says who decides).
+    pub configured: bool,
 }
 
 impl Default for Authorization {
@@ -331,23 +333,30 @@ impl Default for Authorization {
             cache_unauthorized_ttl: Duration::from_secs(30),
             allow_anyone_to_change_api_services: false,
             allow_anyone_to_read_metrics: false,
+            configured: false,
         }
     }
 }
 
 /// Validates `authorization:`.
 pub(super) fn parse_authorization(raw: RawAuthorization) -> Result<Authorization> {
+    let configured = raw.mode.is_some()
+        || raw.cache_authorized_ttl.is_some()
+        || raw.cache_unauthorized_ttl.is_some()
+        || raw.allow_anyone_to_change_api_services
+        || raw.allow_anyone_to_read_metrics;
+    let mode = raw.mode.unwrap_or_default();
     let ttls = raw.cache_authorized_ttl.is_some() || raw.cache_unauthorized_ttl.is_some();
-    if raw.mode == AuthorizationMode::AlwaysAllow && ttls {
+    if mode == AuthorizationMode::AlwaysAllow && ttls {
         return Err(TrustError::TtlWithoutWebhook);
     }
     let opened = raw.allow_anyone_to_change_api_services || raw.allow_anyone_to_read_metrics;
-    if raw.mode == AuthorizationMode::Webhook && opened {
+    if mode == AuthorizationMode::Webhook && opened {
         return Err(TrustError::OpenWithWebhook);
     }
     let default = Authorization::default();
     Ok(Authorization {
-        mode: raw.mode,
+        mode,
         cache_authorized_ttl: duration(
             "cacheAuthorizedTTL",
             raw.cache_authorized_ttl,
@@ -360,6 +369,7 @@ pub(super) fn parse_authorization(raw: RawAuthorization) -> Result<Authorization
         )?,
         allow_anyone_to_change_api_services: raw.allow_anyone_to_change_api_services,
         allow_anyone_to_read_metrics: raw.allow_anyone_to_read_metrics,
+        configured,
     })
 }
 

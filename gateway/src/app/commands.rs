@@ -5,7 +5,11 @@ use std::path::Path;
 use anyhow::Context;
 
 /// Validates a config file (and every APIService file it names) without starting anything.
-pub fn check(config: &Path, authentication: Option<&Path>) -> anyhow::Result<()> {
+pub fn check(
+    config: &Path,
+    authentication: Option<&Path>,
+    authorization: Option<&Path>,
+) -> anyhow::Result<()> {
     let loaded = apiagg_config::GatewayConfig::load(config)
         .with_context(|| format!("invalid config {}", config.display()))?;
     // The files the config names must be usable too: certificates, keys, CA bundles, tokens.
@@ -14,6 +18,11 @@ pub fn check(config: &Path, authentication: Option<&Path>) -> anyhow::Result<()>
         let metrics = crate::auth::AuthnMetrics::register(&prometheus::Registry::new())?;
         let anonymous_set = loaded.authentication.anonymous_set;
         crate::auth::StructuredAuthn::load(file, anonymous_set, metrics)?;
+    }
+    if let Some(file) = authorization {
+        let metrics = crate::auth::AuthzMetrics::register(&prometheus::Registry::new())?;
+        let configured = loaded.authorization.configured;
+        crate::auth::StructuredAuthz::load(file, configured, metrics)?;
     }
     if let Some(tls) = &loaded.tls {
         super::serving::ServingCertificates::load(tls).map_err(|e| anyhow::anyhow!("tls: {e}"))?;

@@ -21,11 +21,12 @@ use pingora_core::server::configuration::ServerConf;
 use pingora_core::server::{RunArgs, Server};
 use pingora_core::services::background::background_service;
 
-use crate::auth::{Authenticator, AuthnMetrics, StructuredAuthn};
+use crate::auth::{Authenticator, AuthnMetrics, AuthzMetrics, StructuredAuthn, StructuredAuthz};
 use crate::backends::{OpenFiles, Reloadable};
-use crate::controllers::{FlowControlController, FlowControlHandles};
+use crate::controllers::{FlowControlController, FlowControlHandles, RbacController, RbacHandles};
 use crate::request::{ApiaggProxy, Controls, TimedOut};
 use crate::state::{Gateway, Options};
+use apiagg_observe::Milestone;
 use pingora_core::apps::HttpServerOptions;
 
 pub use crate::request::ConnectionTimeouts;
@@ -56,6 +57,8 @@ pub struct Launch {
     pub tracing: Option<PathBuf>,
     /// Structured authentication: an `AuthenticationConfiguration` file.
     pub authentication: Option<PathBuf>,
+    /// Structured authorization: an `AuthorizationConfiguration` file.
+    pub authorization: Option<PathBuf>,
     /// Behaviour of the gateway.
     pub options: Options,
 }
@@ -81,14 +84,27 @@ pub fn serve(launch: Launch) -> anyhow::Result<()> {
     let gateway = Arc::new(gateway);
     let authn_metrics =
         AuthnMetrics::register(gateway.metrics.registry()).context("creating metrics")?;
+    let authz_metrics =
+        AuthzMetrics::register(gateway.metrics.registry()).context("creating metrics")?;
     let mut auth = Authenticator::new(&config.authentication)
         .with_context(|| format!("invalid config {}", path.display()))?
-        .authorizing(&config.authorization)
+        .authorizing(&config.authorization, &authz_metrics)
         .counted(authn_metrics.clone());
     if let Some(file) = &launch.authentication {
         let anonymous_set = config.authentication.anonymous_set;
         let structured = StructuredAuthn::load(file, anonymous_set, authn_metrics)?;
         auth = auth.with_structured(Arc::new(structured));
+    }
+    let mut rbac = None;
+    if let Some(file) = &launch.authorization {
+        let configured = config.authorization.configured;
+        let structured = StructuredAuthz::load(file, configured, authz_metrics)?;
+        rbac = structured.rbac();
+        auth = auth.with_structured_authz(Arc::new(structured));
+    }
+    if rbac.is_none() {
+        // No authorizer reads cluster objects: readyz need not wait for them.
+        gateway.lifecycle.reach(Milestone::AuthorizerSynced);
     }
     let auth = Arc::new(auth);
     let certificates = config
@@ -189,6 +205,15 @@ pub fn serve(launch: Launch) -> anyhow::Result<()> {
             from_cluster: launch.flow.source == FlowSource::Cluster,
         });
         server.add_service(background_service("flow-control controller", controller));
+    }
+    if let Some(source) = rbac {
+        let controller = RbacController::new(RbacHandles {
+            source,
+            routes: gateway.routes.clone(),
+            clients: gateway.clients.clone(),
+            lifecycle: gateway.lifecycle.clone(),
+        });
+        server.add_service(background_service("RBAC controller", controller));
     }
     server.add_service(proxy);
     tracing::info!(listen = %listener.address, "apiagg starting");

@@ -1,7 +1,8 @@
 //! Layer 2: who the caller is and what it may do. The union of the configured authenticators in
 //! kube-apiserver's order — front proxy (request headers over a trusted client certificate),
 //! client certificate, static token file, TokenReview at the delegate — then anonymous, or 401;
-//! then the authorizer (`AlwaysAllow`, or SubjectAccessReview at the delegate).
+//! then the authorizer (apiagg's built-in rule, or a chain: the delegate's SubjectAccessReviews,
+//! or an `AuthorizationConfiguration` with webhooks, RBAC, AlwaysAllow and AlwaysDeny).
 
 mod authz;
 mod jwt;
@@ -18,7 +19,8 @@ use apiagg_config::Authorization;
 use http::{HeaderMap, HeaderName};
 
 pub use self::authz::{
-    requested_impersonation, Authorizer, AuthzRequest, Refusal, Reviewer, IMPERSONATE_PREFIX,
+    requested_impersonation, Authorizer, AuthzMetrics, AuthzRequest, RbacSource, Refusal, Reviewer,
+    StructuredAuthz, IMPERSONATE_PREFIX,
 };
 use self::requestheader::{InvalidHeaderName, RequestHeaderNames};
 pub use self::token::{ReviewError, Source, TokenCache};
@@ -256,8 +258,16 @@ impl Authenticator {
     }
 
     /// The same authenticators, followed by the authorizer `config` asks for.
-    pub fn authorizing(mut self, config: &Authorization) -> Authenticator {
-        self.authorizer = Authorizer::new(config);
+    pub fn authorizing(mut self, config: &Authorization, metrics: &AuthzMetrics) -> Authenticator {
+        self.authorizer = Authorizer::new(config, metrics);
+        self
+    }
+
+    /// The same authenticators, followed by the chain of an `AuthorizationConfiguration` file
+    /// (re-read when it changes).
+    pub fn with_structured_authz(mut self, structured: Arc<StructuredAuthz>) -> Authenticator {
+        self.authorizer = Authorizer::structured(&structured);
+        self.reloadable.push(structured.into());
         self
     }
 

@@ -24,7 +24,7 @@ pub use credentials::{ClientIdentity, CredentialError};
 pub use endpoint_health::{Failure, HealthBook};
 pub use exhaustion::own_exhaustion;
 pub use h1::{H1Client, ADDED_TO_ANSWERS};
-pub use kubeconfig::kubeconfig_client;
+pub use kubeconfig::{kubeconfig_client, KubeconfigClient};
 pub use names::{names_of, HostPort, Names};
 pub use open_files::{FileSlot, OpenFiles};
 pub use pool::IdleConnections;

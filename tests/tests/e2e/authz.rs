@@ -199,7 +199,10 @@ async fn impersonation_is_authorized_before_it_is_honoured() {
     let carol = c.client(None);
     let carol_token = format!("Bearer {STATIC_TOKEN}");
 
-    // Without the right: upstream's 403 for the impersonation itself.
+    // Without the right: upstream's 403 for the impersonation itself. The constrained modes
+    // (KEP-5284) are tried before the legacy `impersonate` verb, and the first refusal met is
+    // the answer: carol may not even impersonate for this request; alice may (her wildcard
+    // verbs cover `impersonate-on:…`) but not as dave in user-info mode.
     assert_forbidden(
         &c.get(
             &carol,
@@ -210,9 +213,11 @@ async fn impersonation_is_authorized_before_it_is_honoured() {
             ],
         )
         .await,
-        "users \"dave\" is forbidden: User \"carol\" cannot impersonate resource \"users\" in \
-         API group \"\" at the cluster scope",
-        json!({"name": "dave", "kind": "users"}),
+        &format!(
+            "whoami.{G} is forbidden: User \"carol\" cannot impersonate-on:user-info:list \
+             resource \"whoami\" in API group \"{G}\" at the cluster scope"
+        ),
+        json!({"group": G, "kind": "whoami"}),
     );
     assert_forbidden(
         &c.get(
@@ -224,9 +229,10 @@ async fn impersonation_is_authorized_before_it_is_honoured() {
             ],
         )
         .await,
-        "groups \"admins\" is forbidden: User \"alice\" cannot impersonate resource \"groups\" \
-         in API group \"\" at the cluster scope",
-        json!({"name": "admins", "kind": "groups"}),
+        "users.authentication.k8s.io \"dave\" is forbidden: User \"alice\" cannot \
+         impersonate:user-info resource \"users\" in API group \"authentication.k8s.io\" at the \
+         cluster scope",
+        json!({"name": "dave", "group": "authentication.k8s.io", "kind": "users"}),
     );
     assert_forbidden(
         &c.get(
@@ -235,9 +241,10 @@ async fn impersonation_is_authorized_before_it_is_honoured() {
             &[("Impersonate-User", "system:serviceaccount:ns:builder")],
         )
         .await,
-        "serviceaccounts \"builder\" is forbidden: User \"alice\" cannot impersonate resource \
-         \"serviceaccounts\" in API group \"\" in the namespace \"ns\"",
-        json!({"name": "builder", "kind": "serviceaccounts"}),
+        "serviceaccounts.authentication.k8s.io \"builder\" is forbidden: User \"alice\" cannot \
+         impersonate:serviceaccount resource \"serviceaccounts\" in API group \
+         \"authentication.k8s.io\" in the namespace \"ns\"",
+        json!({"name": "builder", "group": "authentication.k8s.io", "kind": "serviceaccounts"}),
     );
 
     // With it: the backend and the delegate see dave; the request is authorized as dave.

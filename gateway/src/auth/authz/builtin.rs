@@ -102,7 +102,8 @@ impl Builtin {
              to let the delegate's RBAC decide)",
             protected.who()
         );
-        Err(forbidden(user, &attributes(request), &reason))
+        let attributes = apiagg_authz::request::attributes(request.info);
+        Err(forbidden(user, &attributes, &reason))
     }
 
     /// One line per protected kind of request: who may, for the start-up log.

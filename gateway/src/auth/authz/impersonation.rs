@@ -1,9 +1,19 @@
-//! Caller-sent `Impersonate-*` headers, and the checks they need first.
+//! Caller-sent `Impersonate-*` headers, as kube-apiserver's constrained impersonation filter
+//! (KEP-5284) reads them: the modes `associated-node`, `arbitrary-node`, `serviceaccount` and
+//! `user-info` are tried first — each asks `impersonate-on:<mode>:<verb>` on the request
+//! itself, then `impersonate:<mode>` on every part of the identity — and the legacy
+//! `impersonate` checks last. The first mode that allows wins (and is tried first next time for
+//! that caller); when none does, the first refusal met is the answer.
 
+mod modes;
+
+use moka::future::Cache;
+
+use self::modes::{Mode, Plan, Step, MODES};
 use super::*;
 
-/// Why `Impersonate-*` headers cannot be honoured: a 500 `InternalError`, as upstream answers.
-/// Not retryable: the request must change.
+/// Why `Impersonate-*` headers cannot be honoured: a 500 `InternalError`, as upstream's legacy
+/// filter answers. Not retryable: the request must change.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub(super) enum ImpersonationError {
     /// A header value is not UTF-8 (it would be read as another name). Not retryable.
@@ -20,35 +30,25 @@ pub(super) enum ImpersonationError {
     Identity(InvalidIdentity),
 }
 
-pub(super) fn impersonate(resource: &str, group: &str, name: &str) -> Attributes {
-    Attributes {
-        verb: "impersonate".into(),
-        resource_request: true,
-        group: group.into(),
-        version: "v1".into(),
-        resource: resource.into(),
-        name: name.into(),
-        ..Attributes::default()
+/// What the headers ask for.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Wanted {
+    pub(super) name: String,
+    pub(super) uid: Option<String>,
+    pub(super) groups: Vec<String>,
+    pub(super) extra: Vec<(String, Vec<String>)>,
+}
+
+impl Wanted {
+    /// Only a user name is asked for (the node and service-account modes need that).
+    pub(super) fn name_only(&self) -> bool {
+        self.uid.is_none() && self.groups.is_empty() && self.extra.is_empty()
     }
 }
 
-/// `(namespace, name)` of a service account user name, as upstream's `SplitUsername`.
-pub(super) fn service_account(user: &str) -> Option<(&str, &str)> {
-    let (namespace, name) = user.strip_prefix(SERVICE_ACCOUNT_PREFIX)?.split_once(':')?;
-    let valid = |s: &str| {
-        !s.is_empty()
-            && s.len() <= 253
-            && s.bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
-    };
-    (valid(namespace) && valid(name) && !name.contains(':')).then_some((namespace, name))
-}
-
 /// The impersonation the headers ask for, if any; `Err` for groups, extra or a UID without a
-/// user (upstream answers 500 for it).
-pub(super) fn impersonation(
-    headers: &HeaderMap,
-) -> Result<Option<Impersonation>, ImpersonationError> {
+/// user, or a value that is not text.
+pub(super) fn wanted(headers: &HeaderMap) -> Result<Option<Wanted>, ImpersonationError> {
     if !headers
         .keys()
         .any(|n| n.as_str().starts_with(IMPERSONATE_PREFIX))
@@ -63,85 +63,185 @@ pub(super) fn impersonation(
         return Err(ImpersonationError::NotText);
     }
     let text = |v: &http::HeaderValue| String::from_utf8_lossy(v.as_bytes()).into_owned();
-    let name = headers
-        .get(IMPERSONATE_USER)
-        .map(text)
-        .filter(|n| !n.is_empty());
-    let groups: Vec<String> = headers
-        .get_all(IMPERSONATE_GROUP)
-        .iter()
-        .map(text)
-        .collect();
-    let mut extra: Vec<(String, Vec<String>)> = Vec::new();
-    let mut extra_checks = Vec::new();
+    let mut wanted = Wanted {
+        groups: headers
+            .get_all(IMPERSONATE_GROUP)
+            .iter()
+            .map(text)
+            .collect(),
+        uid: headers
+            .get(IMPERSONATE_UID)
+            .map(text)
+            .filter(|u| !u.is_empty()),
+        ..Wanted::default()
+    };
     for (header, value) in headers {
         let Some(escaped) = header.as_str().strip_prefix(IMPERSONATE_EXTRA) else {
             continue;
         };
         let key = unescape_key(escaped);
-        let value = text(value);
-        let mut check = impersonate("userextras", "authentication.k8s.io", &value);
-        check.subresource = key.clone();
-        extra_checks.push(check);
-        match extra.iter_mut().find(|(k, _)| *k == key) {
-            Some((_, values)) => values.push(value),
-            None => extra.push((key, vec![value])),
+        match wanted.extra.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, values)) => values.push(text(value)),
+            None => wanted.extra.push((key, vec![text(value)])),
         }
     }
-    let uid = headers
-        .get(IMPERSONATE_UID)
+    match headers
+        .get(IMPERSONATE_USER)
         .map(text)
-        .filter(|u| !u.is_empty());
-    let Some(name) = name else {
-        if groups.is_empty() && extra.is_empty() && uid.is_none() {
-            // Only unknown impersonate-* headers: nothing is impersonated.
-            return Ok(None);
+        .filter(|n| !n.is_empty())
+    {
+        Some(name) => wanted.name = name,
+        // Only unknown impersonate-* headers: nothing is impersonated.
+        None if wanted.groups.is_empty() && wanted.extra.is_empty() && wanted.uid.is_none() => {
+            return Ok(None)
         }
-        return Err(ImpersonationError::NoUser);
-    };
-    let mut checks = Vec::new();
-    let mut user_groups = groups.clone();
-    match service_account(&name) {
-        Some((namespace, account)) => {
-            let mut check = impersonate("serviceaccounts", "", account);
-            check.namespace = namespace.into();
-            checks.push(check);
-            if groups.is_empty() {
-                user_groups = vec![
-                    "system:serviceaccounts".into(),
-                    format!("system:serviceaccounts:{namespace}"),
-                ];
-            }
-        }
-        None => checks.push(impersonate("users", "", &name)),
+        None => return Err(ImpersonationError::NoUser),
     }
-    checks.extend(groups.iter().map(|g| impersonate("groups", "", g)));
-    checks.extend(extra_checks);
-    if let Some(uid) = &uid {
-        checks.push(impersonate("uids", "authentication.k8s.io", uid));
-    }
-    if name == ANONYMOUS {
-        if !user_groups.iter().any(|g| g == UNAUTHENTICATED) {
-            user_groups.push(UNAUTHENTICATED.into());
-        }
-    } else if user_groups.iter().any(|g| g == UNAUTHENTICATED) {
-        // Upstream adds system:authenticated unless one of the two is asked for; `User::new`
-        // adds it unless present, so an unauthenticated impersonation is refused instead of
-        // being widened.
-        return Err(ImpersonationError::Unauthenticated);
-    } else if !user_groups.iter().any(|g| g == AUTHENTICATED) {
-        user_groups.push(AUTHENTICATED.into());
-    }
-    // An impersonated identity that cannot be forwarded exactly is refused, never cut short.
-    let user = User::new(name, uid.unwrap_or_default(), user_groups, extra)
-        .map_err(ImpersonationError::Identity)?;
-    Ok(Some(Impersonation { user, checks }))
+    Ok(Some(wanted))
 }
 
-/// What `Impersonate-*` headers ask for: the user they name and one check per thing
-/// impersonated (upstream's `buildImpersonationRequests`).
-#[derive(Debug)]
-pub(super) struct Impersonation {
-    pub(super) user: User,
-    pub(super) checks: Vec<Attributes>,
+/// The user legacy impersonation gives: a service account gets its default groups when none
+/// are asked for, anonymous is kept in `system:unauthenticated`, everybody else is in
+/// `system:authenticated` (asking for `system:unauthenticated` is refused, never widened).
+pub(super) fn legacy_user(wanted: &Wanted) -> Result<User, ImpersonationError> {
+    let mut groups = wanted.groups.clone();
+    if groups.is_empty() {
+        if let Some((namespace, _)) = service_account(&wanted.name) {
+            groups = modes::service_account_groups(namespace);
+        }
+    }
+    finish(wanted, groups)
+}
+
+/// `wanted`'s name, UID and extra with `groups`, and the group of its kind added.
+pub(super) fn finish(wanted: &Wanted, mut groups: Vec<String>) -> Result<User, ImpersonationError> {
+    if wanted.name == ANONYMOUS {
+        if !groups.iter().any(|g| g == UNAUTHENTICATED) {
+            groups.push(UNAUTHENTICATED.into());
+        }
+    } else if groups.iter().any(|g| g == UNAUTHENTICATED) {
+        return Err(ImpersonationError::Unauthenticated);
+    } else if !groups.iter().any(|g| g == AUTHENTICATED) {
+        groups.push(AUTHENTICATED.into());
+    }
+    // An impersonated identity that cannot be forwarded exactly is refused, never cut short.
+    User::new(
+        wanted.name.clone(),
+        wanted.uid.clone().unwrap_or_default(),
+        groups,
+        wanted.extra.clone(),
+    )
+    .map_err(ImpersonationError::Identity)
+}
+
+/// `(namespace, name)` of a service account user name, as upstream's `SplitUsername`.
+pub(super) fn service_account(user: &str) -> Option<(&str, &str)> {
+    let (namespace, name) = user.strip_prefix(SERVICE_ACCOUNT_PREFIX)?.split_once(':')?;
+    let valid = |s: &str| {
+        !s.is_empty()
+            && s.len() <= 253
+            && s.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+    };
+    (valid(namespace) && valid(name) && !name.contains(':')).then_some((namespace, name))
+}
+
+/// Callers remembered with the mode that last allowed them (upstream keeps 10,000).
+const MODES_REMEMBERED: u64 = 10_000;
+
+/// The mode that last allowed each caller, tried first next time.
+pub(super) struct ModeCache(Cache<String, u8>);
+
+impl Default for ModeCache {
+    fn default() -> Self {
+        ModeCache(Cache::new(MODES_REMEMBERED))
+    }
+}
+
+impl Authorizer {
+    /// The user `wanted` becomes for `requestor` doing `a`, when some mode allows it.
+    pub(super) async fn impersonated(
+        &self,
+        wanted: &Wanted,
+        requestor: &User,
+        a: &Attributes,
+        reviewer: Reviewer<'_>,
+    ) -> Result<User, Refusal> {
+        let last = self.modes.0.get(&requestor.name).await.map(usize::from);
+        let order = last
+            .into_iter()
+            .chain((0..MODES.len()).filter(|i| Some(*i) != last));
+        let mut first: Option<Refusal> = None;
+        for index in order {
+            let mode = MODES[index];
+            if !mode.applies(wanted, requestor) {
+                continue;
+            }
+            match self.try_mode(mode, wanted, requestor, a, reviewer).await {
+                Ok(user) => {
+                    if let Ok(index) = u8::try_from(index) {
+                        self.modes.0.insert(requestor.name.clone(), index).await;
+                    }
+                    return Ok(user);
+                }
+                Err(refusal) => {
+                    first.get_or_insert(refusal);
+                }
+            }
+        }
+        Err(first.unwrap_or_else(|| forbidden(requestor, a, "impersonation is not allowed")))
+    }
+
+    /// Every check of `mode`, in order; the user it gives when all allow.
+    async fn try_mode(
+        &self,
+        mode: Mode,
+        wanted: &Wanted,
+        requestor: &User,
+        a: &Attributes,
+        reviewer: Reviewer<'_>,
+    ) -> Result<User, Refusal> {
+        let Plan {
+            subject_extra,
+            steps,
+            groups,
+        } = mode.plan(wanted, requestor, a)?;
+        let who = Subject {
+            extra: subject_extra.as_deref().unwrap_or(&requestor.extra),
+            ..subject(requestor)
+        };
+        for step in steps {
+            match step {
+                Step::One(check) => self.require(&who, requestor, &check, reviewer).await?,
+                Step::Wildcard { all, each } => {
+                    let verdict = self.decide(&who, &all, reviewer).await;
+                    if !verdict.decision.allowed() {
+                        for check in &each {
+                            self.require(&who, requestor, check, reviewer).await?;
+                        }
+                    }
+                }
+            }
+        }
+        finish(wanted, groups).map_err(|e| Refusal::Internal(e.to_string()))
+    }
+
+    /// `Ok` when the chain allows `who` doing `check`; an impersonation that cannot be
+    /// checked is forbidden, not a 500, as upstream answers.
+    async fn require(
+        &self,
+        who: &Subject<'_>,
+        requestor: &User,
+        check: &Attributes,
+        reviewer: Reviewer<'_>,
+    ) -> Result<(), Refusal> {
+        let verdict = self.decide(who, check, reviewer).await;
+        if verdict.decision.allowed() {
+            return Ok(());
+        }
+        if !verdict.errors.is_empty() {
+            tracing::warn!("impersonation check failed: {}", verdict.errors.join("; "));
+        }
+        Err(forbidden(requestor, check, verdict.decision.reason()))
+    }
 }

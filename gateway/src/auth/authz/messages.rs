@@ -52,6 +52,14 @@ pub(super) fn forbidden(user: &User, a: &Attributes, reason: &str) -> Refusal {
         (false, true) => format!("{qualified} is forbidden: {why}"),
         (false, false) => format!("{qualified} {} is forbidden: {why}", q(&a.name)),
     };
+    Refusal::Forbidden {
+        message,
+        details: details(a),
+    }
+}
+
+/// `details` of a 403: `name`, `group`, `kind` (each only when not empty).
+fn details(a: &Attributes) -> Value {
     let mut details = Map::new();
     for (key, value) in [
         ("name", &a.name),
@@ -62,10 +70,7 @@ pub(super) fn forbidden(user: &User, a: &Attributes, reason: &str) -> Refusal {
             details.insert(key.into(), json!(value));
         }
     }
-    Refusal::Forbidden {
-        message,
-        details: Value::Object(details),
-    }
+    Value::Object(details)
 }
 
 /// The 500 for a request the authorizer cannot decide (upstream's `InternalError` text).
@@ -77,4 +82,23 @@ pub(super) fn internal(request: &AuthzRequest<'_>, why: &dyn std::fmt::Display) 
     };
     let quoted = serde_json::to_string(&uri).unwrap_or_default();
     Refusal::Internal(sanitize(&format!("Internal Server Error: {quoted}: {why}")))
+}
+
+/// The 403 of a pod connection (`exec`, `attach`, `portforward`) opened with GET whose
+/// `create` is not allowed: upstream's `pods "name" is forbidden: <reason>`.
+pub(super) fn connect_forbidden(a: &Attributes, reason: &str) -> Refusal {
+    let q = |s: &str| serde_json::to_string(s).unwrap_or_default();
+    let qualified = if a.group.is_empty() {
+        a.resource.clone()
+    } else {
+        format!("{}.{}", a.resource, a.group)
+    };
+    let message = sanitize(&format!(
+        "{qualified} {} is forbidden: {reason}",
+        q(&a.name)
+    ));
+    Refusal::Forbidden {
+        message,
+        details: details(a),
+    }
 }

@@ -2,7 +2,9 @@
 //! cluster's kube-apiserver serves them to apiagg's `serviceResolution` (list with
 //! `labelSelector`, watch, create, replace, delete), so tests can move a Service's endpoints;
 //! and the cluster-scoped `flowcontrol.apiserver.k8s.io/v1` `flowschemas` and
-//! `prioritylevelconfigurations` that apiagg's `--flow-control-from-cluster` follows. Objects are
+//! `prioritylevelconfigurations` that apiagg's `--flow-control-from-cluster` follows; and
+//! `rbac.authorization.k8s.io/v1` Roles, ClusterRoles, RoleBindings and ClusterRoleBindings, which
+//! an `RBAC` authorizer of apiagg's `--authorization-config` follows. Objects are
 //! stored as sent (no validation), so tests can also put objects a real cluster would refuse.
 
 use std::sync::Arc;
@@ -24,9 +26,9 @@ struct Kind {
     store: Arc<Store>,
 }
 
-/// Services, EndpointSlices, FlowSchemas and PriorityLevelConfigurations.
+/// Services, EndpointSlices, FlowSchemas, PriorityLevelConfigurations and RBAC objects.
 pub struct ClusterResources {
-    kinds: [Kind; 4],
+    kinds: [Kind; 8],
 }
 
 impl ClusterResources {
@@ -54,6 +56,8 @@ impl ClusterResources {
         const DISCOVERY: &str = "/apis/discovery.k8s.io/v1";
         const FLOWCONTROL: &str = "/apis/flowcontrol.apiserver.k8s.io/v1";
         let flowcontrol = "flowcontrol.apiserver.k8s.io";
+        const RBAC: &str = "/apis/rbac.authorization.k8s.io/v1";
+        let rbac = "rbac.authorization.k8s.io";
         ClusterResources {
             kinds: [
                 kind("/api/v1", "", "services", "Service", true),
@@ -70,6 +74,16 @@ impl ClusterResources {
                     flowcontrol,
                     "prioritylevelconfigurations",
                     "PriorityLevelConfiguration",
+                    false,
+                ),
+                kind(RBAC, rbac, "roles", "Role", true),
+                kind(RBAC, rbac, "clusterroles", "ClusterRole", false),
+                kind(RBAC, rbac, "rolebindings", "RoleBinding", true),
+                kind(
+                    RBAC,
+                    rbac,
+                    "clusterrolebindings",
+                    "ClusterRoleBinding",
                     false,
                 ),
             ],
