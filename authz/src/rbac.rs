@@ -20,7 +20,6 @@
 //! [`Decision::NoOpinion`]: crate::Decision::NoOpinion
 
 mod builder;
-mod hashing;
 mod objects;
 mod policy;
 mod rules;

@@ -392,12 +392,10 @@ impl Cluster {
     pub async fn metric_sum(&self, name: &str) -> f64 {
         let monitor = self.client_ca.client("prometheus", &["system:monitoring"]);
         let response = self.client(Some(&monitor)).get(self.url("/metrics")).send();
-        let text = response
-            .await
-            .expect("metrics")
-            .text()
-            .await
-            .expect("metrics text");
+        let response = response.await.expect("metrics");
+        let status = response.status();
+        let text = response.text().await.expect("metrics text");
+        assert!(status.is_success(), "/metrics answered {status}: {text}");
         text.lines()
             .filter_map(|l| l.strip_prefix(name))
             .filter(|rest| rest.starts_with('{') || rest.starts_with(' '))

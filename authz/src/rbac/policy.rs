@@ -6,7 +6,7 @@ use k8s_openapi::api::rbac::v1::Subject as RbacSubject;
 
 use super::rules::Rule;
 use super::sharded::ShardedMap;
-use super::subjects::{describe_grant, first_applying_subject};
+use super::subjects::{allow_reason, first_applying_subject};
 use crate::attributes::{Attributes, Decision, Subject};
 
 /// The rules of a Role or ClusterRole.
@@ -161,11 +161,7 @@ impl Policy {
                 }
                 match self.role_of(binding, scope) {
                     Ok(role) if role.rules.iter().any(|rule| rule.allows(request)) => {
-                        let subject = &binding.subjects[posting.subject];
-                        return Some(format!(
-                            "RBAC: allowed by {}",
-                            describe_grant(binding, subject)
-                        ));
+                        return Some(allow_reason(binding, &binding.subjects[posting.subject]));
                     }
                     Ok(_) => {}
                     Err(error) => errors.push(error),
@@ -280,8 +276,8 @@ pub fn allowed_subjects_with_errors(
     (subjects, errors)
 }
 
-/// Whether some binding in `policy` names `user` (for tests: a check by scanning every
-/// binding, against which the index is compared).
+/// Whether some binding of `policy` allows `request` to `user`, found by scanning every binding
+/// as upstream does (tests compare the index with it).
 #[cfg(test)]
 pub(crate) fn scan_allows(policy: &Policy, user: &Subject<'_>, request: &Attributes) -> bool {
     let scope_allows = |scope: &Scope| {

@@ -3,12 +3,15 @@
 //! shard copies pointers, not strings). A map starts with one shard and doubles its shard count
 //! as it grows, keeping a shard near [`TARGET_PER_SHARD`] entries.
 //!
-//! Shards and their tables hash with the keyed hash of [`super::hashing`].
+//! Shards and their tables hash with `foldhash` (hashbrown's default hasher), keyed randomly
+//! per map; a shard is picked by bits of the hash its table does not use for buckets.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::hashing::SeededState;
+use std::hash::BuildHasher;
+
+use foldhash::fast::RandomState as SeededState;
 
 /// Entries per shard before the map doubles its shard count.
 const TARGET_PER_SHARD: usize = 128;
@@ -27,7 +30,7 @@ pub(crate) struct ShardedMap<V> {
 
 impl<V> Default for ShardedMap<V> {
     fn default() -> Self {
-        let state = SeededState::new();
+        let state = SeededState::default();
         ShardedMap {
             shards: vec![Arc::new(HashMap::with_hasher(state.clone()))],
             state,
@@ -36,13 +39,19 @@ impl<V> Default for ShardedMap<V> {
     }
 }
 
+/// The bits of a hash that pick a shard (above those a table of fewer than 2^32 buckets reads,
+/// below the seven it keeps as tags).
+fn shard_bits(hash: u64) -> usize {
+    (hash >> 32) as usize
+}
+
 impl<V: Clone> ShardedMap<V> {
     fn shard_of(&self, key: &str) -> usize {
         if self.shards.len() == 1 {
             0
         } else {
             // The shard count is a power of two.
-            (self.state.shard_hash(key) as usize) & (self.shards.len() - 1)
+            shard_bits(self.state.hash_one(key)) & (self.shards.len() - 1)
         }
     }
 
@@ -123,7 +132,7 @@ impl<V: Clone> ShardedMap<V> {
             .map(|_| HashMap::with_hasher(self.state.clone()))
             .collect();
         for (key, value) in self.iter() {
-            let index = (self.state.shard_hash(key) as usize) & (doubled - 1);
+            let index = shard_bits(self.state.hash_one(key)) & (doubled - 1);
             fresh[index].insert(key.clone(), value.clone());
         }
         self.shards = fresh.into_iter().map(Arc::new).collect();

@@ -88,29 +88,53 @@ pub(crate) fn first_applying_subject(binding: &BindingEntry, user: &Subject<'_>)
         .position(|subject| subject_applies(subject, user, &binding.namespace))
 }
 
-/// Upstream's description of a grant, e.g. `ClusterRoleBinding "x" of ClusterRole "y" to Group
-/// "z"` or `RoleBinding "x/ns" of Role "y" to ServiceAccount "sa/ns"` (names quoted, a
-/// namespaced binding and a service account written `name/namespace`).
-pub(crate) fn describe_grant(binding: &BindingEntry, subject: &RbacSubject) -> String {
-    let binding_part = if binding.namespace.is_empty() {
-        format!("ClusterRoleBinding {:?}", &*binding.name)
+/// Upstream's reason for an allowed request, e.g. `RBAC: allowed by ClusterRoleBinding "x" of
+/// ClusterRole "y" to Group "z"` or `… RoleBinding "x/ns" of Role "y" to ServiceAccount
+/// "sa/ns"` (names quoted; a namespaced binding and a service account written
+/// `name/namespace`). Built in one allocation: it is made on every allowed request.
+pub(crate) fn allow_reason(binding: &BindingEntry, subject: &RbacSubject) -> String {
+    let mut reason = String::with_capacity(128);
+    reason.push_str("RBAC: allowed by ");
+    if binding.namespace.is_empty() {
+        reason.push_str("ClusterRoleBinding ");
+        push_quoted(&mut reason, &[&binding.name]);
     } else {
-        format!(
-            "RoleBinding {:?}",
-            format!("{}/{}", binding.name, binding.namespace)
-        )
-    };
-    let subject_part = if subject.kind == "ServiceAccount" {
+        reason.push_str("RoleBinding ");
+        push_quoted(&mut reason, &[&binding.name, "/", &binding.namespace]);
+    }
+    reason.push_str(" of ");
+    reason.push_str(&binding.role_kind);
+    reason.push(' ');
+    push_quoted(&mut reason, &[&binding.role_name]);
+    reason.push_str(" to ");
+    reason.push_str(&subject.kind);
+    reason.push(' ');
+    if subject.kind == "ServiceAccount" {
         let namespace = match subject.namespace.as_deref() {
             Some(namespace) if !namespace.is_empty() => namespace,
             _ => &binding.namespace,
         };
-        format!("{:?}", format!("{}/{}", subject.name, namespace))
+        push_quoted(&mut reason, &[&subject.name, "/", namespace]);
     } else {
-        format!("{:?}", subject.name)
+        push_quoted(&mut reason, &[&subject.name]);
+    }
+    reason
+}
+
+/// Appends the concatenation of `parts` in double quotes, escaped as Rust's `Debug` escapes
+/// (printable ASCII other than `"` and `\` is copied as is, as Go's `%q` also does).
+fn push_quoted(out: &mut String, parts: &[&str]) {
+    let plain = |text: &str| {
+        text.bytes()
+            .all(|b| (b' '..=b'~').contains(&b) && b != b'"' && b != b'\\')
     };
-    format!(
-        "{binding_part} of {} {:?} to {} {subject_part}",
-        binding.role_kind, binding.role_name, subject.kind
-    )
+    if parts.iter().all(|part| plain(part)) {
+        out.push('"');
+        for part in parts {
+            out.push_str(part);
+        }
+        out.push('"');
+    } else {
+        out.push_str(&format!("{:?}", parts.concat()));
+    }
 }

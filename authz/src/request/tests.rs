@@ -208,7 +208,9 @@ fn selectors_cannot_be_smuggled() {
         "limit=5;x&fieldSelector=a%3D1",
         "labelSelector=a%3D1;&labelSelector=",
     ] {
-        assert!(RequestInfo::new("GET", "/api/v1/pods", Some(query)).is_err(), "{query}");
+        assert!(
+            RequestInfo::new("GET", "/api/v1/pods", Some(query)).is_err(),
+            "{query}"
+        );
     }
 }
-

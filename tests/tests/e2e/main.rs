@@ -13,6 +13,7 @@ mod apiservice_store;
 mod audit_backends;
 mod audit_trail;
 mod authz;
+mod authz_chain;
 mod availability;
 mod backend_bounds;
 mod body_framing;

@@ -11,6 +11,13 @@ fn get_pods(ns: &str) -> Attributes {
 }
 
 #[test]
+fn policies_can_be_shared_across_threads() {
+    fn shareable<T: Send + Sync>() {}
+    shareable::<Policy>();
+    shareable::<PolicyBuilder>();
+}
+
+#[test]
 fn deleting_a_binding_or_role_removes_the_grant_in_the_next_policy() {
     let mut builder = builder_of(vec![
         cluster_role("reader", vec![rule(&["get"], &[""], &["pods"])]),

@@ -291,3 +291,16 @@ fn the_reason_names_the_first_subject_that_matches() {
         r#"RBAC: allowed by ClusterRoleBinding "both" of ClusterRole "reader" to User "dave""#
     );
 }
+
+#[test]
+fn names_are_quoted_in_the_reason() {
+    let policy = policy_of(vec![
+        cluster_role("r\\x", vec![rule(&["get"], &[""], &["pods"])]),
+        cluster_binding("we\"ird", "r\\x", &["User:\u{e9}ve\n"]),
+    ]);
+    let eve = user("\u{e9}ve\n", &[]);
+    assert_eq!(
+        decide(&policy, &eve, &resource("get", "", "pods", "", "p")).reason(),
+        r#"RBAC: allowed by ClusterRoleBinding "we\"ird" of ClusterRole "r\\x" to User "éve\n""#
+    );
+}

@@ -56,8 +56,8 @@ impl RbacSource {
 
 /// One authorizer of the chain.
 pub(super) enum Link {
-    /// A webhook.
-    Webhook(Webhook),
+    /// A webhook (boxed: its cache and client dwarf the other links).
+    Webhook(Box<Webhook>),
     /// RBAC from the cluster's objects.
     Rbac(Arc<RbacSource>),
     /// Allows everything.

@@ -92,20 +92,11 @@ pub struct Reviewer<'a> {
 }
 
 /// The configured authorizer: a chain, or apiagg's built-in rule.
+#[derive(Default)]
 pub struct Authorizer {
     chain: Option<Arc<ArcSwap<Chain>>>,
     builtin: Builtin,
     modes: ModeCache,
-}
-
-impl Default for Authorizer {
-    fn default() -> Self {
-        Authorizer {
-            chain: None,
-            builtin: Builtin::default(),
-            modes: ModeCache::default(),
-        }
-    }
 }
 
 /// The identity an authorizer sees for `user`.
@@ -124,7 +115,7 @@ impl Authorizer {
         let chain = (config.mode == AuthorizationMode::Webhook).then(|| {
             let webhook =
                 Webhook::legacy(config.cache_authorized_ttl, config.cache_unauthorized_ttl);
-            let chain = Chain::new(vec![Link::Webhook(webhook)], metrics.clone());
+            let chain = Chain::new(vec![Link::Webhook(Box::new(webhook))], metrics.clone());
             Arc::new(ArcSwap::from_pointee(chain))
         });
         Authorizer {

@@ -230,7 +230,7 @@ fn build(
                     // The cluster apiagg fronts: its delegate, with apiagg's credentials.
                     Connection::InClusterConfig => None,
                 };
-                Link::Webhook(Webhook::new(webhook, client))
+                Link::Webhook(Box::new(Webhook::new(webhook, client)))
             }
             AuthorizerSpec::Rbac { .. } => {
                 match rbac {
