@@ -147,6 +147,100 @@ fn a_cached_jwt_costs_about_what_a_static_token_costs() {
     );
 }
 
+/// What deciding a request by RBAC inside apiagg adds to it over no authorizer (measured on
+/// 2026-11-28, issue 32; see `an_rbac_decision_costs_no_more_than_a_cached_review`).
+const RBAC_OVER_NONE_BUDGET: u64 = 20_000;
+
+#[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "the budgets are for the release build: make test runs this with --release"
+)]
+fn an_rbac_decision_costs_no_more_than_a_cached_review() {
+    use apiagg_tests::rbac::{bootstrap_objects, cluster_grant, RbacWriter};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tokens = dir.path().join("tokens.csv");
+    std::fs::write(&tokens, "static-token-0123456789,alice,,\"dev\"\n").expect("tokens");
+    std::fs::write(dir.path().join("apiagg-token"), "apiagg-token-1\n").expect("token");
+    // The delegate answers reviews from a policy (the webhook's cached answers) and serves the
+    // RBAC objects apiagg follows: the bootstrap policy and a grant to alice.
+    let policy = dir.path().join("policy.json");
+    let rule = serde_json::json!({"rules": [
+        {"users": ["alice"], "verbs": ["get", "list"], "apiGroups": [G], "resources": ["*"]}]});
+    std::fs::write(&policy, rule.to_string()).expect("policy");
+    let policy_arg = policy.display().to_string();
+    let delegate = apiagg_tests::trust::token_delegate_with(
+        dir.path(),
+        "apiagg-token-1",
+        false,
+        &["--authorization-policy", &policy_arg, "--cluster"],
+    );
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    runtime.block_on(async {
+        let writer = RbacWriter::new(&delegate, "apiagg-token-1");
+        writer
+            .create_all(&bootstrap_objects(&[
+                "cluster-roles.yaml",
+                "cluster-role-bindings.yaml",
+            ]))
+            .await;
+        let rules =
+            serde_json::json!([{"apiGroups": [G], "resources": ["*"], "verbs": ["get", "list"]}]);
+        writer
+            .create_all(&cluster_grant(
+                "budget",
+                serde_json::json!({"kind": "User", "name": "alice"}),
+                rules,
+            ))
+            .await;
+    });
+    let authz = dir.path().join("authorization.yaml");
+    let chain = "apiVersion: apiserver.config.k8s.io/v1\nkind: AuthorizationConfiguration\n\
+                 authorizers:\n- type: RBAC\n  name: rbac\n";
+    std::fs::write(&authz, chain).expect("authorization config");
+    let backend = sample(G, "budget", false);
+    let config = |authorization: &str| {
+        format!(
+            "authentication: {{anonymous: false, tokenFile: {}}}\n{authorization}\
+             delegate: {{url: \"{}\", bearerTokenFile: {}}}\n{}",
+            tokens.display(),
+            delegate.url,
+            dir.path().join("apiagg-token").display(),
+            one_backend("budget", &backend)
+        )
+    };
+    let path = format!("/apis/{G}/{V}/flunders");
+    let per_request = |config: &str, flags: Vec<String>| {
+        let caller = Caller {
+            flags,
+            authorization: Some("Bearer static-token-0123456789".into()),
+        };
+        let first = count(config, &path, N1, &caller);
+        let second = count(config, &path, N2, &caller);
+        (second.whole - first.whole) / (N2 - N1)
+    };
+    let none = per_request(&config(""), Vec::new());
+    let review = per_request(&config("authorization: {mode: Webhook}\n"), Vec::new());
+    let flags = vec!["--authorization-config".into(), authz.display().to_string()];
+    let rbac = per_request(&config(""), flags);
+    eprintln!(
+        "per proxied GET: no authorizer {none} instructions, cached SubjectAccessReview {review} \
+         ({:+}), RBAC {rbac} ({:+}; budget {RBAC_OVER_NONE_BUDGET})",
+        review as i64 - none as i64,
+        rbac as i64 - none as i64,
+    );
+    assert!(
+        rbac <= review,
+        "an RBAC decision ({rbac}) costs more than a cached review ({review})"
+    );
+    let over = rbac.saturating_sub(none);
+    assert!(
+        over as f64 <= RBAC_OVER_NONE_BUDGET as f64 * SLACK,
+        "RBAC adds {over} instructions to a request, more than a tenth over its budget of \
+         {RBAC_OVER_NONE_BUDGET}"
+    );
+}
+
 /// Who sends the requests: flags for apiagg and the `Authorization` header.
 #[derive(Default)]
 struct Caller {

@@ -20,7 +20,7 @@ use tokio::sync::{watch, Semaphore};
 pub use self::issuer::{Issuer, IssuerRefusal};
 pub use self::metrics::{Attempt, AuthnMetrics};
 use super::user::User;
-use crate::backends::Reload;
+use crate::backends::{Reload, ReloadCounter};
 
 /// Signature checks that may run at once, on the blocking pool: half the cores, so that a flood
 /// of forged tokens (each costs a signature check, a few hundred microseconds) never takes
@@ -90,8 +90,8 @@ pub struct StructuredAuthn {
     anonymous_in_config: bool,
     metrics: AuthnMetrics,
     verifying: Arc<Semaphore>,
-    /// The last reload failure, so that a bad file is counted once, not once per round.
-    failed: Mutex<Option<String>>,
+    /// Reloads counted as kube-apiserver counts them.
+    reloads: ReloadCounter,
 }
 
 impl StructuredAuthn {
@@ -112,7 +112,7 @@ impl StructuredAuthn {
             anonymous_in_config,
             metrics,
             verifying: Arc::new(Semaphore::new(verifying_at_once())),
-            failed: Mutex::new(None),
+            reloads: ReloadCounter::default(),
         };
         structured.read()?;
         Ok(structured)
@@ -243,21 +243,6 @@ impl Reload for StructuredAuthn {
     fn reload(&self) -> Result<bool, AuthnConfigError> {
         self.start_pending();
         let result = self.read();
-        let mut failed = self.failed.lock().unwrap_or_else(|e| e.into_inner());
-        match &result {
-            Ok(true) => {
-                self.metrics.reloaded(true);
-                *failed = None;
-            }
-            Ok(false) => {}
-            Err(e) => {
-                let message = e.to_string();
-                if failed.as_deref() != Some(&message) {
-                    self.metrics.reloaded(false);
-                    *failed = Some(message);
-                }
-            }
-        }
-        result
+        self.reloads.count(result, |ok| self.metrics.reloaded(ok))
     }
 }

@@ -28,7 +28,7 @@ pub use kubeconfig::{kubeconfig_client, KubeconfigClient};
 pub use names::{names_of, HostPort, Names};
 pub use open_files::{FileSlot, OpenFiles};
 pub use pool::IdleConnections;
-pub use reload::{Reload, Reloadable, WatchedFile};
+pub use reload::{Reload, ReloadCounter, Reloadable, WatchedFile};
 pub use slots::Slot;
 pub use table::{build as build_table, RouteTable, TableError};
 pub(crate) use tls::verify_signature_with;

@@ -54,6 +54,40 @@ impl<T: Reload> ErasedReload for T {
     }
 }
 
+/// The outcomes of a file's reloads as kube-apiserver counts them in its
+/// `…_config_controller_automatic_reloads_total`: every change that serves is a success, and a
+/// failure is counted once until the problem changes (the file watcher re-reads every round).
+#[derive(Default)]
+pub struct ReloadCounter {
+    failed: Mutex<Option<String>>,
+}
+
+impl ReloadCounter {
+    /// Counts `result` with `count(success)` when it is news; returns `result`.
+    pub fn count<E: std::fmt::Display>(
+        &self,
+        result: Result<bool, E>,
+        count: impl Fn(bool),
+    ) -> Result<bool, E> {
+        let mut failed = self.failed.lock().unwrap_or_else(|e| e.into_inner());
+        match &result {
+            Ok(true) => {
+                count(true);
+                *failed = None;
+            }
+            Ok(false) => {}
+            Err(e) => {
+                let message = e.to_string();
+                if failed.as_deref() != Some(&message) {
+                    count(false);
+                    *failed = Some(message);
+                }
+            }
+        }
+        result
+    }
+}
+
 /// Any shared [`Reload`], as the file watcher holds it (cheap to clone).
 #[derive(Clone)]
 pub struct Reloadable(Arc<dyn ErasedReload>);

@@ -16,7 +16,7 @@ use arc_swap::ArcSwap;
 use super::chain::{Chain, Link, RbacSource};
 use super::metrics::AuthzMetrics;
 use super::webhook::Webhook;
-use crate::backends::{kubeconfig_client, Reload};
+use crate::backends::{kubeconfig_client, Reload, ReloadCounter};
 
 /// Upper bound of connecting to a webhook.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -75,8 +75,8 @@ pub struct StructuredAuthz {
     required: Vec<&'static str>,
     last: Mutex<Vec<u8>>,
     metrics: AuthzMetrics,
-    /// The last reload failure, so that a bad file is counted once, not once per round.
-    failed: Mutex<Option<String>>,
+    /// Reloads counted as kube-apiserver counts them.
+    reloads: ReloadCounter,
 }
 
 impl StructuredAuthz {
@@ -107,7 +107,7 @@ impl StructuredAuthz {
             required,
             last: Mutex::new(bytes),
             metrics,
-            failed: Mutex::new(None),
+            reloads: ReloadCounter::default(),
         })
     }
 
@@ -258,21 +258,6 @@ impl Reload for StructuredAuthz {
 
     fn reload(&self) -> Result<bool, AuthzConfigError> {
         let result = self.read_again();
-        let mut failed = self.failed.lock().unwrap_or_else(|e| e.into_inner());
-        match &result {
-            Ok(true) => {
-                self.metrics.reloaded(true);
-                *failed = None;
-            }
-            Ok(false) => {}
-            Err(e) => {
-                let message = e.to_string();
-                if failed.as_deref() != Some(&message) {
-                    self.metrics.reloaded(false);
-                    *failed = Some(message);
-                }
-            }
-        }
-        result
+        self.reloads.count(result, |ok| self.metrics.reloaded(ok))
     }
 }
