@@ -22,7 +22,7 @@ use crate::config::{self, AuthenticationConfiguration, PrefixedClaimOrExpression
 use crate::expr::{Expression, Scope};
 use crate::mapping::{JwtAuthenticator, Rule, Source};
 
-mod field;
+pub mod field;
 mod issuer;
 
 use field::{quote, Errors};

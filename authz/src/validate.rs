@@ -48,29 +48,9 @@ pub const DEFAULT_UNAUTHORIZED_TTL: Duration = Duration::from_secs(30);
 /// The longest webhook `timeout` (upstream's limit; it has no default).
 pub const MAX_TIMEOUT: GoDuration = GoDuration::seconds(30);
 
-/// Every problem of a file, each `<field path>: <message>` as kube-apiserver words them (a
-/// decoding or `apiVersion`/`kind` problem is the only one). Not retryable: the file must change.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub struct ValidationErrors(pub Vec<String>);
-
-impl std::fmt::Display for ValidationErrors {
-    /// As Go's `field.ErrorList.ToAggregate()`: the single error as is, several ones joined with
-    /// `, ` inside `[...]`, a repeated message once.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let mut seen = HashSet::new();
-        let unique: Vec<&str> = self
-            .0
-            .iter()
-            .map(String::as_str)
-            .filter(|e| seen.insert(*e))
-            .collect();
-        match unique.as_slice() {
-            [one] => f.write_str(one),
-            [] => Ok(()),
-            many => write!(f, "[{}]", many.join(", ")),
-        }
-    }
-}
+/// Every problem of a file, each `<field path>: <message>` as kube-apiserver words them (the
+/// type both configuration files share).
+pub use apiagg_authn::ValidationErrors;
 
 /// Decodes (YAML or JSON, unknown fields refused), defaults and validates a configuration file.
 /// Empty input is the empty configuration, refused for having no authorizer (as upstream).

@@ -357,6 +357,26 @@ impl Cluster {
             .expect("TLS handshake")
     }
 
+    /// A kubeconfig in the cluster's folder (`name`) for apiagg with the client certificate
+    /// `pair` (cert, key PEM), namespace `default`.
+    pub fn kubeconfig(&self, name: &str, pair: &(String, String)) -> PathBuf {
+        use base64::Engine;
+        let b64 = |text: &str| base64::engine::general_purpose::STANDARD.encode(text);
+        let text = format!(
+            "apiVersion: v1\nkind: Config\ncurrent-context: apiagg\n\
+             clusters:\n- name: apiagg\n  cluster: {{server: \"{}\", certificate-authority-data: {}}}\n\
+             users:\n- name: u\n  user: {{client-certificate-data: {}, client-key-data: {}}}\n\
+             contexts:\n- name: apiagg\n  context: {{cluster: apiagg, user: u, namespace: default}}\n",
+            self.url(""),
+            b64(&self.serving_ca.cert_pem),
+            b64(&pair.0),
+            b64(&pair.1),
+        );
+        let path = self.dir.join(name);
+        std::fs::write(&path, text).expect("kubeconfig");
+        path
+    }
+
     /// `https://127.0.0.1:PORT<path>`.
     pub fn url(&self, path: &str) -> String {
         format!("https://127.0.0.1:{}{path}", self.gw.port)

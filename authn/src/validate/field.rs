@@ -1,5 +1,6 @@
 //! Go's `field.Error` texts (`<path>: Invalid value: "<value>": <detail>`) and the string
-//! checks of `k8s.io/apimachinery/pkg/util/validation` that the configuration's checks use.
+//! checks of `k8s.io/apimachinery/pkg/util/validation` that the configuration's checks use; the
+//! authorization configuration's validation (`apiagg-authz`) writes its errors with them too.
 
 use std::fmt::Write as _;
 
@@ -7,24 +8,54 @@ use crate::expr::{CompileError, Expression, Scope};
 
 /// Go's `field.Error` texts, collected.
 #[derive(Default)]
-pub(super) struct Errors(pub(super) Vec<String>);
+pub struct Errors(pub Vec<String>);
 
 impl Errors {
-    pub(super) fn required(&mut self, path: &str, detail: &str) {
+    /// `field.Required`.
+    pub fn required(&mut self, path: &str, detail: &str) {
         self.push(path, "Required value", detail);
     }
 
-    pub(super) fn invalid(&mut self, path: &str, value: &str, detail: &str) {
+    /// `field.Invalid` of a string value.
+    pub fn invalid(&mut self, path: &str, value: &str, detail: &str) {
         self.invalid_raw(path, &quote(value), detail);
     }
 
     /// `value` already formatted as Go's `%#v` would print it.
-    pub(super) fn invalid_raw(&mut self, path: &str, value: &str, detail: &str) {
+    pub fn invalid_raw(&mut self, path: &str, value: &str, detail: &str) {
         self.push(path, &format!("Invalid value: {value}"), detail);
     }
 
-    pub(super) fn duplicate(&mut self, path: &str, value: &str) {
+    /// `field.Duplicate`.
+    pub fn duplicate(&mut self, path: &str, value: &str) {
         self.push(path, &format!("Duplicate value: {}", quote(value)), "");
+    }
+
+    /// `field.NotSupported`: the value, then the supported ones.
+    pub fn not_supported(&mut self, path: &str, value: &str, supported: &[&str]) {
+        let list: Vec<String> = supported.iter().map(|s| quote(s)).collect();
+        let detail = format!("supported values: {}", list.join(", "));
+        self.push(
+            path,
+            &format!("Unsupported value: {}", quote(value)),
+            &detail,
+        );
+    }
+
+    /// `field.TooMany`.
+    pub fn too_many(&mut self, path: &str, actual: usize, max: usize) {
+        let detail = format!("must have at most {max} items");
+        self.push(path, &format!("Too many: {actual}"), &detail);
+    }
+
+    /// How many errors were collected.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether none was.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
     }
 
     fn push(&mut self, path: &str, body: &str, detail: &str) {
@@ -36,7 +67,7 @@ impl Errors {
     }
 
     /// Compiles `source`, a compilation error becoming the field's error.
-    pub(super) fn compile(&mut self, path: &str, source: &str, scope: Scope) -> Option<Expression> {
+    pub fn compile(&mut self, path: &str, source: &str, scope: Scope) -> Option<Expression> {
         match Expression::compile(source, scope) {
             Ok(expression) => Some(expression),
             Err(CompileError::Empty) => {
@@ -101,7 +132,7 @@ pub(super) fn is_kubernetes_domain(key: &str) -> bool {
 
 /// Go's `%q` (`strconv.Quote`), for the values in messages. Non-printable characters are
 /// approximated by Rust's `char::is_control`.
-pub(super) fn quote(s: &str) -> String {
+pub fn quote(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     out.push('"');
     for c in s.chars() {

@@ -257,3 +257,38 @@ fn errors_print_as_go_aggregates_them() {
     let two = ValidationErrors(vec!["a".into(), "b".into(), "a".into()]);
     assert_eq!(two.to_string(), "[a, b]");
 }
+
+/// The complete file docs/trust-and-security.md shows users is valid as written.
+#[test]
+fn the_documented_example_loads() {
+    let doc =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/trust-and-security.md");
+    let text = std::fs::read_to_string(&doc).expect("docs/trust-and-security.md");
+    let after = text
+        .split_once("### A complete file")
+        .expect("the example's heading")
+        .1;
+    let block = after
+        .split_once("```yaml\n")
+        .and_then(|(_, rest)| rest.split_once("```"))
+        .expect("the example's YAML block")
+        .0;
+    let loaded = load(block.as_bytes()).unwrap_or_else(|e| panic!("{e}"));
+    let types: Vec<&str> = loaded.authorizers.iter().map(|a| a.type_name()).collect();
+    assert_eq!(types, ["Webhook", "RBAC", "AlwaysDeny"]);
+    let AuthorizerSpec::Webhook(webhook) = &loaded.authorizers[0] else {
+        panic!("a webhook first");
+    };
+    assert_eq!(webhook.match_conditions.len(), 2);
+    let service_account = serde_json::json!({
+        "user": "system:serviceaccount:team:robot", "groups": ["system:serviceaccounts"],
+        "resourceAttributes": {"verb": "list", "resource": "pods"}});
+    assert_eq!(
+        webhook.match_conditions.evaluate(&service_account).ok(),
+        Some(true)
+    );
+    let admin = serde_json::json!({
+        "user": "system:serviceaccount:team:robot", "groups": ["system:masters"],
+        "resourceAttributes": {"verb": "list", "resource": "pods"}});
+    assert_eq!(webhook.match_conditions.evaluate(&admin).ok(), Some(false));
+}

@@ -13,14 +13,13 @@ use std::time::Duration;
 
 use serde_json::Value;
 use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
 
 use async_trait::async_trait;
 
 use pingora_core::server::ShutdownWatch;
 use pingora_core::services::background::BackgroundService;
 
-use super::reflector::{self, Change, Follow};
+use super::reflector::{Group, Learned};
 use crate::backends::{Clients, Upstream};
 use crate::state::Routes;
 use apiagg_flowcontrol::{FlowControl, Object, API_VERSION};
@@ -124,7 +123,7 @@ impl Known {
     }
 
     /// Applies what a reflector learned; whether anything changed.
-    fn learn(&mut self, learned: Learned) -> bool {
+    fn learn(&mut self, learned: Learned<Kind>) -> bool {
         match learned {
             Learned::Listed(kind, items) => self.listed(kind, items),
             Learned::Changed(kind, change) => {
@@ -171,7 +170,7 @@ impl FlowControlController {
     }
 
     /// Starts, restarts (a new delegate) or stops the reflectors.
-    fn follow(&self, watch: &mut Option<(Arc<Upstream>, FlowControlWatch)>) {
+    fn follow(&self, watch: &mut Option<(Arc<Upstream>, Group)>) {
         let delegate = self.handles.routes.load().delegate.clone();
         let current = watch.as_ref().map(|(d, _)| d);
         let same = match (current, &delegate) {
@@ -183,10 +182,13 @@ impl FlowControlController {
             return;
         }
         *watch = delegate.map(|delegate| {
-            let reflectors = FlowControlWatch::spawn(
-                self.handles.flow.clone(),
-                delegate.clone(),
-                self.handles.clients.clone(),
+            let flow = self.handles.flow.clone();
+            let reflectors = Group::spawn(
+                &Kind::ALL,
+                Kind::path,
+                "flow-control objects",
+                (delegate.clone(), self.handles.clients.clone()),
+                |learned| apply(flow, learned),
             );
             (delegate, reflectors)
         });
@@ -222,43 +224,6 @@ impl BackgroundService for FlowControlController {
     }
 }
 
-/// The reflectors and the applier of one delegate; dropped, they stop.
-struct FlowControlWatch {
-    tasks: Vec<JoinHandle<()>>,
-}
-
-impl Drop for FlowControlWatch {
-    fn drop(&mut self) {
-        for task in &self.tasks {
-            task.abort();
-        }
-    }
-}
-
-impl FlowControlWatch {
-    /// Starts following the delegate's flow-control objects on the current runtime, applying
-    /// them to `flow`.
-    fn spawn(
-        flow: Arc<FlowControl>,
-        delegate: Arc<Upstream>,
-        clients: Arc<Clients>,
-    ) -> FlowControlWatch {
-        let (learned, applied) = mpsc::channel(LEARNED);
-        let mut tasks: Vec<JoinHandle<()>> = Kind::ALL
-            .iter()
-            .map(|&kind| {
-                let reflector = Reflector {
-                    kind,
-                    learned: learned.clone(),
-                };
-                tokio::spawn(reflector::run(reflector, delegate.clone(), clients.clone()))
-            })
-            .collect();
-        tasks.push(tokio::spawn(apply(flow, applied)));
-        FlowControlWatch { tasks }
-    }
-}
-
 /// Logs the outcome of applying the cluster's objects when it differs from the last one.
 fn report(last: &mut Option<String>, outcome: Result<String, apiagg_flowcontrol::ConfigError>) {
     let now = match &outcome {
@@ -277,54 +242,9 @@ fn report(last: &mut Option<String>, outcome: Result<String, apiagg_flowcontrol:
     *last = Some(now);
 }
 
-/// What a reflector learned, for the applier (the only owner of the objects).
-enum Learned {
-    /// A full list of one kind.
-    Listed(Kind, Vec<Value>),
-    /// One change of one kind.
-    Changed(Kind, Change),
-}
-
-/// What a reflector learned and the applier has not taken yet, at most (a reflector waits
-/// beyond it).
-const LEARNED: usize = 256;
-
-/// One kind's reflector: hands what it learns to the applier.
-struct Reflector {
-    kind: Kind,
-    learned: mpsc::Sender<Learned>,
-}
-
-#[async_trait]
-impl Follow for Reflector {
-    fn path(&self, query: &str) -> String {
-        self.kind.path(query)
-    }
-
-    async fn listed(&self, items: Vec<Value>) {
-        // The applier ends only with the reflectors: nothing is lost.
-        let _ = self.learned.send(Learned::Listed(self.kind, items)).await;
-    }
-
-    async fn changed(&self, change: Change) {
-        let _ = self.learned.send(Learned::Changed(self.kind, change)).await;
-    }
-
-    async fn problem(&self, problem: Option<String>) {
-        match problem {
-            Some(p) => {
-                tracing::warn!(kind = ?self.kind, "cannot read the cluster's flow-control objects, the last known ones stay: {p}")
-            }
-            None => {
-                tracing::info!(kind = ?self.kind, "reading the cluster's flow-control objects again")
-            }
-        }
-    }
-}
-
 /// Applies what the reflectors learn, changes closer than [`DEBOUNCE`] together, to `flow` once
 /// both kinds are listed.
-async fn apply(flow: Arc<FlowControl>, mut learned: mpsc::Receiver<Learned>) {
+async fn apply(flow: Arc<FlowControl>, mut learned: mpsc::Receiver<Learned<Kind>>) {
     let mut known = Known::default();
     let mut last: Option<String> = None;
     while let Some(first) = learned.recv().await {

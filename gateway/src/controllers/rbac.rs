@@ -15,9 +15,8 @@ use pingora_core::server::ShutdownWatch;
 use pingora_core::services::background::BackgroundService;
 use serde_json::Value;
 use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
 
-use super::reflector::{self, Change, Follow};
+use super::reflector::{Group, Learned};
 use crate::auth::RbacSource;
 use crate::backends::{Clients, Upstream};
 use crate::state::Routes;
@@ -31,16 +30,15 @@ const KINDS: [RbacKind; 4] = [
     RbacKind::RoleBinding,
 ];
 
-/// What a reflector learned and the applier has not taken yet, at most.
-const LEARNED: usize = 256;
-
-fn resource(kind: RbacKind) -> &'static str {
-    match kind {
+/// The collection of `kind` with `query`.
+fn path(kind: RbacKind, query: &str) -> String {
+    let resource = match kind {
         RbacKind::Role => "roles",
         RbacKind::ClusterRole => "clusterroles",
         RbacKind::RoleBinding => "rolebindings",
         RbacKind::ClusterRoleBinding => "clusterrolebindings",
-    }
+    };
+    format!("/apis/rbac.authorization.k8s.io/v1/{resource}?{query}")
 }
 
 /// What the RBAC controller uses.
@@ -71,7 +69,7 @@ impl RbacController {
 impl BackgroundService for RbacController {
     async fn start(&self, mut shutdown: ShutdownWatch) {
         let mut routes = self.handles.routes.subscribe();
-        let mut running: Option<(Arc<Upstream>, Followers)> = None;
+        let mut running: Option<(Arc<Upstream>, Group)> = None;
         loop {
             let delegate = self.handles.routes.load().delegate.clone();
             let same = match (&running, &delegate) {
@@ -81,8 +79,21 @@ impl BackgroundService for RbacController {
             };
             if !same {
                 running = delegate.map(|d| {
-                    let followers = Followers::spawn(&self.handles, d.clone());
-                    (d, followers)
+                    let applier = Applier {
+                        builder: PolicyBuilder::new(),
+                        listed: [false; 4],
+                        source: self.handles.source.clone(),
+                        lifecycle: self.handles.lifecycle.clone(),
+                    };
+                    let clients = self.handles.clients.clone();
+                    let group = Group::spawn(
+                        &KINDS,
+                        path,
+                        "RBAC objects",
+                        (d.clone(), clients),
+                        |learned| applier.run(learned),
+                    );
+                    (d, group)
                 });
                 if running.is_none() {
                     tracing::warn!(
@@ -99,86 +110,6 @@ impl BackgroundService for RbacController {
     }
 }
 
-/// The reflectors and the applier of one delegate; dropped, they stop.
-struct Followers(Vec<JoinHandle<()>>);
-
-impl Drop for Followers {
-    fn drop(&mut self) {
-        for task in &self.0 {
-            task.abort();
-        }
-    }
-}
-
-impl Followers {
-    fn spawn(handles: &Handles, delegate: Arc<Upstream>) -> Followers {
-        let (learned, applied) = mpsc::channel(LEARNED);
-        let mut tasks: Vec<JoinHandle<()>> = KINDS
-            .iter()
-            .map(|&kind| {
-                let reflector = Reflector {
-                    kind,
-                    learned: learned.clone(),
-                };
-                tokio::spawn(reflector::run(
-                    reflector,
-                    delegate.clone(),
-                    handles.clients.clone(),
-                ))
-            })
-            .collect();
-        let applier = Applier {
-            builder: PolicyBuilder::new(),
-            listed: [false; 4],
-            source: handles.source.clone(),
-            lifecycle: handles.lifecycle.clone(),
-        };
-        tasks.push(tokio::spawn(applier.run(applied)));
-        Followers(tasks)
-    }
-}
-
-/// What a reflector learned.
-enum Learned {
-    Listed(RbacKind, Vec<Value>),
-    Changed(RbacKind, Change),
-}
-
-/// One kind's reflector: hands what it learns to the applier.
-struct Reflector {
-    kind: RbacKind,
-    learned: mpsc::Sender<Learned>,
-}
-
-#[async_trait]
-impl Follow for Reflector {
-    fn path(&self, query: &str) -> String {
-        format!(
-            "/apis/rbac.authorization.k8s.io/v1/{}?{query}",
-            resource(self.kind)
-        )
-    }
-
-    async fn listed(&self, items: Vec<Value>) {
-        // The applier ends only with the reflectors: nothing is lost.
-        let _ = self.learned.send(Learned::Listed(self.kind, items)).await;
-    }
-
-    async fn changed(&self, change: Change) {
-        let _ = self.learned.send(Learned::Changed(self.kind, change)).await;
-    }
-
-    async fn problem(&self, problem: Option<String>) {
-        match problem {
-            Some(p) => tracing::warn!(
-                kind = %self.kind,
-                "cannot read the cluster's RBAC objects, the last known ones keep deciding: {p}"
-            ),
-            None => tracing::info!(kind = %self.kind, "reading the cluster's RBAC objects again"),
-        }
-    }
-}
-
 /// The only owner of the objects of one delegate.
 struct Applier {
     builder: PolicyBuilder,
@@ -190,7 +121,7 @@ struct Applier {
 impl Applier {
     /// Applies what the reflectors learn, publishing after each batch once every kind is
     /// listed.
-    async fn run(mut self, mut learned: mpsc::Receiver<Learned>) {
+    async fn run(mut self, mut learned: mpsc::Receiver<Learned<RbacKind>>) {
         while let Some(first) = learned.recv().await {
             self.learn(first);
             while let Ok(more) = learned.try_recv() {
@@ -210,7 +141,7 @@ impl Applier {
         }
     }
 
-    fn learn(&mut self, learned: Learned) {
+    fn learn(&mut self, learned: Learned<RbacKind>) {
         match learned {
             Learned::Listed(kind, items) => {
                 let objects = items

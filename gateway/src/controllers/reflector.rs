@@ -4,13 +4,16 @@
 //! client-go's reflector does — bookmarks asked for, re-watches spread over five minutes, 410 (as
 //! a status or an `ERROR` event) meaning "list again", a watch that ends at once treated as a
 //! failure so it never becomes a busy loop, failures retried with backoff. What it learns goes
-//! to a [`Follow`], which owns the objects.
+//! to a [`Follow`], which owns the objects; a [`Group`] runs one reflector per kind feeding one
+//! applier.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use serde_json::Value;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::backoff::Backoff;
@@ -28,6 +31,98 @@ pub trait Follow: Send + Sync + 'static {
     /// The reflector failed (`Some`, with why) or reads again after a failure (`None`); called
     /// only when this changes, so the follower logs it as it comes.
     async fn problem(&self, problem: Option<String>);
+}
+
+/// What one reflector of a [`Group`] learned, for the group's one applier.
+pub enum Learned<K> {
+    /// A full list of kind `K`.
+    Listed(K, Vec<Value>),
+    /// One change of kind `K`.
+    Changed(K, Change),
+}
+
+/// What the reflectors of a group learned and the applier has not taken yet, at most (a
+/// reflector waits beyond it).
+const LEARNED: usize = 256;
+
+/// One kind's reflector of a group: hands what it learns to the group's applier.
+struct Forward<K> {
+    kind: K,
+    path: fn(K, &str) -> String,
+    what: &'static str,
+    learned: mpsc::Sender<Learned<K>>,
+}
+
+#[async_trait]
+impl<K: Copy + std::fmt::Debug + Send + Sync + 'static> Follow for Forward<K> {
+    fn path(&self, query: &str) -> String {
+        (self.path)(self.kind, query)
+    }
+
+    async fn listed(&self, items: Vec<Value>) {
+        // The applier ends only with the reflectors: nothing is lost.
+        let _ = self.learned.send(Learned::Listed(self.kind, items)).await;
+    }
+
+    async fn changed(&self, change: Change) {
+        let _ = self.learned.send(Learned::Changed(self.kind, change)).await;
+    }
+
+    async fn problem(&self, problem: Option<String>) {
+        let (kind, what) = (self.kind, self.what);
+        match problem {
+            Some(p) => tracing::warn!(
+                ?kind,
+                "cannot read the cluster's {what}, the last known ones stay: {p}"
+            ),
+            None => tracing::info!(?kind, "reading the cluster's {what} again"),
+        }
+    }
+}
+
+/// The reflectors of several kinds at one delegate and the applier they feed; dropped, they
+/// stop.
+pub struct Group(Vec<JoinHandle<()>>);
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        for task in &self.0 {
+            task.abort();
+        }
+    }
+}
+
+impl Group {
+    /// Starts one reflector per kind of `kinds` at `delegate` (`path(kind, query)` is a
+    /// collection's path, `what` names the objects in logs) and `apply`, which receives
+    /// everything they learn, on the current runtime.
+    pub fn spawn<K, F>(
+        kinds: &[K],
+        path: fn(K, &str) -> String,
+        what: &'static str,
+        (delegate, clients): (Arc<Upstream>, Arc<Clients>),
+        apply: impl FnOnce(mpsc::Receiver<Learned<K>>) -> F,
+    ) -> Group
+    where
+        K: Copy + std::fmt::Debug + Send + Sync + 'static,
+        F: std::future::Future<Output = ()> + Send + 'static,
+    {
+        let (learned, applied) = mpsc::channel(LEARNED);
+        let mut tasks: Vec<JoinHandle<()>> = kinds
+            .iter()
+            .map(|&kind| {
+                let forward = Forward {
+                    kind,
+                    path,
+                    what,
+                    learned: learned.clone(),
+                };
+                tokio::spawn(run(forward, delegate.clone(), clients.clone()))
+            })
+            .collect();
+        tasks.push(tokio::spawn(apply(applied)));
+        Group(tasks)
+    }
 }
 
 /// Follows `follow`'s collection at `delegate` for ever (abort the task to stop it).

@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use apiagg_tests::trust::{Cluster, POLICY_FILE, STATIC_TOKEN};
 use apiagg_tests::{G, V};
-use base64::Engine;
 use serde_json::{json, Value};
 
 /// Where apiagg posts its reviews (the delegate counts requests by path).
@@ -303,28 +302,11 @@ async fn health_and_version_are_open_without_a_review() {
 }
 
 /// A kubeconfig for apiagg with a client certificate.
-fn kubeconfig(c: &Cluster, name: &str, pair: &(String, String)) -> std::path::PathBuf {
-    let b64 = |text: &str| base64::engine::general_purpose::STANDARD.encode(text);
-    let text = format!(
-        "apiVersion: v1\nkind: Config\ncurrent-context: apiagg\n\
-         clusters:\n- name: apiagg\n  cluster: {{server: \"{}\", certificate-authority-data: {}}}\n\
-         users:\n- name: u\n  user: {{client-certificate-data: {}, client-key-data: {}}}\n\
-         contexts:\n- name: apiagg\n  context: {{cluster: apiagg, user: u, namespace: default}}\n",
-        c.url(""),
-        b64(&c.serving_ca.cert_pem),
-        b64(&pair.0),
-        b64(&pair.1),
-    );
-    let path = c.dir.join(name);
-    std::fs::write(&path, text).expect("kubeconfig");
-    path
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_prints_the_forbidden_error() {
     let c = cluster("{mode: Webhook}").await;
-    let bob = kubeconfig(
-        &c,
+    let bob = c.kubeconfig(
         "bob.kubeconfig",
         &c.client_ca.client("bob", &["discoverers"]),
     );
@@ -338,8 +320,7 @@ async fn kubectl_prints_the_forbidden_error() {
     );
     assert!(stderr.contains(&expected), "{stderr}");
 
-    let alice = kubeconfig(
-        &c,
+    let alice = c.kubeconfig(
         "alice.kubeconfig",
         &c.client_ca.client("alice", &["discoverers"]),
     );

@@ -10,7 +10,6 @@ use std::time::Duration;
 use apiagg_tests::rbac::{bootstrap_objects, cluster_grant, role_binding, RbacWriter};
 use apiagg_tests::trust::{Cluster, Setup, AUTHORIZATION_CONFIG};
 use apiagg_tests::{wait_until, G, V};
-use base64::Engine;
 use serde_json::{json, Value};
 
 /// Where the webhook (the delegate here) is asked.
@@ -85,21 +84,8 @@ fn caller(c: &Cluster, user: &str, groups: &[&str]) -> reqwest::Client {
 }
 
 fn kubeconfig(c: &Cluster, user: &str, groups: &[&str]) -> std::path::PathBuf {
-    let pair = c.client_ca.client(user, groups);
-    let b64 = |text: &str| base64::engine::general_purpose::STANDARD.encode(text);
-    let text = format!(
-        "apiVersion: v1\nkind: Config\ncurrent-context: apiagg\n\
-         clusters:\n- name: apiagg\n  cluster: {{server: \"{}\", certificate-authority-data: {}}}\n\
-         users:\n- name: u\n  user: {{client-certificate-data: {}, client-key-data: {}}}\n\
-         contexts:\n- name: apiagg\n  context: {{cluster: apiagg, user: u, namespace: default}}\n",
-        c.url(""),
-        b64(&c.serving_ca.cert_pem),
-        b64(&pair.0),
-        b64(&pair.1),
-    );
-    let path = c.dir.join(format!("{}.kubeconfig", user.replace(':', "-")));
-    std::fs::write(&path, text).expect("kubeconfig");
-    path
+    let name = format!("{}.kubeconfig", user.replace(':', "-"));
+    c.kubeconfig(&name, &c.client_ca.client(user, groups))
 }
 
 /// `kubectl get flunders` as `user`: whether it worked, and stderr.

@@ -88,7 +88,8 @@ async fn hostile_requests_are_refused_before_any_backend_sees_them() {
     );
     // (what, request, acceptable status codes (0: closed without an answer), the one path a
     // backend may see for it)
-    let rows: Vec<Row> = vec![
+    let rows: Vec<Row> =
+        vec![
         (
             "dot segments",
             get(&format!("{GV}/../../apps/v1/deployments")),
@@ -122,6 +123,20 @@ async fn hostile_requests_are_refused_before_any_backend_sees_them() {
         (
             "invalid percent-encoding",
             get(&format!("{GV}/flunders%zz")),
+            &[400],
+            None,
+        ),
+        (
+            "selector smuggling: a `;` pair Go's servers skip, so they read the second selector",
+            get(&format!(
+                "{GV}/flunders?fieldSelector=metadata.name%3Da;&fieldSelector=metadata.name%3Db"
+            )),
+            &[400],
+            None,
+        ),
+        (
+            "selector smuggling: an invalid escape in the first selector",
+            get(&format!("{GV}/flunders?labelSelector=a%3D%zz&labelSelector=a%3Db")),
             &[400],
             None,
         ),
