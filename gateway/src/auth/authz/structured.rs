@@ -261,3 +261,125 @@ impl Reload for StructuredAuthz {
         self.reloads.count(result, |ok| self.metrics.reloaded(ok))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const RBAC_ONLY: &str = "apiVersion: apiserver.config.k8s.io/v1\nkind: AuthorizationConfiguration\nauthorizers:\n- type: RBAC\n  name: rbac\n";
+    const ALLOW_ONLY: &str = "apiVersion: apiserver.config.k8s.io/v1\nkind: AuthorizationConfiguration\nauthorizers:\n- type: AlwaysAllow\n  name: alwaysallow\n";
+
+    fn metrics() -> (prometheus::Registry, AuthzMetrics) {
+        let registry = prometheus::Registry::new();
+        let metrics = AuthzMetrics::register(&registry).expect("metrics");
+        (registry, metrics)
+    }
+
+    fn reloads(registry: &prometheus::Registry, status: &str) -> f64 {
+        registry
+            .gather()
+            .iter()
+            .filter(|f| {
+                f.name() == "apiserver_authorization_config_controller_automatic_reloads_total"
+            })
+            .flat_map(|f| f.get_metric().iter())
+            .filter(|m| m.get_label().iter().any(|l| l.value() == status))
+            .map(|m| m.get_counter().value())
+            .sum()
+    }
+
+    #[test]
+    fn the_file_and_the_config_files_authorization_together_are_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("authz.yaml");
+        std::fs::write(&file, RBAC_ONLY).expect("write");
+        let refused = StructuredAuthz::load(&file, true, metrics().1).err();
+        assert!(
+            matches!(refused, Some(AuthzConfigError::Twice)),
+            "{refused:?}"
+        );
+    }
+
+    #[test]
+    fn names_and_kubeconfigs_are_checked_at_load() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("authz.yaml");
+        std::fs::write(&file, RBAC_ONLY.replace("name: rbac", "name: cluster-rbac"))
+            .expect("write");
+        let refused = StructuredAuthz::load(&file, false, metrics().1)
+            .err()
+            .expect("refused");
+        assert!(
+            refused
+                .to_string()
+                .contains("expected name rbac for authorizer RBAC instead of cluster-rbac"),
+            "{refused}"
+        );
+        let webhook = "apiVersion: apiserver.config.k8s.io/v1\nkind: AuthorizationConfiguration\nauthorizers:\n- type: Webhook\n  name: w\n  webhook:\n    timeout: 3s\n    subjectAccessReviewVersion: v1\n    failurePolicy: Deny\n    connectionInfo: {type: KubeConfigFile, kubeConfigFile: /nonexistent/w.kubeconfig}\n";
+        std::fs::write(&file, webhook).expect("write");
+        let refused = StructuredAuthz::load(&file, false, metrics().1)
+            .err()
+            .expect("refused");
+        let text = refused.to_string();
+        assert!(
+            text.contains("authorizers[0].connectionInfo.kubeConfigFile"),
+            "{text}"
+        );
+        assert!(text.contains("/nonexistent/w.kubeconfig"), "{text}");
+    }
+
+    #[test]
+    fn a_reload_keeps_the_types_of_start_and_a_bad_file_the_chain() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("authz.yaml");
+        std::fs::write(&file, ALLOW_ONLY).expect("write");
+        let (registry, metrics) = metrics();
+        let authz = StructuredAuthz::load(&file, false, metrics).expect("load");
+        assert!(authz.rbac().is_none());
+        assert_eq!(reloads(&registry, "success"), 1.0, "the start counts");
+        let before = Arc::as_ptr(&authz.chain().load_full());
+
+        // RBAC was not there at start: refused, counted once however often it is read.
+        std::fs::write(&file, RBAC_ONLY).expect("write");
+        for _ in 0..3 {
+            let refused = Reload::reload(&authz).expect_err("RBAC added");
+            assert!(
+                refused
+                    .to_string()
+                    .contains("not allowed if it was not enabled"),
+                "{refused}"
+            );
+        }
+        assert_eq!(reloads(&registry, "failure"), 1.0);
+        assert_eq!(
+            Arc::as_ptr(&authz.chain().load_full()),
+            before,
+            "the old chain serves"
+        );
+
+        // AlwaysAllow was there at start and must stay.
+        let deny = ALLOW_ONLY.replace(
+            "AlwaysAllow\n  name: alwaysallow",
+            "AlwaysDeny\n  name: alwaysdeny",
+        );
+        std::fs::write(&file, &deny).expect("write");
+        let refused = Reload::reload(&authz).expect_err("AlwaysAllow dropped");
+        assert!(
+            refused
+                .to_string()
+                .contains("missing required types: [AlwaysAllow]"),
+            "{refused}"
+        );
+
+        // A good file serves; reading it again changes nothing.
+        let both = format!("{ALLOW_ONLY}- type: AlwaysDeny\n  name: alwaysdeny\n");
+        std::fs::write(&file, both).expect("write");
+        assert!(Reload::reload(&authz).expect("good"));
+        assert!(!Reload::reload(&authz).expect("same"));
+        assert_eq!(reloads(&registry, "success"), 2.0);
+        assert_eq!(
+            authz.chain().load().describe(),
+            ["AlwaysAllow \"alwaysallow\"", "AlwaysDeny \"alwaysdeny\""]
+        );
+    }
+}
