@@ -3,14 +3,15 @@
 //! (kube-aggregator's `pkg/apis/apiregistration/validation/validation.go`), the kube-aware order
 //! of versions and APIServices (k8s.io/apimachinery's `pkg/version/helpers.go`, kube-aggregator's
 //! `pkg/apis/apiregistration/v1/helper/helpers.go`), the priorities kube-apiserver gives its
-//! built-in groups, the content hash used for ETags and OpenAPI v3 `hash` values, and the
-//! `metav1.Status` failure every crate answers with.
+//! built-in groups, the content hash used for ETags and OpenAPI v3 `hash` values, the
+//! `metav1.Status` failure every crate answers with, and CBOR as kube-apiserver writes it.
 //!
 //! Pure and small on purpose: `apiagg-discovery` and `apiagg-openapi-merge` depend on this crate
 //! only, so they build without the config loader (YAML, kube-client) or the write strategy
 //! (JSON Patch). The modules are private; every item has one path, at the crate root.
 
 mod apiservice;
+mod cbor;
 mod content_hash;
 mod priorities;
 mod status;
@@ -21,8 +22,9 @@ pub use apiservice::{
     apply_defaults, validate, APIService, APIServiceSpec, FieldError, ServiceReference,
     ValidationErrors, DEFAULT_SERVICE_PORT, GROUP_VERSION,
 };
+pub use cbor::{from_cbor, json_to_cbor, to_cbor, CborError, CBOR, SELF_DESCRIBED_CBOR};
 pub use content_hash::{sha512_upper_hex, strong_etag};
 pub use priorities::{builtin_priority, GROUP_PRIORITIES};
-pub use status::{failure_status, reason_for};
+pub use status::{failure_status, failure_status_cbor, reason_for};
 pub use version::{compare_apiservices, compare_kube_aware, compare_versions};
 pub use watch_list::{WatchListMode, WATCH_LIST_ANNOTATION};

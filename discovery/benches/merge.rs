@@ -1,5 +1,6 @@
 //! Merge + render of aggregated discovery for 200 remote backends plus the kube-apiserver
-//! document as the local delegate.
+//! document as the local delegate. Rendering writes JSON and CBOR; `cbor_of_aggregated` is the
+//! CBOR share of it (one of the two transcodings `render_merged` does).
 
 use std::sync::Arc;
 
@@ -76,6 +77,12 @@ fn bench(c: &mut Criterion) {
 
     c.bench_function("render_merged_200_backends", |b| {
         b.iter(|| black_box(render_merged(black_box(&entries)).map(|d| d.v2.etag.len())))
+    });
+    let json = render_merged(&entries)
+        .map(|d| d.v2.bytes)
+        .unwrap_or_default();
+    c.bench_function("cbor_of_aggregated_200_backends", |b| {
+        b.iter(|| black_box(apiagg_apis::json_to_cbor(black_box(&json)).map(|c| c.len())))
     });
 
     let names: Vec<String> = entries

@@ -9,7 +9,8 @@
 //!    [`legacy_group_list`] when something changes;
 //! 3. [`render_merged`] (or [`render_aggregated`]) and [`render_legacy`] once, publish the
 //!    result;
-//! 4. per request, [`negotiate()`] and [`RenderedDoc::not_modified`].
+//! 4. per request, [`negotiate()`], [`RenderedDoc::not_modified`] and [`RenderedDoc::body`] in
+//!    the negotiated [`Format`] (JSON or CBOR); [`status_format`] for the errors it answers.
 //!
 //! Version order and the ETag hash come from `apiagg-apis`, the only apiagg crate this one
 //! depends on. Modules are private; every item has one path, at the crate root.
@@ -32,16 +33,17 @@ pub use merge::{
     APIREGISTRATION_PRIORITY,
 };
 pub use negotiate::{
-    negotiate, AggregatedVersion, Endpoint, NegotiateOptions, Negotiated, NotAcceptable,
-    CONTENT_TYPE_V2, CONTENT_TYPE_V2BETA1, JSON,
+    negotiate, status_format, AggregatedVersion, Endpoint, Format, NegotiateOptions, Negotiated,
+    NotAcceptable, CONTENT_TYPE_V2, CONTENT_TYPE_V2BETA1, CONTENT_TYPE_V2BETA1_CBOR,
+    CONTENT_TYPE_V2_CBOR, JSON,
 };
 pub use order::{
     apiregistration_group, legacy_group, legacy_group_list, legacy_group_order, ApiServiceRecord,
     APIREGISTRATION_GROUP,
 };
 pub use render::{
-    if_none_match_matches, render_aggregated, render_json, render_legacy, render_merged,
-    AggregatedDocs, RenderError, RenderedDoc,
+    if_none_match_matches, render_aggregated, render_legacy, render_merged, AggregatedDocs,
+    RenderError, RenderedDoc,
 };
 pub use types::{
     APIGroup, APIGroupDiscovery, APIGroupDiscoveryList, APIGroupList, APIResource,

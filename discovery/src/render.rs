@@ -1,26 +1,33 @@
-//! Rendering documents to bytes with a strong ETag, and If-None-Match matching (k8s.io/apiserver's
-//! `pkg/endpoints/discovery/aggregated/etag.go`).
+//! Rendering documents to JSON and CBOR bytes with a strong ETag, and If-None-Match matching
+//! (k8s.io/apiserver's `pkg/endpoints/discovery/aggregated/etag.go`).
 
-use apiagg_apis::strong_etag;
+use apiagg_apis::{strong_etag, to_cbor, CborError, CBOR};
 use bytes::Bytes;
 use serde::Serialize;
+use serde_json::Value;
 
 use crate::merge::{merge_plan, GroupVersionEntry};
-use crate::negotiate::{AggregatedVersion, CONTENT_TYPE_V2, CONTENT_TYPE_V2BETA1, JSON};
+use crate::negotiate::{AggregatedVersion, Format, JSON};
 use crate::types::{
     APIGroupDiscoveryList, APIResourceDiscovery, Extra, Freshness, APIDISCOVERY_V2,
     APIDISCOVERY_V2BETA1,
 };
 
-/// A document ready to serve: body, quoted ETag and Content-Type. Cheap to clone.
+/// A document ready to serve in JSON and CBOR: bodies, quoted ETag and Content-Types. Cheap to
+/// clone.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RenderedDoc {
     /// Compact JSON body.
     pub bytes: Bytes,
-    /// Quoted strong ETag, e.g. `"3F2A…"`.
+    /// Quoted strong ETag, e.g. `"3F2A…"`: the hash of the JSON body, sent with both formats
+    /// (upstream hashes the JSON once and sets that ETag before negotiating the format).
     pub etag: String,
-    /// Exact Content-Type header value.
+    /// Exact Content-Type of the JSON body.
     pub content_type: &'static str,
+    /// The same document in CBOR (self-described tag, byte strings): decodes to the JSON.
+    pub cbor: Bytes,
+    /// Exact Content-Type of the CBOR body.
+    pub cbor_content_type: &'static str,
 }
 
 impl RenderedDoc {
@@ -28,19 +35,33 @@ impl RenderedDoc {
     pub fn not_modified(&self, if_none_match: Option<&str>) -> bool {
         if_none_match_matches(if_none_match, &self.etag)
     }
+
+    /// The body and exact Content-Type to send in `format`.
+    pub fn body(&self, format: Format) -> (&Bytes, &'static str) {
+        match format {
+            Format::Json => (&self.bytes, self.content_type),
+            Format::Cbor => (&self.cbor, self.cbor_content_type),
+        }
+    }
 }
 
 /// Serialisation failed (only possible for documents with non-string map keys). Not retryable:
 /// the same document fails again.
 #[derive(Debug, thiserror::Error)]
-#[error("cannot render discovery document: {0}")]
-pub struct RenderError(#[from] serde_json::Error);
+pub enum RenderError {
+    /// The JSON rendering failed.
+    #[error("cannot render discovery document: {0}")]
+    Json(#[from] serde_json::Error),
+    /// The CBOR rendering failed.
+    #[error("cannot render discovery document: {0}")]
+    Cbor(#[from] CborError),
+}
 
 /// The result of rendering.
 type Result<T, E = RenderError> = std::result::Result<T, E>;
 
-/// The aggregated document in both versions. Both carry the same ETag: upstream hashes the v2
-/// JSON and uses that ETag for every representation.
+/// The aggregated document in both versions and both formats. All four renderings carry the
+/// same ETag: upstream hashes the v2 JSON and uses that ETag for every representation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AggregatedDocs {
     /// `apidiscovery.k8s.io/v2`.
@@ -50,7 +71,8 @@ pub struct AggregatedDocs {
 }
 
 impl AggregatedDocs {
-    /// The rendering for a negotiated aggregated version.
+    /// The rendering for a negotiated aggregated version (both formats; see
+    /// [`RenderedDoc::body`]).
     pub fn get(&self, version: AggregatedVersion) -> &RenderedDoc {
         match version {
             AggregatedVersion::V2 => &self.v2,
@@ -65,20 +87,18 @@ pub fn if_none_match_matches(if_none_match: Option<&str>, etag: &str) -> bool {
     if_none_match.is_some_and(|v| v == etag)
 }
 
-/// Renders any document as compact JSON with a strong ETag.
-pub fn render_json<T: Serialize>(doc: &T, content_type: &'static str) -> Result<RenderedDoc> {
-    let bytes = serde_json::to_vec(doc)?;
-    let etag = strong_etag(&bytes);
-    Ok(RenderedDoc {
-        bytes: Bytes::from(bytes),
-        etag,
-        content_type,
-    })
-}
-
-/// Renders a legacy document (`APIGroupList`, `APIGroup`, …) as `application/json`.
+/// Renders a legacy document (`APIGroupList`, `APIGroup`, `APIResourceList`, `APIVersions`) as
+/// `application/json` and `application/cbor`.
 pub fn render_legacy<T: Serialize>(doc: &T) -> Result<RenderedDoc> {
-    render_json(doc, JSON)
+    let json = serde_json::to_vec(doc)?;
+    let cbor = to_cbor(&serde_json::from_slice(&json)?)?;
+    Ok(RenderedDoc {
+        etag: strong_etag(&json),
+        bytes: Bytes::from(json),
+        content_type: JSON,
+        cbor: Bytes::from(cbor),
+        cbor_content_type: CBOR,
+    })
 }
 
 /// Renders the aggregated list as v2 and v2beta1. `kind`/`apiVersion` are written by this
@@ -86,11 +106,12 @@ pub fn render_legacy<T: Serialize>(doc: &T) -> Result<RenderedDoc> {
 pub fn render_aggregated(list: &APIGroupDiscoveryList) -> Result<AggregatedDocs> {
     let metadata = serde_json::to_vec(&list.metadata)?;
     let items = serde_json::to_vec(&list.items)?;
-    Ok(finish(&metadata, &items))
+    finish(&metadata, &items)
 }
 
 /// Merges and renders in one step without copying documents: the same bytes and ETag as
-/// `render_aggregated(&merge_aggregated(entries))`, several times faster.
+/// `render_aggregated(&merge_aggregated(entries))`, faster. Most of the time goes to the CBOR
+/// (parsing the v2 JSON once, about 10 ms for 434 group-versions, 490 kB).
 pub fn render_merged(entries: &[GroupVersionEntry]) -> Result<AggregatedDocs> {
     let items: Vec<GroupOut<'_>> = merge_plan(entries)
         .into_iter()
@@ -108,7 +129,7 @@ pub fn render_merged(entries: &[GroupVersionEntry]) -> Result<AggregatedDocs> {
         })
         .collect();
     let items = serde_json::to_vec(&items)?;
-    Ok(finish(b"{}", &items))
+    finish(b"{}", &items)
 }
 
 /// Borrowed mirror of `APIGroupDiscovery` (same field order, so the same bytes).
@@ -136,22 +157,30 @@ struct VersionOut<'a> {
     extra: &'a Extra,
 }
 
-fn finish(metadata: &[u8], items: &[u8]) -> AggregatedDocs {
+/// Both versions in both formats. The CBOR comes from the JSON, parsed once: it decodes to
+/// exactly what the JSON says.
+fn finish(metadata: &[u8], items: &[u8]) -> Result<AggregatedDocs> {
     let v2 = assemble(APIDISCOVERY_V2, metadata, items);
     let v2beta1 = assemble(APIDISCOVERY_V2BETA1, metadata, items);
     let etag = strong_etag(&v2);
-    AggregatedDocs {
-        v2: RenderedDoc {
-            bytes: Bytes::from(v2),
-            etag: etag.clone(),
-            content_type: CONTENT_TYPE_V2,
-        },
-        v2beta1: RenderedDoc {
-            bytes: Bytes::from(v2beta1),
-            etag,
-            content_type: CONTENT_TYPE_V2BETA1,
-        },
+    let mut doc: Value = serde_json::from_slice(&v2)?;
+    let v2_cbor = to_cbor(&doc)?;
+    if let Some(api_version) = doc.get_mut("apiVersion") {
+        *api_version = Value::from(APIDISCOVERY_V2BETA1);
     }
+    let v2beta1_cbor = to_cbor(&doc)?;
+    let rendered =
+        |version: AggregatedVersion, json: Vec<u8>, cbor: Vec<u8>, etag: String| RenderedDoc {
+            bytes: Bytes::from(json),
+            etag,
+            content_type: version.content_type(Format::Json),
+            cbor: Bytes::from(cbor),
+            cbor_content_type: version.content_type(Format::Cbor),
+        };
+    Ok(AggregatedDocs {
+        v2: rendered(AggregatedVersion::V2, v2, v2_cbor, etag.clone()),
+        v2beta1: rendered(AggregatedVersion::V2Beta1, v2beta1, v2beta1_cbor, etag),
+    })
 }
 
 fn assemble(api_version: &str, metadata: &[u8], items: &[u8]) -> Vec<u8> {

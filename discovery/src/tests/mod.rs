@@ -2,6 +2,7 @@
 
 mod fixtures;
 
+mod cbor;
 mod convert;
 mod merge;
 mod negotiate;

@@ -9,12 +9,16 @@ const BETA_ONLY: &str = "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=API
 const V2: Negotiated = Negotiated::Aggregated {
     version: AggregatedVersion::V2,
     no_peer: false,
+    format: Format::Json,
 };
 const BETA: Negotiated = Negotiated::Aggregated {
     version: AggregatedVersion::V2Beta1,
     no_peer: false,
+    format: Format::Json,
 };
-const LEGACY: Result<Negotiated, NotAcceptable> = Ok(Negotiated::Legacy);
+const LEGACY: Result<Negotiated, NotAcceptable> = Ok(Negotiated::Legacy {
+    format: Format::Json,
+});
 const NOT_ACCEPTABLE: Result<Negotiated, NotAcceptable> = Err(NotAcceptable);
 
 fn root(accept: Option<&str>) -> Result<Negotiated, NotAcceptable> {
@@ -63,7 +67,13 @@ fn content_types_echo_the_negotiated_parameters() {
         BETA.content_type(),
         "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList"
     );
-    assert_eq!(Negotiated::Legacy.content_type(), "application/json");
+    assert_eq!(
+        Negotiated::Legacy {
+            format: Format::Json
+        }
+        .content_type(),
+        "application/json"
+    );
 }
 
 #[test]
@@ -118,7 +128,8 @@ fn profile_nopeer_is_accepted_and_reported() {
         root(Some(header)),
         Ok(Negotiated::Aggregated {
             version: AggregatedVersion::V2,
-            no_peer: true
+            no_peer: true,
+            format: Format::Json,
         })
     );
     assert_eq!(
@@ -172,7 +183,7 @@ fn protobuf_and_yaml_are_not_served() {
     assert_eq!(root(Some("application/yaml")), NOT_ACCEPTABLE);
     assert_eq!(
         NotAcceptable.message(),
-        "only the following media types are accepted: application/json"
+        "only the following media types are accepted: application/json, application/cbor"
     );
 }
 

@@ -96,6 +96,8 @@ impl RouteTable {
                 bytes: bytes::Bytes::new(),
                 etag: String::new(),
                 content_type: "application/json",
+                cbor: bytes::Bytes::new(),
+                cbor_content_type: apiagg_apis::CBOR,
             },
             groups: HashMap::new(),
         });

@@ -63,17 +63,24 @@ pub fn version() -> Reply {
     Reply::json(200, Bytes::from(doc.to_string()))
 }
 
-/// A precomputed document; aggregated ones carry ETag and `Cache-Control: public` and answer a
-/// matching `If-None-Match` with 304 (k8s.io/apiserver's
+/// A precomputed document in the negotiated `format` (JSON or CBOR, both precomputed);
+/// aggregated ones carry ETag (the JSON's hash for both formats, as upstream) and
+/// `Cache-Control: public` and answer a matching `If-None-Match` with 304 (k8s.io/apiserver's
 /// `pkg/endpoints/discovery/aggregated/etag.go`).
-fn document(req: &RequestHeader, doc: &discovery::RenderedDoc, cacheable: bool) -> Reply {
+fn document(
+    req: &RequestHeader,
+    doc: &discovery::RenderedDoc,
+    format: discovery::Format,
+    cacheable: bool,
+) -> Reply {
+    let (body, content_type) = doc.body(format);
     if !cacheable {
-        return Reply::new(200, doc.content_type, doc.bytes.clone());
+        return Reply::new(200, content_type, body.clone());
     }
     let reply = if doc.not_modified(header(req, "if-none-match")) {
         Reply::not_modified()
     } else {
-        Reply::new(200, doc.content_type, doc.bytes.clone())
+        Reply::new(200, content_type, body.clone())
     };
     reply
         .header(http::header::ETAG, doc.etag.clone())
@@ -102,9 +109,13 @@ pub fn apis(
         Err(e) => return not_acceptable(&e),
     };
     let reply = match negotiated {
-        discovery::Negotiated::Legacy => document(req, &routes.legacy.apis, false),
-        discovery::Negotiated::Aggregated { version, .. } => match aggregated.guard().as_deref() {
-            Some(docs) => document(req, docs.get(version), true),
+        discovery::Negotiated::Legacy { format } => {
+            document(req, &routes.legacy.apis, format, false)
+        }
+        discovery::Negotiated::Aggregated {
+            version, format, ..
+        } => match aggregated.guard().as_deref() {
+            Some(docs) => document(req, docs.get(version), format, true),
             None => reply::mux_incomplete_reply(),
         },
     };
@@ -125,8 +136,8 @@ pub fn group(
 ) -> Option<Reply> {
     let doc = routes.legacy.groups.get(group)?;
     let accept = header(req, "accept");
-    if let Err(e) = discovery::negotiate(accept, discovery::Endpoint::LegacyOnly, options) {
-        return Some(not_acceptable(&e));
+    match discovery::negotiate(accept, discovery::Endpoint::LegacyOnly, options) {
+        Ok(negotiated) => Some(document(req, doc, negotiated.format(), false)),
+        Err(e) => Some(not_acceptable(&e)),
     }
-    Some(document(req, doc, false))
 }

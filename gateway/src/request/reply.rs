@@ -25,6 +25,9 @@ pub struct Reply {
     headers: Vec<(HeaderName, HeaderValue)>,
     /// What the body says when it is a failure `Status`, for the audit (never parsed back).
     status: Option<Box<StatusSummary>>,
+    /// The body is a `Status` apiagg rendered (not relayed): a client that asks for CBOR gets
+    /// it in CBOR, as kube-apiserver 1.37 answers its errors.
+    own_status: bool,
 }
 
 impl Reply {
@@ -51,6 +54,7 @@ impl Reply {
             body,
             headers: Vec::new(),
             status: None,
+            own_status: false,
         }
     }
 
@@ -63,6 +67,7 @@ impl Reply {
             message: message.to_string(),
             reason: reason.to_string().into(),
         }));
+        reply.own_status = true;
         reply
     }
 
@@ -108,7 +113,10 @@ impl Reply {
     /// The head is built as a plain header map, with names parsed once for the process: pingora's
     /// own setters parse each name again and keep a second map for their case, which costs more
     /// than the rest of a discovery answer. The names go out in lowercase, as over HTTP/2.
-    pub async fn send(self, session: &mut Session) -> Result<()> {
+    pub async fn send(mut self, session: &mut Session) -> Result<()> {
+        if self.own_status {
+            self.negotiate_status(session.req_header());
+        }
         let (mut head, ()) = http::Response::new(()).into_parts();
         head.status = StatusCode::from_u16(self.code).or_err(InvalidHTTPHeader, "status")?;
         head.headers.reserve(3 + self.headers.len());
@@ -130,6 +138,21 @@ impl Reply {
         }
         session.write_response_header(Box::new(resp)).await?;
         session.write_response_body(self.body, true).await
+    }
+}
+
+impl Reply {
+    /// A `Status` apiagg rendered goes in CBOR when the request's `Accept` prefers it (as
+    /// kube-apiserver negotiates its errors; anything else, or a failed encoding, stays JSON).
+    fn negotiate_status(&mut self, req: &pingora_http::RequestHeader) {
+        let accept = req.headers.get(http::header::ACCEPT).and_then(|v| v.to_str().ok());
+        if apiagg_discovery::status_format(accept) != apiagg_discovery::Format::Cbor {
+            return;
+        }
+        if let Ok(cbor) = apiagg_apis::json_to_cbor(&self.body) {
+            self.body = Bytes::from(cbor);
+            self.content_type = apiagg_apis::CBOR;
+        }
     }
 }
 

@@ -1,6 +1,8 @@
 //! CBOR (KEP-4222) through apiagg: `application/cbor` request and response bodies and
 //! `application/cbor-seq` watch streams pass through untouched in both directions, and a
 //! backend without CBOR has its `415` (and `406`) relayed unchanged, on which clients send JSON.
+//! What apiagg answers itself (discovery, its Status errors) comes in CBOR when asked, as
+//! kube-apiserver 1.37 answers (kubernetes#139632), and in the same JSON as ever otherwise.
 //!
 //! The sample backend speaks CBOR as kube-apiserver 1.32+ does with the feature on (tag 55799
 //! first, strings as byte strings, sorted keys), or none with `--no-cbor`.
@@ -152,6 +154,81 @@ async fn watch(c: &reqwest::Client, base: &str) -> reqwest::Response {
     assert_eq!(watch.status(), 200);
     assert_eq!(content_type(&watch), CBOR_SEQ);
     watch
+}
+
+/// GET `path` with `accept`: status, Content-Type and body.
+async fn fetch(c: &reqwest::Client, url: &str, accept: &str) -> (u16, String, Vec<u8>) {
+    let resp = c
+        .get(url)
+        .header("Accept", accept)
+        .send()
+        .await
+        .expect("GET");
+    let (code, kind) = (resp.status().as_u16(), content_type(&resp));
+    (code, kind, resp.bytes().await.expect("body").to_vec())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn discovery_and_errors_apiagg_answers_come_in_cbor_when_asked() {
+    let backend = sample(G, "cbor", false);
+    let gw = Apiagg::start(&one_backend("cbor", &backend), &[]);
+    gw.wait_ready().await;
+    let c = client();
+    let aggregated = "apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+    // (path, the JSON Accept, the CBOR Accept, the CBOR Content-Type)
+    let legacy_cbor = (CBOR.to_string(), CBOR.to_string());
+    let rows = [
+        ("/apis", "application/json".to_string(), legacy_cbor.clone()),
+        (
+            "/apis",
+            format!("application/json;g={aggregated}"),
+            (
+                format!("{CBOR};g={aggregated}"),
+                format!("{CBOR};g={aggregated}"),
+            ),
+        ),
+        (
+            &*format!("/apis/{G}"),
+            "application/json".to_string(),
+            legacy_cbor.clone(),
+        ),
+    ];
+    for (path, json_accept, (cbor_accept, cbor_type)) in &rows {
+        let url = gw.url(path);
+        let (code, json_type, json) = fetch(&c, &url, json_accept).await;
+        assert_eq!(code, 200, "{path}");
+        assert!(
+            json_type.starts_with("application/json"),
+            "{path}: {json_type}"
+        );
+        let (code, kind, cbor) = fetch(&c, &url, cbor_accept).await;
+        assert_eq!((code, kind.as_str()), (200, cbor_type.as_str()), "{path}");
+        let as_json: Value = serde_json::from_slice(&json).expect("JSON");
+        assert_eq!(decode(&cbor), as_json, "{path} {cbor_accept}");
+    }
+    // kubectl's discovery Accept stays JSON, byte for byte what a JSON-only client gets.
+    let kubectl = format!(
+        "application/json;g={aggregated},application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json"
+    );
+    let (_, kind, by_kubectl) = fetch(&c, &gw.url("/apis"), &kubectl).await;
+    let (_, _, plain) = fetch(
+        &c,
+        &gw.url("/apis"),
+        &format!("application/json;g={aggregated}"),
+    )
+    .await;
+    assert!(kind.starts_with("application/json"), "{kind}");
+    assert_eq!(by_kubectl, plain);
+
+    // apiagg's own Status errors: CBOR when asked, the same object as the JSON.
+    let missing = gw.url("/apis/nothing.example.com/v1/things");
+    let (code, kind, cbor) = fetch(&c, &missing, CBOR).await;
+    assert_eq!((code, kind.as_str()), (404, CBOR));
+    let (_, json_kind, json) = fetch(&c, &missing, "application/json").await;
+    assert_eq!(json_kind, "application/json");
+    let status: Value = serde_json::from_slice(&json).expect("Status JSON");
+    assert_eq!(decode(&cbor), status);
+    assert_eq!(status["kind"], "Status");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

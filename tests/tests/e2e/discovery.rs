@@ -688,3 +688,27 @@ async fn v2_v2beta1_and_legacy_only_backends_are_all_discovered() {
         }
     }
 }
+
+/// A backend whose `/apis` fails once is read again within a second (kube-aggregator retries a
+/// failed fetch from 500 ms since kubernetes#137634), not at the next refresh an hour later.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_discovery_fetch_is_retried_within_a_second() {
+    let backend = sample_with(G, "wardle", false, &["--fail-discovery", "1"]);
+    let config = one_backend("wardle", &backend);
+    let gw = Apiagg::start(&config, &["--discovery-refresh", "1h"]);
+    gw.wait_ready().await;
+    let started = std::time::Instant::now();
+    let current = || async { freshness(&aggregated(&gw).await, G, V) };
+    wait_until(
+        "the failed backend to be read again",
+        Duration::from_secs(5),
+        current,
+        |freshness| freshness.as_deref() == Some("Current"),
+    )
+    .await;
+    let took = started.elapsed();
+    println!("discovered {took:?} after readiness");
+    assert!(took < Duration::from_secs(1), "took {took:?}");
+    // It failed once and was read again (the probe's own requests go elsewhere).
+    assert!(backend.requests("/apis").await >= 2);
+}

@@ -124,6 +124,10 @@ pub struct Args {
     #[arg(long, value_enum, default_value_t = DiscoveryMode::V2)]
     pub discovery: DiscoveryMode,
 
+    /// The first N `GET /apis` are answered 500 (a backend whose discovery fails for a while).
+    #[arg(long, default_value_t = 0)]
+    pub fail_discovery: u64,
+
     /// What a streaming list (`watch=true&sendInitialEvents=true`, KEP-3157) gets: `ignore`
     /// treats it as a plain watch (no annotated BOOKMARK: a WatchList client never syncs, as
     /// with many extension servers); `native` honours it as kube-apiserver 1.27+ does;

@@ -134,6 +134,7 @@ fn build_state(args: &Args) -> Result<State> {
         in_flight: Default::default(),
         negotiation: Default::default(),
         queries: Default::default(),
+        discovery_failures: args.fail_discovery.into(),
         info: ResourceInfo {
             group: args.group.clone(),
             version: args.version.clone(),

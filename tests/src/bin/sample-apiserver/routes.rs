@@ -65,6 +65,8 @@ pub struct State {
     /// ` as <X-Remote-User values>` when the request named a user (`GET /debug/queries` shows
     /// them): tests read which list and watch options arrived, and in whose name.
     pub queries: std::sync::Mutex<std::collections::VecDeque<String>>,
+    /// `GET /apis` still to answer 500 (`--fail-discovery`).
+    pub discovery_failures: std::sync::atomic::AtomicU64,
 }
 
 /// See [`State::queries`].
@@ -290,6 +292,24 @@ async fn group_version(state: &Arc<State>, rest: &str, req: Request<Incoming>) -
 /// Read-only documents: discovery, fixtures, OpenAPI, health and version.
 fn document(state: &State, path: &str, req: &Request<Incoming>) -> Option<Response<Body>> {
     let fixtures = &state.fixtures;
+    if path == "/apis" {
+        use std::sync::atomic::Ordering;
+        let fail = |left: u64| left.checked_sub(1);
+        if state
+            .discovery_failures
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, fail)
+            .is_ok()
+        {
+            let why = "discovery fails on purpose (--fail-discovery)";
+            let code = hyper::StatusCode::INTERNAL_SERVER_ERROR;
+            return Some(crate::response::status(
+                code,
+                "InternalError",
+                why,
+                json!({}),
+            ));
+        }
+    }
     if path == "/apis" || path == "/api" {
         let accept = req.headers().get(ACCEPT).and_then(|v| v.to_str().ok());
         let negotiated = negotiate(accept);
