@@ -145,7 +145,10 @@ impl Reply {
     /// A `Status` apiagg rendered goes in CBOR when the request's `Accept` prefers it (as
     /// kube-apiserver negotiates its errors; anything else, or a failed encoding, stays JSON).
     fn negotiate_status(&mut self, req: &pingora_http::RequestHeader) {
-        let accept = req.headers.get(http::header::ACCEPT).and_then(|v| v.to_str().ok());
+        let accept = req
+            .headers
+            .get(http::header::ACCEPT)
+            .and_then(|v| v.to_str().ok());
         if apiagg_discovery::status_format(accept) != apiagg_discovery::Format::Cbor {
             return;
         }
