@@ -241,9 +241,12 @@ impl Webhook {
                 if let Some(header) = client.token.as_ref().and_then(|t| t.header()) {
                     request = request.header(http::header::AUTHORIZATION, (*header).clone());
                 }
-                let response = request.send().await.map_err(|e| CallError::Transport {
-                    transient: e.is_connect() && is_reset(&e),
-                    message: apiagg_observe::error_chain(&e),
+                let response = request.send().await.map_err(|e| {
+                    let message = apiagg_observe::error_chain(&e);
+                    CallError::Transport {
+                        transient: is_reset(&message),
+                        message,
+                    }
                 })?;
                 let status = response.status().as_u16();
                 if !matches!(status, 200 | 201) {
@@ -277,13 +280,14 @@ async fn read_capped(mut response: reqwest::Response) -> Result<bytes::Bytes, Ca
 fn transport(e: crate::backends::FetchError) -> CallError {
     let message = e.to_string();
     CallError::Transport {
-        transient: message.contains("reset"),
+        transient: is_reset(&message),
         message,
     }
 }
 
-fn is_reset(e: &reqwest::Error) -> bool {
-    apiagg_observe::error_chain(e).contains("reset")
+/// Whether a transport failure is a reset connection (upstream retries those).
+fn is_reset(message: &str) -> bool {
+    message.contains("connection reset") || message.contains("Connection reset")
 }
 
 /// `pause` with up to a fifth added, as upstream's backoff jitter.
