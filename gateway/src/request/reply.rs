@@ -71,6 +71,13 @@ impl Reply {
         reply
     }
 
+    /// The same reply in JSON whatever the request accepts: for an answer to a request whose
+    /// head could not be read (there is no `Accept` to negotiate with).
+    pub fn unnegotiated(mut self) -> Reply {
+        self.own_status = false;
+        self
+    }
+
     /// What the body says, when it is a failure `Status`.
     pub fn status(&self) -> Option<&StatusSummary> {
         self.status.as_deref()

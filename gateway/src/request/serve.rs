@@ -63,7 +63,8 @@ impl HttpServerApp for ApiaggProxy {
                     if e.etype() == &ErrorType::InvalidHTTPHeader {
                         tracing::debug!("malformed request head: {e}");
                         let reply =
-                            reply::failure_reply(400, "BadRequest", "malformed request head");
+                            reply::failure_reply(400, "BadRequest", "malformed request head")
+                                .unnegotiated();
                         session.set_keepalive(None);
                         let _ = reply.send(&mut session).await;
                     }

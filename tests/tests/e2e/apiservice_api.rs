@@ -347,8 +347,9 @@ async fn cbor_clients_fall_back_to_json_as_kube_apiserver_lets_them() {
     assert_eq!(created["spec"]["group"], "yaml.example.com");
 
     // Answers: JSON whenever the client takes it; 406 (a JSON Status) when it takes only CBOR.
+    // (Discovery, `/apis`, is served in CBOR too, as kube-apiserver 1.37 serves it: cbor.rs.)
     let one = format!("{api}/v1.yaml.example.com");
-    for url in [&api, &one, &gw.url("/apis")] {
+    for url in [&api, &one] {
         let (code, content_type, body) =
             get_accepting(url, "application/cbor, application/json").await;
         assert_eq!(code, 200, "{url}: {body}");
