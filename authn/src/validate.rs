@@ -16,8 +16,6 @@
 
 use std::collections::HashSet;
 
-use serde::Deserialize;
-
 use crate::config::{self, AuthenticationConfiguration, PrefixedClaimOrExpression};
 use crate::expr::{Expression, Scope};
 use crate::mapping::{JwtAuthenticator, Rule, Source};
@@ -80,48 +78,14 @@ pub fn load(bytes: &[u8]) -> Result<Loaded, ValidationErrors> {
     validate(&config)
 }
 
-/// `apiVersion` and `kind`, read before the strict decoding as upstream's decoder does.
-#[derive(Deserialize)]
-struct TypeMeta {
-    #[serde(default, rename = "apiVersion")]
-    api_version: String,
-    #[serde(default)]
-    kind: String,
-}
-
-/// The decoder's single error, worded as upstream's decoder where it can be.
+/// The file's one decoding error, worded as upstream's decoder.
 fn decode(bytes: &[u8]) -> Result<AuthenticationConfiguration, String> {
-    let decoding = |e: serde_yaml_ng::Error| {
-        let text = e.to_string();
-        if text.contains("unknown field") || text.contains("duplicate field") {
-            format!("strict decoding error: {text}")
-        } else {
-            format!("decoding error: {text}")
-        }
-    };
-    let meta: Option<TypeMeta> = serde_yaml_ng::from_slice(bytes).map_err(decoding)?;
-    let TypeMeta { api_version, kind } = meta.unwrap_or(TypeMeta {
-        api_version: String::new(),
-        kind: String::new(),
-    });
-    if kind.is_empty() {
-        return Err("Object 'Kind' is missing".to_string());
-    }
-    if api_version.is_empty() {
-        return Err("Object 'apiVersion' is missing".to_string());
-    }
-    let version_known = api_version
-        .strip_prefix(config::GROUP)
-        .and_then(|v| v.strip_prefix('/'))
-        .is_some_and(|v| config::VERSIONS.contains(&v));
-    if !version_known || kind != "AuthenticationConfiguration" {
-        return Err(format!(
-            "no kind {} is registered for version {}",
-            quote(&kind),
-            quote(&api_version)
-        ));
-    }
-    serde_yaml_ng::from_slice(bytes).map_err(decoding)
+    field::decode_config(
+        bytes,
+        config::GROUP,
+        &config::VERSIONS,
+        "AuthenticationConfiguration",
+    )
 }
 
 /// Validates a decoded configuration and compiles it.

@@ -97,19 +97,7 @@ pub(super) fn domain_prefixed_path(errs: &mut Errors, path: &str, key: &str) {
             "must be a domain-prefixed path (such as \"acme.io/foo\")",
         );
     };
-    if host.len() > 253 {
-        errs.invalid(path, host, "must be no more than 253 characters");
-    }
-    let label = |l: &str| {
-        let b = l.as_bytes();
-        !b.is_empty()
-            && b.iter()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
-            && b[0] != b'-'
-            && b[b.len() - 1] != b'-'
-    };
-    if !host.split('.').all(label) {
-        let detail = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
+    for detail in dns1123_subdomain(host) {
         errs.invalid(path, host, detail);
     }
     if !rest
@@ -158,3 +146,73 @@ pub fn quote(s: &str) -> String {
     out.push('"');
     out
 }
+
+/// `apiVersion` and `kind`, read before the strict decoding as upstream's decoder does.
+#[derive(serde::Deserialize)]
+struct TypeMeta {
+    #[serde(default, rename = "apiVersion")]
+    api_version: String,
+    #[serde(default)]
+    kind: String,
+}
+
+/// Decodes a configuration file of `kind` in `group` (one of `versions`) strictly, YAML or JSON,
+/// its single error worded as upstream's decoder words it where it can be.
+pub fn decode_config<T: serde::de::DeserializeOwned>(
+    bytes: &[u8],
+    group: &str,
+    versions: &[&str],
+    kind: &str,
+) -> Result<T, String> {
+    let decoding = |e: serde_yaml_ng::Error| {
+        let text = e.to_string();
+        if text.contains("unknown field") || text.contains("duplicate field") {
+            format!("strict decoding error: {text}")
+        } else {
+            format!("decoding error: {text}")
+        }
+    };
+    let meta: Option<TypeMeta> = serde_yaml_ng::from_slice(bytes).map_err(decoding)?;
+    let (api_version, found) = meta.map_or_else(Default::default, |m| (m.api_version, m.kind));
+    if found.is_empty() {
+        return Err("Object 'Kind' is missing".to_string());
+    }
+    if api_version.is_empty() {
+        return Err("Object 'apiVersion' is missing".to_string());
+    }
+    let version_known = api_version
+        .strip_prefix(group)
+        .and_then(|v| v.strip_prefix('/'))
+        .is_some_and(|v| versions.contains(&v));
+    if !version_known || found != kind {
+        return Err(format!(
+            "no kind {} is registered for version {}",
+            quote(&found),
+            quote(&api_version)
+        ));
+    }
+    serde_yaml_ng::from_slice(bytes).map_err(decoding)
+}
+
+/// `utilvalidation.IsDNS1123Subdomain`: its messages, none when `value` is one.
+pub fn dns1123_subdomain(value: &str) -> Vec<&'static str> {
+    let mut errors = Vec::new();
+    if value.len() > 253 {
+        errors.push("must be no more than 253 characters");
+    }
+    let label = |l: &str| {
+        let b = l.as_bytes();
+        !b.is_empty()
+            && b.iter()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+            && b[0] != b'-'
+            && b[b.len() - 1] != b'-'
+    };
+    if !value.split('.').all(label) {
+        errors.push(DNS1123_SUBDOMAIN);
+    }
+    errors
+}
+
+/// The message of a value that is not a lowercase RFC 1123 subdomain.
+const DNS1123_SUBDOMAIN: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
