@@ -128,7 +128,7 @@ impl Applier {
                 self.learn(more);
             }
             if self.listed.iter().all(|&l| l) {
-                self.source.publish(self.builder.snapshot(), true);
+                self.source.publish(self.builder.snapshot());
                 if !self.lifecycle.reached(Milestone::AuthorizerSynced) {
                     let counts = self.builder.snapshot().counts();
                     tracing::info!(

@@ -32,12 +32,10 @@ impl Default for RbacSource {
 }
 
 impl RbacSource {
-    /// Publishes the objects known now; `listed`: every kind has been listed once.
-    pub fn publish(&self, policy: Arc<Policy>, listed: bool) {
+    /// Publishes the objects known now (only once every kind has been listed).
+    pub fn publish(&self, policy: Arc<Policy>) {
         self.policy.store(policy);
-        if listed {
-            self.listed.store(true, Ordering::Release);
-        }
+        self.listed.store(true, Ordering::Release);
     }
 
     /// Whether every kind has been listed once (decisions before that are errors).

@@ -18,6 +18,10 @@ use super::metrics::AuthzMetrics;
 use super::webhook::Webhook;
 use crate::backends::{kubeconfig_client, Reload, ReloadCounter};
 
+/// Upstream's refusal of an RBAC authorizer a reload adds.
+const RBAC_NOT_AT_START: &str =
+    "authorizer type RBAC is not allowed if it was not enabled at initial server startup";
+
 /// Upper bound of connecting to a webhook.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -135,10 +139,7 @@ impl StructuredAuthz {
             why,
         };
         if types.contains(&"RBAC") && self.rbac.is_none() {
-            return Err(refused(
-                "authorizer type RBAC is not allowed if it was not enabled at initial server startup"
-                    .into(),
-            ));
+            return Err(refused(RBAC_NOT_AT_START.into()));
         }
         let missing: Vec<&str> = self
             .required
@@ -232,16 +233,15 @@ fn build(
                 };
                 Link::Webhook(Box::new(Webhook::new(webhook, client)))
             }
-            AuthorizerSpec::Rbac { .. } => {
-                match rbac {
-                    Some(source) => Link::Rbac(source.clone()),
-                    None => return Err(AuthzConfigError::Refused {
+            AuthorizerSpec::Rbac { .. } => match rbac {
+                Some(source) => Link::Rbac(source.clone()),
+                None => {
+                    return Err(AuthzConfigError::Refused {
                         path: path.to_path_buf(),
-                        why: "RBAC is not allowed if it was not enabled at initial server startup"
-                            .into(),
-                    }),
+                        why: RBAC_NOT_AT_START.into(),
+                    })
                 }
-            }
+            },
             AuthorizerSpec::AlwaysAllow { .. } => Link::AlwaysAllow,
             AuthorizerSpec::AlwaysDeny { .. } => Link::AlwaysDeny,
         });

@@ -115,10 +115,8 @@ impl Webhook {
             timeout: super::REVIEW_TIMEOUT,
             failure: FailurePolicy::NoOpinion,
             conditions: MatchConditions::default(),
-            cache: DecisionCache::new(
-                (!authorized.is_zero()).then_some(authorized),
-                (!unauthorized.is_zero()).then_some(unauthorized),
-            ),
+            // A zero TTL keeps nothing (`DecisionCache` leaves that cache out).
+            cache: DecisionCache::new(Some(authorized), Some(unauthorized)),
         }
     }
 

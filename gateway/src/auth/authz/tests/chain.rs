@@ -18,7 +18,7 @@ fn rbac(objects: &[Value]) -> Arc<RbacSource> {
         builder.apply_json(object.clone()).expect("object");
     }
     let source = Arc::new(RbacSource::default());
-    source.publish(builder.snapshot(), true);
+    source.publish(builder.snapshot());
     source
 }
 
