@@ -4,7 +4,7 @@
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdout, Command};
-use std::sync::Mutex;
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use crate::wait_until_blocking;
@@ -14,8 +14,10 @@ use crate::wait_until_blocking;
 /// of the gateway tests the edited gateway).
 pub fn binary(name: &str, package: &str) -> PathBuf {
     // Built once per test process, both packages at once as the Makefile builds them (the same
-    // features, so nothing is compiled twice); cargo does nothing when they are up to date.
-    static BUILT: Mutex<bool> = Mutex::new(false);
+    // features, so nothing is compiled twice); cargo does nothing when they are up to date. A
+    // failed build is remembered too: every later test fails at once with the same message
+    // instead of compiling again (a full disk once made each test retry for minutes).
+    static BUILT: OnceLock<Result<(), String>> = OnceLock::new();
     let exe = std::env::current_exe().expect("current exe");
     let dir = exe
         .parent()
@@ -23,52 +25,61 @@ pub fn binary(name: &str, package: &str) -> PathBuf {
         .expect("target/<profile> folder")
         .to_path_buf();
     let path = dir.join(name);
-    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
-    if !*built {
-        let profile: &[&str] = if cfg!(debug_assertions) {
-            &[]
-        } else {
-            &["--release"]
-        };
-        let mut cargo = Command::new(env!("CARGO"));
-        // The variables cargo sets for this test process, removed so that the build sees the
-        // environment of a plain `cargo build`: build scripts that watch them (ring's) would
-        // otherwise run again, here and in the developer's next build.
-        for (key, _) in std::env::vars_os() {
-            let key = key.to_string_lossy();
-            let set_for_tests = key.starts_with("CARGO_PKG_")
-                || key.starts_with("CARGO_BIN_EXE_")
-                || [
-                    "CARGO_MANIFEST_DIR",
-                    "CARGO_MANIFEST_PATH",
-                    "CARGO_CRATE_NAME",
-                    "CARGO_PRIMARY_PACKAGE",
-                    "CARGO_TARGET_TMPDIR",
-                    "CARGO_RUSTC_CURRENT_DIR",
-                ]
-                .contains(&&*key);
-            if set_for_tests {
-                cargo.env_remove(&*key);
-            }
-        }
-        let status = cargo
-            .args([
-                "build",
-                "--bins",
-                "-p",
-                "apiagg-gateway",
-                "-p",
-                "apiagg-tests",
-            ])
-            .args(profile)
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .status()
-            .expect("run cargo build");
-        assert!(status.success(), "cargo build of {package} failed");
-        *built = true;
+    if let Err(e) = BUILT.get_or_init(build_binaries) {
+        panic!("{e} (building {package})");
     }
     assert!(path.exists(), "binary {} missing", path.display());
     path
+}
+
+/// `cargo build --bins` of the gateway and the test servers, in this test's profile.
+fn build_binaries() -> Result<(), String> {
+    let profile: &[&str] = if cfg!(debug_assertions) {
+        &[]
+    } else {
+        &["--release"]
+    };
+    let mut cargo = Command::new(env!("CARGO"));
+    // The variables cargo sets for this test process, removed so that the build sees the
+    // environment of a plain `cargo build`: build scripts that watch them (ring's) would
+    // otherwise run again, here and in the developer's next build.
+    for (key, _) in std::env::vars_os() {
+        let key = key.to_string_lossy();
+        let set_for_tests = key.starts_with("CARGO_PKG_")
+            || key.starts_with("CARGO_BIN_EXE_")
+            || [
+                "CARGO_MANIFEST_DIR",
+                "CARGO_MANIFEST_PATH",
+                "CARGO_CRATE_NAME",
+                "CARGO_PRIMARY_PACKAGE",
+                "CARGO_TARGET_TMPDIR",
+                "CARGO_RUSTC_CURRENT_DIR",
+            ]
+            .contains(&&*key);
+        if set_for_tests {
+            cargo.env_remove(&*key);
+        }
+    }
+    let status = cargo
+        .args([
+            "build",
+            "--bins",
+            "-p",
+            "apiagg-gateway",
+            "-p",
+            "apiagg-tests",
+        ])
+        .args(profile)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .status()
+        .map_err(|e| format!("running cargo build: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "cargo build --bins of the workspace failed: {status}"
+        ))
+    }
 }
 
 /// Where a server said it listens: the first stdout line of `apiagg` and `sample-apiserver`,
