@@ -8,7 +8,7 @@ use std::time::Duration;
 use http::HeaderValue;
 use tokio::sync::oneshot;
 
-use super::level::Level;
+use super::level::{Level, Work};
 use super::metrics::{Reason, Series};
 use super::queueset::Grant;
 
@@ -122,32 +122,46 @@ pub struct Rejection {
     pub retry_after: u32,
 }
 
-/// One execution seat of a priority level, released when dropped (which may let a waiter
-/// run). Drop it when the response ends; for a watch, when its initial events are sent.
+/// The execution seats of one request at a priority level, released when dropped (which may
+/// let a waiter run). Drop it when the response ends; for a watch, when its initial events are
+/// sent. A write's final seats stay taken for their additional latency after the drop (the
+/// client does not wait for it). It gives back exactly what it took, whatever the level's
+/// configuration has become meanwhile.
 #[derive(Debug)]
 pub struct Seat {
     decision: Decision,
-    /// Set when the seat came from a queue.
+    /// Set when the seats came from a queue.
     grant: Option<Grant>,
+    work: Work,
 }
 
 impl Seat {
-    pub(super) fn new(decision: Decision, grant: Option<Grant>) -> Seat {
-        Seat { decision, grant }
+    pub(super) fn new(decision: Decision, grant: Option<Grant>, work: Work) -> Seat {
+        Seat {
+            decision,
+            grant,
+            work,
+        }
     }
 
     /// Where the request was classified.
     pub fn decision(&self) -> &Decision {
         &self.decision
     }
+
+    /// The seats it holds (the larger of its initial and final seats).
+    pub fn seats(&self) -> u32 {
+        self.work.seats
+    }
 }
 
 impl Drop for Seat {
     fn drop(&mut self) {
-        let series = self.decision.series();
-        series.executing.dec();
-        series.seats.dec();
-        self.decision.level().release(self.grant.take());
+        self.decision.series().executing.dec();
+        let grant = self.grant.take();
+        self.decision
+            .level()
+            .finish(grant, self.work, &self.decision);
     }
 }
 
@@ -162,6 +176,7 @@ pub struct Waiter {
     deadline: tokio::time::Instant,
     /// `None` once it has its answer.
     grant: Option<oneshot::Receiver<Grant>>,
+    work: Work,
 }
 
 impl Waiter {
@@ -170,7 +185,7 @@ impl Waiter {
         (queue, id): (usize, u64),
         arrived: std::time::Instant,
         wait_limit: Duration,
-        grant: oneshot::Receiver<Grant>,
+        (grant, work): (oneshot::Receiver<Grant>, Work),
     ) -> Waiter {
         Waiter {
             decision,
@@ -179,6 +194,7 @@ impl Waiter {
             arrived,
             deadline: tokio::time::Instant::now() + wait_limit,
             grant: Some(grant),
+            work,
         }
     }
 
@@ -196,7 +212,7 @@ impl Waiter {
         match outcome {
             Ok(Ok(grant)) => {
                 self.grant = None;
-                Ok(Seat::new(self.decision.clone(), Some(grant)))
+                Ok(Seat::new(self.decision.clone(), Some(grant), self.work))
             }
             Ok(Err(_)) | Err(_) => self.leave(Reason::TimeOut),
         }
@@ -211,7 +227,7 @@ impl Waiter {
         match level.cancel(self.queue, self.id) {
             Some(_left) => {
                 let series = self.decision.series();
-                series.inqueue.dec();
+                series.unqueued(self.work.seats);
                 series.rejected(reason).inc();
                 let waited = level.now().saturating_duration_since(self.arrived);
                 series.waited_in_vain.observe(waited.as_secs_f64());
@@ -219,7 +235,7 @@ impl Waiter {
                 Err(self.rejection(reason, retry_after))
             }
             None => match grant.try_recv() {
-                Ok(grant) => Ok(Seat::new(self.decision.clone(), Some(grant))),
+                Ok(grant) => Ok(Seat::new(self.decision.clone(), Some(grant), self.work)),
                 Err(_) => Err(self.rejection(Reason::Cancelled, 0)),
             },
         }

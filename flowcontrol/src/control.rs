@@ -14,7 +14,8 @@ use super::admission::{Admission, Binding, Decision, Rejection, Seat, Waiter};
 use super::clock::Clock;
 use super::config::{self, Mode, Report};
 use super::error::{ConfigError, Error};
-use super::level::{Level, Slow};
+use super::estimate::{WorkEstimate, WorkEstimator};
+use super::level::{Level, Slow, Work};
 use super::matcher::{Distinguisher, Request, RuleSet};
 use super::metrics::Metrics;
 use super::objects::Object;
@@ -47,6 +48,7 @@ pub struct FlowControl {
     pub(super) snapshot: ArcSwap<Snapshot>,
     writer: Mutex<Writer>,
     clock: Clock,
+    estimator: WorkEstimator,
 }
 
 /// The configuration the request path reads.
@@ -113,6 +115,7 @@ impl FlowControl {
             }),
             writer: Mutex::new(Writer::default()),
             clock,
+            estimator: WorkEstimator::new(),
         };
         flow.configure(Vec::new())?;
         Ok(flow)
@@ -122,32 +125,51 @@ impl FlowControl {
         self.writer.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Classifies a request and decides whether it runs now, waits or is rejected. No lock
-    /// and no allocation unless it has to queue.
+    /// The work estimator: learns list sizes and open watches, estimates a request's seats.
+    pub fn estimator(&self) -> &WorkEstimator {
+        &self.estimator
+    }
+
+    /// Classifies a request and decides whether it runs now on one seat, waits or is
+    /// rejected. No lock and no allocation unless it has to queue.
     #[inline]
     pub fn admit(&self, request: &Request<'_>) -> Admission {
+        self.admit_estimated(request, &WorkEstimate::ONE)
+    }
+
+    /// [`FlowControl::admit`] for a request of the given work (see
+    /// [`WorkEstimator::estimate`]). Its level first narrows it (at most 15% of its nominal
+    /// limit and `nominal / handSize` seats per request for queuing levels; final seats beyond
+    /// that, or beyond the current limit, last longer instead); the [`Seat`] then holds that
+    /// many seats. A request wider than the whole limit runs when the level has no seat taken.
+    /// No lock and no allocation when its seats are free and nobody waits.
+    #[inline]
+    pub fn admit_estimated(&self, request: &Request<'_>, estimate: &WorkEstimate) -> Admission {
         let snapshot = self.snapshot.load();
         let schema = snapshot.classify(request);
         let decision = schema.decision.clone();
         let level = decision.level();
         let series = decision.series();
         if level.exempt {
+            series.estimated.observe(f64::from(estimate.max_seats()));
             series.dispatched.inc();
             return Admission::Exempt(decision);
         }
-        if level.try_acquire() {
-            return Admission::Run(started(decision));
+        let work = level.work(estimate);
+        series.estimated.observe(f64::from(work.seats));
+        if level.try_acquire(work.seats) {
+            return Admission::Run(started(decision, work));
         }
         let flow = schema.distinguisher.of(request);
-        self.admit_slow(decision, flow)
+        self.admit_slow(decision, flow, work)
     }
 
     #[cold]
-    fn admit_slow(&self, decision: Decision, flow: &str) -> Admission {
+    fn admit_slow(&self, decision: Decision, flow: &str, work: Work) -> Admission {
         let level = decision.level().clone();
         let hash = || flow_hash(decision.flow_schema(), flow);
-        match level.admit_slow(hash, &decision) {
-            Slow::Run => Admission::Run(started(decision)),
+        match level.admit_slow(hash, &decision, work) {
+            Slow::Run => Admission::Run(started(decision, work)),
             Slow::Wait {
                 queue,
                 id,
@@ -155,7 +177,8 @@ impl FlowControl {
                 grant,
             } => {
                 let limit = self.settings.request_wait_limit;
-                Admission::Wait(Waiter::new(decision, (queue, id), arrived, limit, grant))
+                let waiter = Waiter::new(decision, (queue, id), arrived, limit, (grant, work));
+                Admission::Wait(waiter)
             }
             Slow::Reject(reason) => {
                 let series = decision.series();
@@ -205,7 +228,7 @@ impl FlowControl {
                     (level, Demand::default(), None)
                 }
             };
-            level.configure(spec.mode);
+            level.configure(spec.mode, nominal);
             let lendable = seats::percent_of(nominal, spec.lendable_percent);
             let borrowing = spec
                 .borrowing_limit_percent
@@ -274,6 +297,12 @@ impl FlowControl {
     pub fn nominal_limit(&self, name: &str) -> Option<u32> {
         self.writer().levels.get(name).map(|m| m.nominal)
     }
+
+    /// The level `name` (tests).
+    #[cfg(test)]
+    pub(super) fn level(&self, name: &str) -> Option<Arc<Level>> {
+        self.writer().levels.get(name).map(|m| m.level.clone())
+    }
 }
 
 /// Marks a level no longer configured; it serves what it holds.
@@ -282,15 +311,13 @@ fn retire(retired: &mut Vec<Weak<Level>>, level: &Arc<Level>) {
     retired.push(Arc::downgrade(level));
 }
 
-/// A seat taken without waiting, counted.
+/// Seats taken without waiting, counted.
 #[inline]
-fn started(decision: Decision) -> Seat {
+fn started(decision: Decision, work: Work) -> Seat {
     let series = decision.series();
-    series.dispatched.inc();
-    series.executing.inc();
-    series.seats.inc();
+    series.started(work.seats);
     series.waited_and_ran.observe(0.0);
-    Seat::new(decision, None)
+    Seat::new(decision, None, work)
 }
 
 /// Upstream's flow id hash: SHA-256 of `<schema> NUL <distinguisher>`, first 8 bytes little

@@ -5,7 +5,9 @@
 //! # Use
 //! [`FlowControl::new`] starts with kube-apiserver's built-in configuration;
 //! [`FlowControl::configure`] replaces it (file or cluster objects, plus the mandatory and
-//! suggested ones); [`FlowControl::admit`] runs on every request after authorization:
+//! suggested ones); on every request after authorization, [`RequestShape::from_info`] and
+//! [`WorkEstimator::estimate`] (via [`FlowControl::estimator`]) give its work, and
+//! [`FlowControl::admit_estimated`] decides ([`FlowControl::admit`]: one seat):
 //! - [`Admission::Exempt`]: run, no seat;
 //! - [`Admission::Run`]: run, holding the [`Seat`] until the response ends (a watch: until its
 //!   initial events are sent — drop the seat then);
@@ -14,9 +16,12 @@
 //!
 //! Every outcome carries a [`Decision`] whose header values go out as
 //! `X-Kubernetes-PF-FlowSchema-UID` and `X-Kubernetes-PF-PriorityLevel-UID`.
-//! [`FlowControl::spawn_maintenance`] runs the seat borrowing.
+//! [`FlowControl::spawn_maintenance`] runs the seat borrowing. The estimator learns from the
+//! gateway: [`WorkEstimator::observe_list`] when a list (or a watch's initial list) answers
+//! 2xx, [`WatchCounts::opened`] (via [`WorkEstimator::watches`]) for as long as a watch is
+//! open.
 //!
-//! # What is modelled (as kube-apiserver 1.32)
+//! # What is modelled (as kube-apiserver 1.34)
 //! - The mandatory and suggested objects with their exact shares, lendable percents, queuing
 //!   parameters, precedences and rules ([`defaults`]); mandatory objects always win (except the
 //!   `exempt` level's `spec.exempt`, which users may change); suggested ones fill missing
@@ -26,18 +31,41 @@
 //!   rules (`*`, exact, `/prefix/*`); `ByUser`/`ByNamespace` distinguishers; the flow hash and
 //!   shuffle sharding produce the same queues as upstream for the same flow.
 //! - Seats: `ceil(total × shares / Σ shares)` nominal limits; `Reject` levels reject at the
-//!   limit; `Queue` levels queue (shortest queue of the hand, `queue-full`, the request wait
-//!   limit → `time-out`, a dropped waiter → `cancelled`) and dispatch by virtual finish time.
+//!   limit; `Queue` levels queue (the queue of the hand with the least work waiting,
+//!   `queue-full`, the request wait limit → `time-out`, a dropped waiter → `cancelled`) and
+//!   dispatch by virtual finish time.
 //! - Borrowing every 10 s: each level gets between `nominal − lendable` and `nominal +
 //!   borrowing limit`, at least its demand high-water mark up to nominal, the rest shared in
 //!   proportion to its smoothed demand (avg + stddev, smoothing 0.977), summing to the total.
-//! - Upstream's metric names, labels and wait buckets; the `dump_priority_levels` table.
+//! - Work estimation ([`WorkEstimator`]): a list, or a watch with
+//!   `sendInitialEvents=true`, takes `ceil(expected bytes / 100 KB)` seats in `[1, 100]`
+//!   (`limit` × object size caps the bytes, a selector reads at least half the list, one name
+//!   one object); a write takes one seat plus, from 10 interested watches on, `ceil(watches /
+//!   10)` final seats (at most 10, else longer) held 5 ms after it ends; anything else one
+//!   seat. A queuing level caps a request at `max(1, min(ceil(15% × nominal), nominal /
+//!   handSize))` seats.
+//! - Wide requests: a request takes all its seats at once (one compare-and-swap on the fast
+//!   path); the queue set dispatches the head with the smallest virtual finish time only when
+//!   its seats fit, else nobody (`request_dispatch_no_accommodation_total`); a request wider
+//!   than the limit runs when no seat is taken; virtual time charges seat-seconds and
+//!   advances with the seats asked for; final seats linger (a timer per level gives them
+//!   back, never blocking). Demand and borrowing count seats.
+//! - Upstream's metric names, labels and buckets (`current_executing_seats` and the
+//!   deprecated `request_concurrency_in_use`, `current_inqueue_seats`,
+//!   `work_estimated_seats`); the `dump_priority_levels` table.
 //!
 //! # What is simplified or not modelled
-//! - Every request takes one seat: the work estimator (wider seats for big lists, the extra
-//!   latency of writes' watch notifications) is not modelled.
-//! - Only requests that waited are charged to a queue's virtual time; requests that found a
-//!   free seat with nobody waiting take it with one atomic operation and belong to no queue.
+//! - kube-apiserver reads object counts and sizes from its storage; apiagg, which has none,
+//!   learns each resource's list size (per cluster-wide or one-namespace scope, growth taken
+//!   at once, shrinking by halves) and object size from the list answers it proxies; one it
+//!   has not seen a list of costs 1 seat. It does not cap lists at the 1 MB (10 seats)
+//!   upstream assumes for lists served from its watch cache. Watches of one object by name are
+//!   not counted.
+//! - Only requests that waited are charged to a queue's virtual time; requests that found
+//!   free seats with nobody waiting take them with one atomic operation and belong to no
+//!   queue.
+//! - A request wider than the limit waits for no seat to be taken (lingering ones included);
+//!   upstream waits for no request to execute.
 //! - Demand is sampled every 100 ms (upstream integrates it on every change); the high-water
 //!   mark is exact.
 //! - Exempt levels count no seats (no executing gauges); their `nominal − lendable` seats are
@@ -54,6 +82,7 @@ mod config;
 mod control;
 mod defaults;
 mod error;
+mod estimate;
 mod level;
 mod maintenance;
 mod matcher;
@@ -70,6 +99,11 @@ pub use admission::{
 pub use config::{effective, Compiled, Report};
 pub use control::{flow_hash, FlowControl, Settings};
 pub use error::{ConfigError, Error};
+pub use estimate::{
+    RequestKind, RequestShape, WatchCounts, WatchGuard, WorkEstimate, WorkEstimator,
+    BYTES_PER_SEAT, EVENT_DURATION, MAX_LIST_SEATS, MAX_MUTATING_SEATS, MIN_SEATS,
+    WATCHES_PER_SEAT,
+};
 pub use matcher::{Distinguisher, Request};
 #[cfg(test)]
 pub use objects::parse_objects;

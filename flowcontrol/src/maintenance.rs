@@ -36,9 +36,15 @@ impl FlowControl {
         })
     }
 
-    /// Records every level's current seat demand.
+    /// Records every level's current seat demand (after giving back lingering seats that are
+    /// due, also those of removed levels).
     pub fn sample_demand(&self) {
-        for managed in self.writer().levels.values_mut() {
+        let mut writer = self.writer();
+        for level in writer.retired.iter().filter_map(Weak::upgrade) {
+            level.expire();
+        }
+        for managed in writer.levels.values_mut() {
+            managed.level.expire();
             managed.demand.sample(managed.level.demand());
         }
     }
@@ -85,19 +91,22 @@ impl FlowControl {
             .map(|m| m.level.clone())
             .chain(retired);
         for level in levels {
-            let dispatched: u64 = snapshot
+            let series = snapshot
                 .schemas
                 .iter()
                 .filter(|s| Arc::ptr_eq(s.decision.level(), &level))
-                .map(|s| s.decision.series().dispatched.get())
-                .sum();
-            let (executing, waiting) = level.usage();
+                .map(|s| s.decision.series());
+            let (dispatched, executing) = series.fold((0, 0), |(d, e), s| {
+                (d + s.dispatched.get(), e + s.executing.get().max(0))
+            });
+            let (seats, asked) = level.usage();
+            let (active, waiting) = level.queue_usage();
             let counts = &level.counts;
             let load = |c: &AtomicU64| c.load(Relaxed);
             rows.push(vec![
                 level.name.to_string(),
-                level.active_queues().to_string(),
-                (executing == 0 && waiting == 0).to_string(),
+                active.to_string(),
+                (seats == 0 && asked == 0).to_string(),
                 level.quiescing.load(Relaxed).to_string(),
                 waiting.to_string(),
                 executing.to_string(),

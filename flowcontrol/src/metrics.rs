@@ -11,6 +11,9 @@ use prometheus::{
 const WAIT_BUCKETS: [f64; 13] = [
     0.0, 0.005, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 15.0, 30.0,
 ];
+/// `apiserver_flowcontrol_work_estimated_seats` buckets (upstream's, although lists may now
+/// take up to 100 seats: the last bucket counts them all).
+const SEATS_BUCKETS: [f64; 4] = [1.0, 2.0, 4.0, 10.0];
 const PAIR: [&str; 2] = ["flow_schema", "priority_level"];
 
 /// Why a request was not served (the `reason` label and [`super::Rejection::reason`]).
@@ -51,9 +54,13 @@ pub struct Metrics {
     rejected: IntCounterVec,
     dispatched: IntCounterVec,
     inqueue: IntGaugeVec,
+    inqueue_seats: IntGaugeVec,
     executing: IntGaugeVec,
     seats: IntGaugeVec,
+    in_use: IntGaugeVec,
     wait: HistogramVec,
+    estimated: HistogramVec,
+    no_accommodation: IntCounterVec,
     nominal: IntGaugeVec,
     current: IntGaugeVec,
 }
@@ -67,20 +74,53 @@ pub struct Series {
     pub rejected: [IntCounter; 4],
     /// `apiserver_flowcontrol_current_inqueue_requests`
     pub inqueue: IntGauge,
-    /// `apiserver_flowcontrol_current_executing_requests`
+    /// `apiserver_flowcontrol_current_inqueue_seats`
+    pub inqueue_seats: IntGauge,
+    /// `apiserver_flowcontrol_current_executing_requests` (requests in their execution phase)
     pub executing: IntGauge,
-    /// `apiserver_flowcontrol_current_executing_seats`
+    /// `apiserver_flowcontrol_current_executing_seats` (seats taken, lingering ones included)
     pub seats: IntGauge,
+    /// `apiserver_flowcontrol_request_concurrency_in_use` (deprecated upstream; the same value)
+    pub in_use: IntGauge,
     /// `apiserver_flowcontrol_request_wait_duration_seconds{execute="true"}`
     pub waited_and_ran: Histogram,
     /// `apiserver_flowcontrol_request_wait_duration_seconds{execute="false"}`
     pub waited_in_vain: Histogram,
+    /// `apiserver_flowcontrol_work_estimated_seats`
+    pub estimated: Histogram,
+    /// `apiserver_flowcontrol_request_dispatch_no_accommodation_total`
+    pub no_accommodation: IntCounter,
 }
 
 impl Series {
     /// The rejection counter of `reason`.
     pub fn rejected(&self, reason: Reason) -> &IntCounter {
         &self.rejected[reason as usize]
+    }
+
+    /// A request asking for `seats` seats joined a queue.
+    pub fn queued(&self, seats: u32) {
+        self.inqueue.inc();
+        self.inqueue_seats.add(i64::from(seats));
+    }
+
+    /// A request asking for `seats` seats left its queue.
+    pub fn unqueued(&self, seats: u32) {
+        self.inqueue.dec();
+        self.inqueue_seats.sub(i64::from(seats));
+    }
+
+    /// A request started executing on `seats` seats.
+    pub fn started(&self, seats: u32) {
+        self.dispatched.inc();
+        self.executing.inc();
+        self.occupy(i64::from(seats));
+    }
+
+    /// `delta` seats were taken (or given back, when negative).
+    pub fn occupy(&self, delta: i64) {
+        self.seats.add(delta);
+        self.in_use.add(delta);
     }
 }
 
@@ -118,6 +158,14 @@ impl Metrics {
             .buckets(WAIT_BUCKETS.to_vec()),
             &["flow_schema", "priority_level", "execute"],
         )?;
+        let estimated = HistogramVec::new(
+            HistogramOpts::new(
+                "apiserver_flowcontrol_work_estimated_seats",
+                "Number of estimated seats (maximum of initial and final seats) associated with requests in API Priority and Fairness",
+            )
+            .buckets(SEATS_BUCKETS.to_vec()),
+            &PAIR,
+        )?;
         Ok(Metrics {
             rejected: counter(
                 "apiserver_flowcontrol_rejected_requests_total",
@@ -134,6 +182,11 @@ impl Metrics {
                 "Number of requests currently pending in queues of the API Priority and Fairness subsystem",
                 &PAIR,
             )?,
+            inqueue_seats: gauge(
+                "apiserver_flowcontrol_current_inqueue_seats",
+                "Number of seats currently pending in queues of the API Priority and Fairness subsystem",
+                &PAIR,
+            )?,
             executing: gauge(
                 "apiserver_flowcontrol_current_executing_requests",
                 "Number of requests in initial (for a WATCH) or any (for a non-WATCH) execution stage in the API Priority and Fairness subsystem",
@@ -144,7 +197,18 @@ impl Metrics {
                 "Concurrency (number of seats) occupied by the currently executing (initial stage for a WATCH, any stage otherwise) requests in the API Priority and Fairness subsystem",
                 &PAIR,
             )?,
+            in_use: gauge(
+                "apiserver_flowcontrol_request_concurrency_in_use",
+                "Concurrency (number of seats) occupied by the currently executing (initial stage for a WATCH, any stage otherwise) requests in the API Priority and Fairness subsystem",
+                &PAIR,
+            )?,
             wait: register(registry, wait)?,
+            estimated: register(registry, estimated)?,
+            no_accommodation: counter(
+                "apiserver_flowcontrol_request_dispatch_no_accommodation_total",
+                "Number of times a dispatch attempt resulted in a non accommodation due to lack of available seats",
+                &PAIR,
+            )?,
             nominal: gauge(
                 "apiserver_flowcontrol_nominal_limit_seats",
                 "Nominal number of execution seats configured for each priority level",
@@ -169,10 +233,14 @@ impl Metrics {
             dispatched: self.dispatched.with_label_values(&pair),
             rejected: Reason::ALL.map(reason),
             inqueue: self.inqueue.with_label_values(&pair),
+            inqueue_seats: self.inqueue_seats.with_label_values(&pair),
             executing: self.executing.with_label_values(&pair),
             seats: self.seats.with_label_values(&pair),
+            in_use: self.in_use.with_label_values(&pair),
             waited_and_ran: self.wait.with_label_values(&[schema, level, "true"]),
             waited_in_vain: self.wait.with_label_values(&[schema, level, "false"]),
+            estimated: self.estimated.with_label_values(&pair),
+            no_accommodation: self.no_accommodation.with_label_values(&pair),
         }
     }
 

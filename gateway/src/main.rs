@@ -146,6 +146,11 @@ struct ServeArgs {
     /// duration; 0: watches are not bounded).
     #[arg(long, value_parser = seconds, default_value = "1800")]
     min_request_timeout: Duration,
+    /// The chance (0 to 0.02, as kube-apiserver's flag) that an HTTP/2 connection is sent a
+    /// graceful GOAWAY after an answer (never after a watch), so long-lived clients reconnect
+    /// and spread over replicas behind a load balancer. 0: never.
+    #[arg(long, value_parser = goaway_chance, default_value = "0")]
+    goaway_chance: f64,
     /// On SIGTERM, open watches are ended evenly over this period instead of all at once (the
     /// drain waits at least this long for them).
     #[arg(long, value_parser = delay, default_value = "30s")]
@@ -239,6 +244,18 @@ enum ArgError {
     Size(String, String),
     #[error("{0:?} is below 1KiB")]
     TooSmall(String),
+    #[error("{0:?} is not a chance between 0 and 0.02")]
+    Chance(String),
+}
+
+/// `--goaway-chance`: a number in `[0, 0.02]`.
+fn goaway_chance(text: &str) -> Result<f64, ArgError> {
+    match text.trim().parse::<f64>() {
+        Ok(chance) if (0.0..=apiagg_gateway::app::MAX_GOAWAY_CHANCE).contains(&chance) => {
+            Ok(chance)
+        }
+        _ => Err(ArgError::Chance(text.into())),
+    }
 }
 
 /// A duration (`500ms`, `5s`, `2m`, `1h 30m`) from zero up to a day.
@@ -351,6 +368,7 @@ fn launch(args: ServeArgs) -> Launch {
         tracing: args.tracing_config_file,
         authentication: args.authentication_config,
         authorization: args.authorization_config,
+        goaway_chance: args.goaway_chance,
         options,
     }
 }

@@ -2,7 +2,9 @@
 
 mod classify;
 mod configure;
+mod estimate;
 mod queueing;
+mod wide;
 
 use std::time::Duration;
 
@@ -122,6 +124,23 @@ fn admitting_on_a_free_level_allocates_nothing() {
     }
     let elapsed = started.elapsed();
     assert_eq!(allocations::count() - before, 0, "the fast path allocated");
+    // So does a wider request whose seats are free.
+    let wide = super::WorkEstimate {
+        initial_seats: 3,
+        ..super::WorkEstimate::ONE
+    };
+    let before = allocations::count();
+    for _ in 0..1000 {
+        match flow.admit_estimated(&request, &wide) {
+            super::Admission::Run(seat) => assert_eq!(seat.seats(), 3),
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(
+        allocations::count() - before,
+        0,
+        "the wide fast path allocated"
+    );
     eprintln!(
         "admit + release: {:?} per request (unoptimised build)",
         elapsed / 10_000
@@ -137,6 +156,8 @@ fn the_api_types_cross_threads() {
     send_sync::<super::Seat>();
     send_sync::<super::Rejection>();
     send_sync::<super::Waiter>();
+    send_sync::<super::WorkEstimator>();
+    send_sync::<super::WatchGuard>();
     let flow = builtin(1);
     if let super::Admission::Wait(w) = flow.admit(&Request {
         user: "u",

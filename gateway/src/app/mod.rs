@@ -5,6 +5,7 @@ mod commands;
 mod connections;
 mod controllers;
 mod controls;
+mod goaway;
 mod limits;
 mod listen;
 mod serving;
@@ -33,6 +34,7 @@ pub use crate::request::ConnectionTimeouts;
 pub use apiagg_audit::{LogFormat, LogSettings, Settings as AuditSettings, WebhookSettings};
 pub use commands::{check, check_tracing, print_status};
 pub use controls::{FlowOptions, FlowSource};
+pub use goaway::MAX_CHANCE as MAX_GOAWAY_CHANCE;
 pub use stores::StoreChoice;
 
 /// Everything `apiagg serve` needs besides the config file's contents.
@@ -59,6 +61,8 @@ pub struct Launch {
     pub authentication: Option<PathBuf>,
     /// Structured authorization: an `AuthorizationConfiguration` file.
     pub authorization: Option<PathBuf>,
+    /// `--goaway-chance`: the chance of a GOAWAY after an HTTP/2 answer.
+    pub goaway_chance: f64,
     /// Behaviour of the gateway.
     pub options: Options,
 }
@@ -172,6 +176,9 @@ pub fn serve(launch: Launch) -> anyhow::Result<()> {
         server_options,
     );
     let timed_out = TimedOut::register(gateway.metrics.registry()).context("creating metrics")?;
+    let proxy_app =
+        goaway::Goaway::new(proxy_app, launch.goaway_chance, gateway.metrics.registry())
+            .context("creating metrics")?;
     let listener = listen::Listener::new(&listen, config.tls.as_ref())?;
     let (listening, tls) = listener.config(certificates, auth.certificates())?;
     let mut proxy = pingora_core::services::listening::Service::new(

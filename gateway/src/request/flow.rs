@@ -6,6 +6,11 @@
 //! streaming list once its initial events are sent. Long-running requests other than watches (exec,
 //! attach, port-forward, proxy, logs) are not held, as upstream. Every answer says where the
 //! request was classified (`X-Kubernetes-PF-FlowSchema-UID`, `-PriorityLevel-UID`).
+//!
+//! A request takes the seats its work is estimated at (upstream's work estimator): a list as
+//! many as the bytes its resource's lists have been answering (learned here, from the 2xx
+//! lists relayed: [`FlowHold::count_list_bytes`]), a write more for the watches it will wake
+//! (counted here while they are open), anything else one.
 
 use apiagg_requestinfo::RequestInfo;
 use serde_json::json;
@@ -13,7 +18,10 @@ use serde_json::json;
 use super::reply::Reply;
 use super::{ApiaggProxy, RequestCtx};
 use crate::auth::User;
-use apiagg_flowcontrol::{Admission, Decision, FlowControl, Rejection, Request, Seat};
+use apiagg_flowcontrol::{
+    Admission, Decision, FlowControl, Rejection, Request, RequestKind, RequestShape, Seat,
+    WatchGuard,
+};
 use apiagg_observe::Running;
 
 impl ApiaggProxy {
@@ -28,6 +36,14 @@ impl ApiaggProxy {
         if info.is_long_running() && info.verb != "watch" {
             return Ok(());
         }
+        let shape = RequestShape::from_info(info);
+        let estimator = flow.estimator();
+        match shape.kind {
+            RequestKind::Watch => ctx.flow.watch = Some(estimator.watches().opened(&shape)),
+            RequestKind::List => ctx.flow.list = Some(Box::new(ListSeen::of(&shape))),
+            _ => {}
+        }
+        let estimate = estimator.estimate(&shape);
         let user = ctx
             .caller
             .as_ref()
@@ -37,7 +53,7 @@ impl ApiaggProxy {
             groups: &user.groups,
             info,
         };
-        let admission = flow.admit(&request);
+        let admission = flow.admit_estimated(&request, &estimate);
         if let Some(audit) = ctx.audit.ongoing() {
             // kube-apiserver's audit annotations of the classification.
             let decision = match &admission {
@@ -88,9 +104,69 @@ pub(super) struct FlowHold {
     /// on).
     classified: Option<Decision>,
     running: Option<Running>,
+    /// An open watch, counted for the estimates of the writes it will see.
+    watch: Option<WatchGuard>,
+    /// A list whose answer's size is learned when it ends well.
+    list: Option<Box<ListSeen>>,
+}
+
+/// What is learned of a list when its answer ends with a 2xx status: its shape (its names
+/// owned: the request's parse does not live that long) and the bytes of its body.
+pub(super) struct ListSeen {
+    group: Box<str>,
+    resource: Box<str>,
+    namespace: Box<str>,
+    /// The shape without its names.
+    shape: RequestShape<'static>,
+    bytes: u64,
+}
+
+impl ListSeen {
+    fn of(shape: &RequestShape<'_>) -> ListSeen {
+        ListSeen {
+            group: shape.group.into(),
+            resource: shape.resource.into(),
+            namespace: shape.namespace.into(),
+            shape: RequestShape {
+                kind: shape.kind,
+                group: "",
+                resource: "",
+                subresource: "",
+                namespace: "",
+                single: shape.single,
+                limit: shape.limit,
+                selector: shape.selector,
+                continued: shape.continued,
+                send_initial_events: shape.send_initial_events,
+                malformed: shape.malformed,
+            },
+            bytes: 0,
+        }
+    }
 }
 
 impl FlowHold {
+    /// A piece of the answer's body was relayed: counted when the request is a list.
+    #[inline]
+    pub(super) fn count_list_bytes(&mut self, bytes: usize) {
+        if let Some(list) = &mut self.list {
+            list.bytes += bytes as u64;
+        }
+    }
+
+    /// The answer of a list ended with a 2xx status: its size is learned.
+    pub(super) fn list_answered(&mut self, flow: &FlowControl) {
+        if let Some(list) = self.list.take() {
+            let shape = RequestShape {
+                group: &list.group,
+                resource: &list.resource,
+                namespace: &list.namespace,
+                ..list.shape
+            };
+            flow.estimator().observe_list(&shape, list.bytes, None);
+        }
+    }
+
     /// The request is handed to a backend or the delegate, which run their own flow control:
     /// its seat goes back now, as kube-aggregator's `RequestDelegated` gives back a watch's
     /// (what a slow backend may hold is bounded by its per-APIService bound instead). The
@@ -110,10 +186,13 @@ impl FlowHold {
             .or(self.classified.as_ref())
     }
 
-    /// The request ended: its seat goes back and it no longer counts as running.
+    /// The request ended: its seat goes back, it no longer counts as running, and a watch no
+    /// longer counts as open.
     pub(super) fn end(&mut self) {
         self.seat = None;
         self.running = None;
+        self.watch = None;
+        self.list = None;
     }
 }
 

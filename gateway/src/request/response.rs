@@ -52,6 +52,7 @@ impl ApiaggProxy {
             backend.read_response_header().await?;
         };
         framing::strip_response_hop_by_hop(&mut head);
+        let answered_well = head.status.is_success();
         self.filter_head(&mut head, ctx)?;
         if !session.is_http2() {
             framing::frame_for_http11(
@@ -104,6 +105,7 @@ impl ApiaggProxy {
             };
             let Some(piece) = piece else { break };
             self.filter_body(&piece, ctx)?;
+            ctx.flow.count_list_bytes(piece.len());
             if piece.is_empty() {
                 continue;
             }
@@ -121,6 +123,9 @@ impl ApiaggProxy {
             }
         }
         session.finish_body().await.map_err(|e| e.into_down())?;
+        if let (true, Some(flow)) = (answered_well, &self.flow) {
+            ctx.flow.list_answered(flow);
+        }
         Ok(backend.response_done())
     }
 

@@ -131,3 +131,51 @@ async fn a_hung_apiserver_is_ejected_by_its_probes() {
     let r = c.get(gw.url("/version")).send().await.expect("version");
     assert_eq!(r.status(), 200);
 }
+
+/// Kubernetes 1.36's Mixed Version Proxy (KEP-4020, on by default): a client may ask the
+/// delegate for its own view (`profile=nopeer`), a request one API server proxied to a peer
+/// says so (`X-Kubernetes-Peer-Proxied`), and a peer that cannot be reached during an upgrade
+/// makes the delegate answer 503. apiagg passes the first two through untouched and relays the
+/// 503 without taking the delegate for down.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn peer_proxy_headers_pass_and_a_peers_503_is_relayed_without_ejecting_the_delegate() {
+    let a = apiserver("apiserver-a", "127.0.0.1:0");
+    let gw = Apiagg::start(&format!("delegate:\n  url: \"{}\"\n", a.url), &[]);
+    gw.wait_ready().await;
+    let c = client();
+    let accept = "application/json;profile=nopeer";
+    let echo: serde_json::Value = c
+        .get(gw.url("/apis/apps/v1/echo"))
+        .header("Accept", accept)
+        .header("X-Kubernetes-Peer-Proxied", "true")
+        .send()
+        .await
+        .expect("echo")
+        .json()
+        .await
+        .expect("echo JSON");
+    assert_eq!(echo["headers"]["accept"][0], accept, "{echo}");
+    assert_eq!(
+        echo["headers"]["x-kubernetes-peer-proxied"][0], "true",
+        "{echo}"
+    );
+
+    for _ in 0..5 {
+        let answer = c
+            .get(gw.url("/apis/apps/v1/peer-unreachable"))
+            .send()
+            .await
+            .expect("peer-unreachable");
+        assert_eq!(answer.status(), 503);
+        let status: serde_json::Value = answer.json().await.expect("Status");
+        assert_eq!(status["reason"], "ServiceUnavailable");
+        let message = status["message"].as_str().unwrap_or_default();
+        assert!(
+            message.starts_with("error while proxying request to the peer"),
+            "{message}"
+        );
+    }
+    // The delegate is still whom apiagg sends everything to, and apiagg is ready.
+    assert_eq!(answered(&gw, 10).await, ["apiserver-a"]);
+    assert_eq!(status_code(&gw.url("/readyz")).await, 200);
+}

@@ -11,6 +11,7 @@ use apiagg_requestinfo::QueryParams;
 use bytes::Bytes;
 use pingora_error::Result;
 
+use super::output::Output;
 use super::protocol::{self, ItemType, Page};
 use crate::backends::{Client, FetchError, Fetched};
 use crate::request::reply::{self, Reply};
@@ -44,6 +45,8 @@ pub struct Stream<'a> {
     pub connect_timeout: Duration,
     /// Open watches (the shutdown drain).
     pub watches: &'a Watches,
+    /// The client accepts gzip: the stream is gzipped, each write flushed.
+    pub gzip: bool,
 }
 
 /// What one page gave: its events, its type, resourceVersion and the next page's token.
@@ -77,10 +80,11 @@ impl Stream<'_> {
             Ok(page) => page,
             Err(failed) => return self.refuse(session, ctx, failed).await,
         };
-        self.head(session, ctx).await?;
+        let mut out = Output::new(self.gzip);
+        self.head(session, ctx, &out).await?;
         let (item, resource_version) = (first.item.clone(), first.resource_version.clone());
         let mut next = first.next.clone();
-        if !send(session, first.events).await {
+        if !out.send(session, first.events).await {
             return Ok(200);
         }
         // The initial phase holds a flow-control seat: it is bounded as a list is, in time
@@ -103,28 +107,27 @@ impl Stream<'_> {
             match page {
                 Ok(page) => {
                     next = page.next;
-                    if !send(session, page.events).await {
+                    if !out.send(session, page.events).await {
                         return Ok(200);
                     }
                 }
                 Err(failed) => {
-                    send(session, error_line(failed, "listing the next page")).await;
-                    return self.end(session).await;
+                    out.send(session, error_line(failed, "listing the next page"))
+                        .await;
+                    out.end(session).await;
+                    return Ok(200);
                 }
             }
         }
-        if !send(
-            session,
-            protocol::initial_events_end(&item, &resource_version),
-        )
-        .await
-        {
+        let end = protocol::initial_events_end(&item, &resource_version);
+        if !out.send(session, end).await {
             return Ok(200);
         }
         // The initial phase is over: the flow-control seat goes back, as for any watch.
         ctx.flow.delegated();
-        self.watch(session, ctx, &resource_version).await;
-        self.end(session).await
+        self.watch(session, ctx, &mut out, &resource_version).await;
+        out.end(session).await;
+        Ok(200)
     }
 
     /// One list page, parsed.
@@ -212,9 +215,13 @@ impl Stream<'_> {
         Ok(code)
     }
 
-    /// The stream's head: JSON lines, with the audit and flow-control headers.
-    async fn head(&self, session: &mut Session, ctx: &mut RequestCtx) -> Result<()> {
-        let head = reply::watch_head(ctx.answer_headers(), session.is_http2())?;
+    /// The stream's head: JSON lines (gzipped when `out` is), with the audit and flow-control
+    /// headers.
+    async fn head(&self, session: &mut Session, ctx: &mut RequestCtx, out: &Output) -> Result<()> {
+        let mut head = reply::watch_head(ctx.answer_headers(), session.is_http2())?;
+        if out.gzipped() {
+            head.insert_header(http::header::CONTENT_ENCODING, "gzip")?;
+        }
         if let Some(audit) = ctx.audit.ongoing() {
             audit.response_started(200);
         }
@@ -224,7 +231,13 @@ impl Stream<'_> {
 
     /// Watches from `resource_version` and relays the events until the backend ends the
     /// watch, the client goes away, the watch's deadline passes or the shutdown drain ends it.
-    async fn watch(&self, session: &mut Session, ctx: &mut RequestCtx, resource_version: &str) {
+    async fn watch(
+        &self,
+        session: &mut Session,
+        ctx: &mut RequestCtx,
+        out: &mut Output,
+        resource_version: &str,
+    ) {
         let query = protocol::watch_query(self.query, resource_version, ctx.bounds.watch_timeout);
         let target = format!("{}?{query}", self.path);
         let within = self.connect_timeout + self.request_timeout;
@@ -235,7 +248,8 @@ impl Stream<'_> {
         let (url, mut response) = match opened {
             Ok(opened) => opened,
             Err(e) => {
-                send(session, error_line(Failed::Fetch(e), "watching")).await;
+                out.send(session, error_line(Failed::Fetch(e), "watching"))
+                    .await;
                 return;
             }
         };
@@ -244,7 +258,7 @@ impl Stream<'_> {
                 Ok(fetched) => Failed::Answer(fetched),
                 Err(e) => Failed::Fetch(e),
             };
-            send(session, error_line(failed, "watching")).await;
+            out.send(session, error_line(failed, "watching")).await;
             return;
         }
         let mut tick = tokio::time::interval(TICK);
@@ -257,7 +271,7 @@ impl Stream<'_> {
             };
             match next {
                 Next::Chunk(Ok(Some(chunk))) => {
-                    if !send_bytes(session, chunk).await {
+                    if !out.relay(session, chunk).await {
                         return;
                     }
                 }
@@ -281,12 +295,6 @@ impl Stream<'_> {
             }
         }
     }
-
-    /// Ends the answer.
-    async fn end(&self, session: &mut Session) -> Result<u16> {
-        let _ = session.finish_body().await;
-        Ok(200)
-    }
 }
 
 /// An `ERROR` event line for a failure after the stream started.
@@ -300,16 +308,4 @@ fn error_line(failed: Failed, what: &str) -> Vec<u8> {
             protocol::error_event(504, &reply::failure(504, "Timeout", &message, None), what)
         }
     }
-}
-
-/// Sends events; `false` when the client went away.
-async fn send(session: &mut Session, events: Vec<u8>) -> bool {
-    if events.is_empty() {
-        return true;
-    }
-    send_bytes(session, Bytes::from(events)).await
-}
-
-async fn send_bytes(session: &mut Session, bytes: Bytes) -> bool {
-    session.write_response_body(bytes, false).await.is_ok()
 }

@@ -13,9 +13,13 @@
 //! later probes (every ten minutes) run beside a request served by the old
 //! verdict. A passed-through request the backend refuses (400, 422) makes the next one probe again (the
 //! client's own options decide nothing: only the probe, whose options are apiagg's).
-//! Plain watches and lists are never touched.
+//! Plain watches and lists are never touched. The emulated stream is gzipped, each write
+//! flushed, when the client accepts gzip (`output.rs`, kube-apiserver 1.37's
+//! `WatchListCompression`); every option of the client's query that the emulation does not set
+//! itself (`shardSelector` among them) reaches the backend's list and watch.
 
 mod emulate;
+mod output;
 mod probe;
 mod protocol;
 
@@ -30,6 +34,7 @@ use self::protocol::Encoding;
 use super::reply::{self, Reply};
 use super::{forward, ApiaggProxy, RequestCtx};
 use crate::backends::{Upstream, Verdict, WatchListPlan};
+use apiagg_discovery::accepts_coding;
 use apiagg_observe::RouteKind;
 
 pub use protocol::asked;
@@ -45,12 +50,11 @@ impl ApiaggProxy {
         upstream: &Arc<Upstream>,
         info: &RequestInfo<'_>,
     ) -> Result<Option<u16>> {
-        let accept = session
-            .req_header()
-            .headers
-            .get(http::header::ACCEPT)
-            .and_then(|v| v.to_str().ok());
-        match protocol::encoding(accept) {
+        let headers = &session.req_header().headers;
+        let header = |name: http::HeaderName| headers.get(name).and_then(|v| v.to_str().ok());
+        let gzip = header(http::header::ACCEPT_ENCODING)
+            .is_some_and(|codings| accepts_coding(codings, "gzip"));
+        match protocol::encoding(header(http::header::ACCEPT)) {
             Encoding::PassThrough => return Ok(None),
             Encoding::Json => {}
             Encoding::NotAcceptable => {
@@ -130,6 +134,7 @@ impl ApiaggProxy {
             request_timeout: self.gateway.options.request_timeout,
             connect_timeout: connect,
             watches: &self.gateway.watches,
+            gzip,
         };
         let code = stream.serve(session, ctx).await?;
         Ok(Some(code))

@@ -75,21 +75,41 @@ fn push(query: &mut String, name: &str, value: &str, encode: bool) {
     }
 }
 
-fn selectors(query: &mut String, q: &QueryParams<'_>) {
-    if let Some(labels) = q.label_selector {
-        push(query, "labelSelector", labels, false);
-    }
-    if let Some(fields) = q.field_selector {
-        push(query, "fieldSelector", fields, false);
+/// The parameters the emulation sets itself in its list pages and its watch.
+const MANAGED: [&str; 9] = [
+    "watch",
+    "sendInitialEvents",
+    "resourceVersion",
+    "resourceVersionMatch",
+    "limit",
+    "continue",
+    "allowWatchBookmarks",
+    "timeoutSeconds",
+    "timeout",
+];
+
+/// Every other parameter of the client's query, as the client sent it: `labelSelector`,
+/// `fieldSelector`, `shardSelector` (KEP-5866) and whatever a later release adds reach the
+/// backend's list and watch as they would from the client's own reflector.
+fn carried(query: &mut String, q: &QueryParams<'_>) {
+    for pair in q.raw.split('&').filter(|pair| !pair.is_empty()) {
+        let key = pair.split_once('=').map_or(pair, |(key, _)| key);
+        let managed = QueryParams::decoded(Some(key)).is_some_and(|key| MANAGED.contains(&&*key));
+        if !managed {
+            if !query.is_empty() {
+                query.push('&');
+            }
+            query.push_str(pair);
+        }
     }
 }
 
-/// The query of one list page: the client's selectors, `limit`, and on the first page its
+/// The query of one list page: the client's options ([`carried`]), `limit`, and on the first page its
 /// `resourceVersion` and `resourceVersionMatch` (a list with an empty resourceVersion is a
 /// consistent read, which `NotOlderThan` may not accompany), on later ones `continue`.
 pub fn list_query(q: &QueryParams<'_>, next: Option<&str>) -> String {
     let mut query = String::new();
-    selectors(&mut query, q);
+    carried(&mut query, q);
     push(&mut query, "limit", &PAGE.to_string(), false);
     match next {
         Some(token) => push(&mut query, "continue", token, true),
@@ -106,14 +126,14 @@ pub fn list_query(q: &QueryParams<'_>, next: Option<&str>) -> String {
 }
 
 /// The query of the watch that follows the list: from the list's `resource_version`, with the
-/// client's selectors, bookmarks and `timeoutSeconds` (or apiagg's, `timeout`).
+/// client's options ([`carried`]), bookmarks and `timeoutSeconds` (or apiagg's, `timeout`).
 pub fn watch_query(q: &QueryParams<'_>, resource_version: &str, timeout: Option<u64>) -> String {
     let mut query = String::from("watch=true");
     push(&mut query, "resourceVersion", resource_version, true);
     if QueryParams::flag(q.allow_watch_bookmarks) == Some(true) {
         push(&mut query, "allowWatchBookmarks", "true", false);
     }
-    selectors(&mut query, q);
+    carried(&mut query, q);
     match q.timeout_seconds {
         Some(seconds) => push(&mut query, "timeoutSeconds", seconds, false),
         None => {

@@ -1,4 +1,5 @@
-//! Debug endpoints under the group-version: `echo`, `whoami`, `slow` and `redirect`.
+//! Debug endpoints under the group-version: `echo`, `whoami`, `slow`, `redirect` and
+//! `peer-unreachable`.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -54,6 +55,18 @@ pub async fn slow(query: Option<&str>) -> Response<Body> {
     };
     tokio::time::sleep(Duration::from_millis(ms)).await;
     json(StatusCode::OK, &json!({"sleptMs": ms}))
+}
+
+/// What a kube-apiserver 1.36 answers while the peer that serves a group is unreachable
+/// during an upgrade (its Mixed Version Proxy, KEP-4020): a 503 Status.
+pub fn peer_unreachable() -> Response<Body> {
+    crate::response::status(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "ServiceUnavailable",
+        "error while proxying request to the peer apiserver: no peer endpoint serves this \
+         resource",
+        json!({}),
+    )
 }
 
 /// `302 Found` pointing at `echo` in the same group-version.

@@ -15,7 +15,7 @@ use crate::args::WatchListMode;
 use crate::cbor::Format;
 use crate::debug::query_param;
 use crate::resource::ResourceInfo;
-use crate::response::{json, status, Body};
+use crate::response::{json, status, Body, JSON};
 use crate::selector::Selector;
 use crate::store::Store;
 use crate::watch::WatchParams;
@@ -240,7 +240,37 @@ pub fn watch_params(
         format,
         initial_events,
         bookmarks,
+        gzip: false,
     }))
+}
+
+/// Bytes a gzip bomb decompresses to: four times apiagg's default backend body limit.
+const BOMB_SIZE: usize = 256 << 20;
+
+/// A list answer that is a gzip bomb: a list's opening, then 256 MiB of spaces, about 250 KiB
+/// on the wire (`/debug/gzip-bomb-lists`). Built once.
+pub fn gzip_bomb(info: &ResourceInfo) -> Response<Body> {
+    use std::io::Write;
+    static BOMB: std::sync::OnceLock<bytes::Bytes> = std::sync::OnceLock::new();
+    let bomb = BOMB.get_or_init(|| {
+        let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        let opening = format!(
+            r#"{{"kind":"{}List","apiVersion":"v1","metadata":{{"resourceVersion":"1"}},"items":["#,
+            info.kind
+        );
+        let _ = encoder.write_all(opening.as_bytes());
+        let spaces = vec![b' '; 1 << 20];
+        for _ in 0..BOMB_SIZE / spaces.len() {
+            let _ = encoder.write_all(&spaces);
+        }
+        bytes::Bytes::from(encoder.finish().unwrap_or_default())
+    });
+    let mut resp = crate::response::bytes(StatusCode::OK, JSON, bomb.clone());
+    resp.headers_mut().insert(
+        hyper::header::CONTENT_ENCODING,
+        hyper::header::HeaderValue::from_static("gzip"),
+    );
+    resp
 }
 
 #[cfg(test)]

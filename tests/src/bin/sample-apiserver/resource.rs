@@ -69,10 +69,14 @@ async fn collection_as(
                 Err(message) => return bad_request(&message),
             };
             match listing::watch_params(query, info.watch_list, filter.clone(), format) {
-                Ok(Some(params)) => {
+                Ok(Some(mut params)) => {
+                    // A streaming list is gzipped when the client accepts it (1.37's
+                    // WatchListCompression); a plain watch never is.
+                    params.gzip = params.initial_events && accepts_gzip(&req);
                     store.watches_released().await;
                     watch::respond(store, namespace.map(str::to_string), params)
                 }
+                Ok(None) if store.gzip_bombs() => listing::gzip_bomb(info),
                 Ok(None) => listing::list(info, store, namespace, query, &filter).await,
                 Err(refused) => *refused,
             }
@@ -254,4 +258,14 @@ fn store_error(info: &ResourceInfo, error: StoreError) -> Response<Body> {
             json!({"group": info.group, "kind": info.kind}),
         ),
     }
+}
+
+/// Whether the request's `Accept-Encoding` names gzip.
+fn accepts_gzip<B>(req: &Request<B>) -> bool {
+    req.headers()
+        .get_all(hyper::header::ACCEPT_ENCODING)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|coding| coding.split(';').next().unwrap_or("").trim() == "gzip")
 }

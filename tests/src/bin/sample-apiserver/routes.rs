@@ -212,6 +212,10 @@ async fn route(state: &Arc<State>, req: Request<Incoming>) -> Response<Body> {
         state.store.hold_lists(path == "/debug/hold-lists");
         return json(StatusCode::OK, &json!({}));
     }
+    if let ("/debug/gzip-bomb-lists", &Method::POST) = (path.as_str(), req.method()) {
+        state.store.gzip_bomb_lists();
+        return json(StatusCode::OK, &json!({}));
+    }
     if let ("/debug/hold-watches" | "/debug/release-watches", &Method::POST) =
         (path.as_str(), req.method())
     {
@@ -265,6 +269,7 @@ async fn group_version(state: &Arc<State>, rest: &str, req: Request<Incoming>) -
         ["whoami"] if is_get => debug::whoami(&req),
         ["slow"] if is_get => debug::slow(req.uri().query()).await,
         ["redirect"] if is_get => debug::redirect(&state.gv_path),
+        ["peer-unreachable"] => debug::peer_unreachable(),
         ["slow" | "redirect" | "whoami"] => method_not_allowed(req.method()),
         // The deprecated `/watch/<resource>[/<name>]` form, which this server refuses.
         ["watch", ..] => crate::response::bad_request(

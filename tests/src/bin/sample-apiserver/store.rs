@@ -67,6 +67,8 @@ pub struct Store {
     watches_held: tokio::sync::watch::Sender<bool>,
     /// The content type and bytes of the last create or update body (`/debug/last-body`).
     last_body: Mutex<Option<(Option<String>, Bytes)>>,
+    /// Lists answer a gzip bomb (`/debug/gzip-bomb-lists`).
+    gzip_bombs: std::sync::atomic::AtomicBool,
 }
 
 impl Store {
@@ -86,7 +88,19 @@ impl Store {
             lists_held: tokio::sync::watch::Sender::new(false),
             watches_held: tokio::sync::watch::Sender::new(false),
             last_body: Mutex::default(),
+            gzip_bombs: Default::default(),
         }
+    }
+
+    /// Makes every list answer a gzip bomb from now on.
+    pub fn gzip_bomb_lists(&self) {
+        self.gzip_bombs
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether lists answer a gzip bomb.
+    pub fn gzip_bombs(&self) -> bool {
+        self.gzip_bombs.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Holds (`true`) or releases the lists that are waiting and those to come.

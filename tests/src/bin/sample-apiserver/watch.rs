@@ -16,7 +16,7 @@ use bytes::Bytes;
 use futures_util::stream;
 use http_body_util::{BodyExt, StreamBody};
 use hyper::body::Frame;
-use hyper::header::{HeaderValue, CACHE_CONTROL, CONTENT_TYPE};
+use hyper::header::{HeaderValue, CACHE_CONTROL, CONTENT_ENCODING, CONTENT_TYPE};
 use hyper::Response;
 use serde_json::{json, Value};
 use tokio::sync::{broadcast, mpsc};
@@ -39,6 +39,8 @@ pub struct WatchParams {
     pub initial_events: bool,
     /// `allowWatchBookmarks=true`.
     pub bookmarks: bool,
+    /// Gzipped, each event flushed (a streaming list to a client that accepts gzip).
+    pub gzip: bool,
 }
 
 /// Starts a watch of `namespace` (all namespaces when `None`).
@@ -74,11 +76,15 @@ pub fn respond(
         ));
     }
     let (tx, mut rx) = mpsc::channel::<Bytes>(16);
+    let gzip = params.gzip;
     tokio::spawn(async move {
         let deadline = params.timeout.map(|t| tokio::time::Instant::now() + t);
+        let mut packer = Packer::new(gzip);
+        let packer = &mut packer;
+        let tx = &tx;
         let feed = async {
             for event in first {
-                if tx.send(event).await.is_err() {
+                if tx.send(packer.pack(&event)).await.is_err() {
                     return;
                 }
             }
@@ -95,7 +101,8 @@ pub fn respond(
                     }) if namespace.as_ref().is_none_or(|want| *want == ns)
                         && filter.matches(&object) =>
                     {
-                        if tx.send(encode_event(format, kind, object)).await.is_err() {
+                        let event = encode_event(format, kind, object);
+                        if tx.send(packer.pack(&event)).await.is_err() {
                             return;
                         }
                     }
@@ -121,6 +128,9 @@ pub fn respond(
             }
             None => run.await,
         }
+        if let Some(trailer) = packer.finish() {
+            let _ = tx.send(trailer).await;
+        }
     });
     let frames = stream::poll_fn(move |cx| {
         rx.poll_recv(cx)
@@ -134,6 +144,9 @@ pub fn respond(
     };
     headers.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
     headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache, private"));
+    if gzip {
+        headers.insert(CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+    }
     resp
 }
 
@@ -147,5 +160,33 @@ fn encode_event(format: Format, kind: &str, object: Value) -> Bytes {
             Bytes::from(bytes)
         }
         Format::Cbor => Bytes::from(cbor::encode(&event)),
+    }
+}
+
+/// Writes a stream's events as they are, or gzipped with a sync flush after each (what
+/// kube-apiserver 1.37 does with a streaming list for a client that accepts gzip).
+struct Packer(Option<flate2::write::GzEncoder<Vec<u8>>>);
+
+impl Packer {
+    fn new(gzip: bool) -> Packer {
+        Packer(gzip.then(|| flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast())))
+    }
+
+    fn pack(&mut self, event: &Bytes) -> Bytes {
+        use std::io::Write;
+        match &mut self.0 {
+            None => event.clone(),
+            Some(encoder) => {
+                let _ = encoder.write_all(event);
+                let _ = encoder.flush();
+                Bytes::from(std::mem::take(encoder.get_mut()))
+            }
+        }
+    }
+
+    /// The gzip trailer, once the stream ends.
+    fn finish(&mut self) -> Option<Bytes> {
+        let encoder = self.0.take()?;
+        encoder.finish().ok().map(Bytes::from)
     }
 }

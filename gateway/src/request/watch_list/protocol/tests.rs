@@ -67,6 +67,30 @@ fn list_pages_keep_the_selectors_and_read_consistently() {
 }
 
 #[test]
+fn every_option_the_emulation_does_not_set_is_carried_as_sent() {
+    // 1.36's shardSelector (KEP-5866), a repeated selector and an unknown option: as sent,
+    // in order; the emulation's own parameters never come from the client.
+    let q = query(
+        "shardSelector=shardRange(object.metadata.uid%2C%270x0%27%2C%270x8%27)&watch=true\
+         &sendInitialEvents=true&limit=7&continue=x&timeout=1s&labelSelector=a%3Db\
+         &labelSelector=c%3Dd&futureOption=1&allowWatchBookmarks=true&resourceVersion=5\
+         &resourceVersionMatch=NotOlderThan&timeoutSeconds=9&%6Cimit=8",
+    );
+    let carried = "shardSelector=shardRange(object.metadata.uid%2C%270x0%27%2C%270x8%27)\
+                   &labelSelector=a%3Db&labelSelector=c%3Dd&futureOption=1";
+    assert_eq!(
+        list_query(&q, None),
+        format!("{carried}&limit=500&resourceVersion=5&resourceVersionMatch=NotOlderThan")
+    );
+    assert_eq!(
+        watch_query(&q, "17", None),
+        format!(
+            "watch=true&resourceVersion=17&allowWatchBookmarks=true&{carried}&timeoutSeconds=9"
+        )
+    );
+}
+
+#[test]
 fn the_watch_follows_the_list_with_the_clients_options() {
     let q = query("watch=true&sendInitialEvents=true&allowWatchBookmarks=true&labelSelector=a%3Db&timeoutSeconds=30");
     assert_eq!(

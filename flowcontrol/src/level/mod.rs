@@ -1,27 +1,34 @@
-//! The run-time state of one priority level: seats as atomics (the fast path takes a seat with
-//! one compare-and-swap when nobody waits), the fair queue set behind a mutex (the slow path:
-//! queueing, dispatch, release of a seat that came from a queue).
+//! The run-time state of one priority level: seats as atomics (the fast path takes a request's
+//! seats with one compare-and-swap when nobody waits), the fair queue set behind a mutex (the
+//! slow path: queueing, dispatch, release of seats that came from a queue, seats lingering
+//! after a request's end).
 //!
-//! Lost wake-ups are impossible: a waiter is counted in `waiting` before its enqueuer looks at
-//! `executing` again, and a release lowers `executing` before it looks at `waiting` (and a
-//! limit is raised before `waiting` is looked at), all sequentially consistent, so one of the
-//! two always dispatches.
+//! `executing` counts seats taken (running or lingering), `waiting` the seats queued requests
+//! ask for. Lost wake-ups are impossible: a waiter is counted in `waiting` before its enqueuer
+//! looks at `executing` again, and a release lowers `executing` before it looks at `waiting`
+//! (and a limit is raised before `waiting` is looked at), all sequentially consistent, so one
+//! of the two always dispatches.
+
+mod linger;
+mod work;
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::*};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
 use tokio::sync::oneshot;
 
+pub use self::work::{max_seats, Work, ESTIMATED_SERVICE};
 use super::admission::Decision;
 use super::clock::{Clock, RetryAfter};
 use super::config::Mode;
+use super::estimate::WorkEstimate;
 use super::metrics::{LevelGauges, Reason};
 use super::queueset::{Entry, Grant, QueueSet};
 
 /// What the slow path decided.
 pub enum Slow {
-    /// A seat is taken: run.
+    /// The seats are taken: run.
     Run,
     /// Queued: wait for the grant.
     Wait {
@@ -31,7 +38,7 @@ pub enum Slow {
         id: u64,
         /// When it was queued.
         arrived: Instant,
-        /// Where its seat will come from.
+        /// Where its seats will come from.
         grant: oneshot::Receiver<Grant>,
     },
     /// Rejected.
@@ -54,6 +61,8 @@ struct State {
     queues: Option<QueueSet>,
     reject: bool,
     retry: RetryAfter,
+    /// Seats held after their requests ended.
+    lingering: linger::Lingering,
 }
 
 /// One priority level.
@@ -65,6 +74,8 @@ pub struct Level {
     executing: AtomicU32,
     waiting: AtomicU32,
     limit: AtomicU32,
+    /// Most seats one request may take (0: no cap of the level's own).
+    max_seats: AtomicU32,
     /// Highest seat demand since the last borrowing adjustment.
     peak: AtomicU32,
     /// No longer configured: serves what it holds, gets no new requests.
@@ -87,12 +98,14 @@ impl Level {
             executing: AtomicU32::new(0),
             waiting: AtomicU32::new(0),
             limit: AtomicU32::new(0),
+            max_seats: AtomicU32::new(0),
             peak: AtomicU32::new(0),
             quiescing: AtomicBool::new(false),
             state: Mutex::new(State {
                 queues: None,
                 reject: true,
                 retry: RetryAfter::new(now),
+                lingering: linger::Lingering::default(),
             }),
             gauges,
             counts: Counts::default(),
@@ -109,39 +122,55 @@ impl Level {
         self.clock.now()
     }
 
-    /// The fast path: a seat when nobody waits and one is free.
+    /// The seats `estimate` takes here: at most the level's per-request cap, final seats
+    /// reshaped to fit the cap and the current limit.
     #[inline]
-    pub fn try_acquire(&self) -> bool {
-        self.waiting.load(SeqCst) == 0 && self.reserve()
+    pub fn work(&self, estimate: &WorkEstimate) -> Work {
+        if *estimate == WorkEstimate::ONE {
+            return Work::ONE;
+        }
+        let cap = self.max_seats.load(Relaxed);
+        Work::of(estimate, cap, self.limit.load(Relaxed))
     }
 
-    /// Takes a seat when one is free (waiters or not).
+    /// The fast path: `seats` seats when nobody waits and they are free.
     #[inline]
-    fn reserve(&self) -> bool {
+    pub fn try_acquire(&self, seats: u32) -> bool {
+        self.waiting.load(SeqCst) == 0 && self.reserve(seats)
+    }
+
+    /// Takes `seats` seats when they are free (waiters or not). A request wider than the
+    /// whole limit takes them when no seat is taken, rather than never (upstream does the
+    /// same until borrowing can serve it).
+    #[inline]
+    fn reserve(&self, seats: u32) -> bool {
         // Sequentially consistent loads: see the module documentation.
         let limit = self.limit.load(SeqCst);
         let mut current = self.executing.load(SeqCst);
         loop {
-            if current >= limit {
+            let fits = current.checked_add(seats).is_some_and(|n| n <= limit);
+            let alone = current == 0 && limit > 0;
+            if !fits && !alone {
                 return false;
             }
             match self
                 .executing
-                .compare_exchange_weak(current, current + 1, SeqCst, SeqCst)
+                .compare_exchange_weak(current, current + seats, SeqCst, SeqCst)
             {
                 Ok(_) => break,
                 Err(now) => current = now,
             }
         }
-        let demand = current + 1 + self.waiting.load(Relaxed);
+        let demand = current + seats + self.waiting.load(Relaxed);
         if demand > self.peak.load(Relaxed) {
             self.peak.fetch_max(demand, Relaxed);
         }
         true
     }
 
-    /// Applies a (new) limit response.
-    pub fn configure(&self, mode: Mode) {
+    /// Applies a (new) limit response and nominal limit.
+    pub fn configure(&self, mode: Mode, nominal: u32) {
+        self.max_seats.store(max_seats(nominal, mode), Relaxed);
         let now = self.clock.now();
         let mut state = self.lock();
         match mode {
@@ -176,17 +205,18 @@ impl Level {
             self.gauges.current.set(i64::from(limit));
         }
         if self.waiting.load(SeqCst) > 0 {
+            let now = self.clock.now();
             let mut state = self.lock();
-            self.dispatch(&mut state);
+            self.dispatch(&mut state, now);
         }
     }
 
-    /// Seats in use plus requests waiting.
+    /// Seats taken plus seats asked for by waiters.
     pub fn demand(&self) -> u32 {
         self.executing.load(Relaxed) + self.waiting.load(Relaxed)
     }
 
-    /// `(executing, waiting)`
+    /// `(seats taken, seats asked for by waiters)`
     pub fn usage(&self) -> (u32, u32) {
         (self.executing.load(Relaxed), self.waiting.load(Relaxed))
     }
@@ -197,35 +227,42 @@ impl Level {
         self.peak.swap(self.demand(), Relaxed)
     }
 
-    /// Queues with work (for the dump).
-    pub fn active_queues(&self) -> usize {
-        self.lock().queues.as_ref().map_or(0, QueueSet::active)
+    /// `(queues with work, requests waiting)` (for the dump).
+    pub fn queue_usage(&self) -> (usize, usize) {
+        let state = self.lock();
+        state
+            .queues
+            .as_ref()
+            .map_or((0, 0), |q| (q.active(), q.waiting()))
     }
 
-    /// The slow path: take a free seat (fairly: only when nobody waits), reject, or queue.
-    pub fn admit_slow(&self, hash: impl FnOnce() -> u64, decision: &Decision) -> Slow {
+    /// The slow path: take free seats (fairly: only when nobody waits), reject, or queue.
+    pub fn admit_slow(&self, hash: impl FnOnce() -> u64, decision: &Decision, work: Work) -> Slow {
+        let now = self.clock.now();
         let mut state = self.lock();
-        if self.try_acquire() {
+        if self.expire_locked(&mut state, now) {
+            self.dispatch(&mut state, now);
+        }
+        if self.try_acquire(work.seats) {
             return Slow::Run;
         }
         if state.reject {
             return Slow::Reject(Reason::ConcurrencyLimit);
         }
+        let limit = self.limit.load(Relaxed);
         let Some(queues) = state.queues.as_mut() else {
             return Slow::Reject(Reason::ConcurrencyLimit);
         };
         let (sender, receiver) = oneshot::channel();
-        let now = self.clock.now();
-        let limit = self.limit.load(Relaxed);
-        let Some((queue, id)) = queues.enqueue(hash(), (decision.clone(), sender), limit, now)
-        else {
+        let queued = queues.enqueue(hash(), (decision.clone(), sender), work, limit, now);
+        let Some((queue, id)) = queued else {
             return Slow::Reject(Reason::QueueFull);
         };
-        let waiting = self.waiting.fetch_add(1, SeqCst) + 1;
-        decision.series().inqueue.inc();
+        let waiting = self.waiting.fetch_add(work.seats, SeqCst) + work.seats;
+        decision.series().queued(work.seats);
         self.peak
             .fetch_max(self.executing.load(Relaxed) + waiting, Relaxed);
-        self.dispatch(&mut state);
+        self.dispatch(&mut state, now);
         Slow::Wait {
             queue,
             id,
@@ -234,30 +271,41 @@ impl Level {
         }
     }
 
-    /// Lets as many waiters run as there are free seats, fairest first.
-    fn dispatch(&self, state: &mut State) {
+    /// Lets waiters run, fairest first, while the fairest one's seats are free; when they are
+    /// not, nobody else runs before it (and the miss is counted).
+    fn dispatch(&self, state: &mut State, now: Instant) {
         let Some(queues) = state.queues.as_mut() else {
             return;
         };
-        let now = self.clock.now();
-        while queues.waiting() > 0 && self.reserve() {
-            let limit = self.limit.load(Relaxed);
-            let Some((queue, entry)) = queues.pop(limit, now) else {
-                self.executing.fetch_sub(1, SeqCst);
+        while queues.waiting() > 0 {
+            let limit = self.limit.load(SeqCst);
+            if self.executing.load(SeqCst) >= limit {
+                break;
+            }
+            let Some((queue, seats)) = queues.peek(limit, now) else {
                 break;
             };
-            self.waiting.fetch_sub(1, SeqCst);
+            if !self.reserve(seats) {
+                if let Some(head) = queues.head(queue) {
+                    head.decision.series().no_accommodation.inc();
+                }
+                break;
+            }
+            let Some(entry) = queues.pop(queue) else {
+                self.executing.fetch_sub(seats, SeqCst);
+                break;
+            };
+            self.waiting.fetch_sub(seats, SeqCst);
             let Entry {
                 arrived,
                 decision,
                 grant,
+                work,
                 ..
             } = entry;
             let series = decision.series();
-            series.inqueue.dec();
-            series.dispatched.inc();
-            series.executing.inc();
-            series.seats.inc();
+            series.unqueued(work.seats);
+            series.started(work.seats);
             let waited = now.saturating_duration_since(arrived);
             series.waited_and_ran.observe(waited.as_secs_f64());
             let granted = Grant {
@@ -265,27 +313,39 @@ impl Level {
                 started: now,
             };
             if grant.send(granted).is_err() {
-                // Cannot happen (a waiter leaves its queue before it goes): give the seat back.
+                // Cannot happen (a waiter leaves its queue before it goes): give the seats back.
                 series.executing.dec();
-                series.seats.dec();
-                queues.finish(granted, limit, now);
-                self.executing.fetch_sub(1, SeqCst);
+                series.occupy(-i64::from(work.seats));
+                queues.finish(granted, work.initial, limit, now);
+                queues.release(queue, work.seats, limit, now);
+                self.executing.fetch_sub(work.seats, SeqCst);
             }
         }
     }
 
-    /// Gives a seat back; one that came from a queue charges its queue the time it ran.
-    pub fn release(&self, grant: Option<Grant>) {
-        self.executing.fetch_sub(1, SeqCst);
+    /// A request that held `work` ended: its seats go back now, or after `work.linger`.
+    pub fn finish(self: &Arc<Self>, grant: Option<Grant>, work: Work, decision: &Decision) {
+        if !work.linger.is_zero() && self.linger(grant, work, decision) {
+            return;
+        }
+        decision.series().occupy(-i64::from(work.seats));
+        self.release(grant, work);
+    }
+
+    /// Gives `work.seats` back; seats that came from a queue charge it the time they ran.
+    fn release(&self, grant: Option<Grant>, work: Work) {
+        self.executing.fetch_sub(work.seats, SeqCst);
         if grant.is_none() && self.waiting.load(SeqCst) == 0 {
             return;
         }
         let now = self.clock.now();
         let mut state = self.lock();
+        let limit = self.limit.load(Relaxed);
         if let (Some(grant), Some(queues)) = (grant, state.queues.as_mut()) {
-            queues.finish(grant, self.limit.load(Relaxed), now);
+            queues.finish(grant, work.initial, limit, now);
+            queues.release(grant.queue, work.seats, limit, now);
         }
-        self.dispatch(&mut state);
+        self.dispatch(&mut state, now);
     }
 
     /// Takes waiter `id` out of queue `queue`; `None` when it was dispatched already.
@@ -294,7 +354,9 @@ impl Level {
         let mut state = self.lock();
         let limit = self.limit.load(Relaxed);
         let entry = state.queues.as_mut()?.remove(queue, id, limit, now)?;
-        self.waiting.fetch_sub(1, SeqCst);
+        self.waiting.fetch_sub(entry.work.seats, SeqCst);
+        // The head may have changed to one that fits.
+        self.dispatch(&mut state, now);
         Some(entry)
     }
 
