@@ -27,7 +27,7 @@ mod request;
 mod state;
 
 pub use auth::{AuthError, InvalidIdentity, TokenCache, User};
-pub use state::{Options, ProbeOptions};
+pub use state::{OpenApiV2, Options, ProbeOptions};
 
 #[cfg(test)]
 mod tests {

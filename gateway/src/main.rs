@@ -8,7 +8,7 @@ use std::time::Duration;
 mod controls;
 
 use apiagg_gateway::app::{self, Launch, StoreChoice};
-use apiagg_gateway::{Options, ProbeOptions};
+use apiagg_gateway::{OpenApiV2, Options, ProbeOptions};
 use clap::{Parser, Subcommand, ValueEnum};
 
 /// glibc malloc showed up at about 15% of the proxy's CPU; mimalloc handles its many small,
@@ -129,6 +129,10 @@ struct ServeArgs {
     /// Upper bound on waiting for the delegate's OpenAPI documents before readyz turns green.
     #[arg(long, value_parser = interval, default_value = "10s")]
     openapi_startup_timeout: Duration,
+    /// Serve `/openapi/v2`, merged when first asked after a change (`false`: v3 only, and v2
+    /// answers 404; nothing of v2 is downloaded or held).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    openapi_v2: bool,
     /// Largest body read from a backend or the delegate (discovery, OpenAPI), e.g. `64MiB`.
     #[arg(long, value_parser = body_limit, default_value = "64MiB")]
     backend_body_limit: u64,
@@ -328,6 +332,11 @@ fn launch(args: ServeArgs) -> Launch {
         openapi_refresh: args.openapi_refresh,
         openapi_timeout: args.openapi_timeout,
         openapi_startup_timeout: args.openapi_startup_timeout,
+        openapi_v2: if args.openapi_v2 {
+            OpenApiV2::OnDemand
+        } else {
+            OpenApiV2::Off
+        },
         backend_body_limit: args.backend_body_limit,
         request_timeout: args.request_timeout,
         connect_timeout: args.backend_connect_timeout,

@@ -5,6 +5,9 @@ use std::time::Duration;
 /// An HTTP client for the tests (30 s timeout per request).
 pub fn client() -> reqwest::Client {
     reqwest::Client::builder()
+        // What a test sends is what it asks for: no `Accept-Encoding` unless it sets one, and
+        // the answer's bytes as they came.
+        .no_gzip()
         .timeout(Duration::from_secs(30))
         .build()
         .expect("client")

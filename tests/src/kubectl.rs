@@ -8,6 +8,9 @@ pub const KUBECTL_132_BIN: &str = "/usr/lib/google-cloud-sdk/bin/kubectl.1.32";
 /// The kubectl 1.27 binary (it asks only for v2beta1 discovery and protobuf OpenAPI v2).
 pub const KUBECTL_127_BIN: &str = "/usr/lib/google-cloud-sdk/bin/kubectl.1.27";
 
+/// The kubectl 1.33 binary (the newest here).
+pub const KUBECTL_133_BIN: &str = "/usr/lib/google-cloud-sdk/bin/kubectl.1.33";
+
 /// Runs a kubectl command with `args` and a fresh cache dir (so kubectl's disk cache never
 /// answers for the server); returns success, stdout and stderr.
 pub fn kubectl_output(mut command: Command, args: &[&str]) -> (bool, String, String) {

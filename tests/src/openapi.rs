@@ -76,6 +76,11 @@ pub fn apiservice_line(name: &str, group: &str, gpm: u32, svc: &str) -> String {
 /// The delegate, the oauth backend and apiagg; `garbage` adds `v1.garbage.example.com` served
 /// by that port.
 pub fn world(garbage: Option<u16>) -> World {
+    world_with(garbage, &[])
+}
+
+/// [`world`], apiagg started with `extra` arguments too.
+pub fn world_with(garbage: Option<u16>, extra: &[&str]) -> World {
     let delegate = kube_delegate(true, &[]);
     let oauth_docs = copy_oauth_docs();
     let oauth_hold = hold_port();
@@ -110,10 +115,9 @@ pub fn world(garbage: Option<u16>) -> World {
             "garbage",
         ));
     }
-    let gw = Apiagg::start(
-        &config,
-        &["--openapi-refresh", "300ms", "--discovery-refresh", "500ms"],
-    );
+    let mut args = vec!["--openapi-refresh", "300ms", "--discovery-refresh", "500ms"];
+    args.extend_from_slice(extra);
+    let gw = Apiagg::start(&config, &args);
     World {
         gw,
         _delegate: delegate,

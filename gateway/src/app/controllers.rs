@@ -69,6 +69,7 @@ pub fn add(
             published: writers.openapi,
             lifecycle: gateway.lifecycle.clone(),
             metrics: gateway.metrics.clone(),
+            v2_demand: gateway.openapi_v2.clone(),
         },
         &gateway.options,
     );

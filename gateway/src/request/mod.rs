@@ -56,7 +56,7 @@ use self::openapi::OpenApiPath;
 use self::reply::Reply;
 use crate::auth::{Authenticated, Authenticator, User};
 use crate::backends::{OpenFiles, Upstream};
-use crate::state::Gateway;
+use crate::state::{Gateway, OpenApiV2};
 use apiagg_audit::Auditor;
 use apiagg_flowcontrol::FlowControl;
 use apiagg_observe::{InFlight, Repeats, RouteKind, Tracer};
@@ -358,6 +358,23 @@ impl ApiaggProxy {
         reply::failure_reply(503, "ServiceUnavailable", &message)
     }
 
+    /// Waits, at most `--openapi-timeout`, for the merged `/openapi/v2` when it is merged on
+    /// demand and not merged now.
+    async fn openapi_v2_merged(&self) {
+        let gateway = &self.gateway;
+        let merged = || {
+            gateway
+                .openapi
+                .guard()
+                .as_ref()
+                .is_some_and(|docs| docs.v2.is_some())
+        };
+        if gateway.options.openapi_v2 == OpenApiV2::OnDemand && !merged() {
+            let bound = gateway.options.openapi_timeout;
+            Box::pin(gateway.openapi_v2.ask_and_wait(bound)).await;
+        }
+    }
+
     /// What apiagg serves itself for `route`; `None` when another server answers it.
     fn served_here(
         &self,
@@ -394,6 +411,9 @@ impl ApiaggProxy {
                     options,
                     slash,
                 )
+            }
+            Route::OpenApi(OpenApiPath::V2) if gateway.options.openapi_v2 == OpenApiV2::Off => {
+                reply::not_found()
             }
             Route::OpenApi(which) => {
                 // kube-apiserver instruments only the v3 paths.

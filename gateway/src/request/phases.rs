@@ -9,6 +9,7 @@ use apiagg_requestinfo::RequestInfo;
 use pingora_error::Result;
 
 use super::classify::{classify, exempt_from_shutdown, non_canonical, Route};
+use super::openapi::OpenApiPath;
 use super::reply::{self, Reply};
 use super::{apiservice_api, ApiaggProxy, RequestCtx, Session, Step};
 use crate::auth::ConnectionIdentity;
@@ -146,6 +147,11 @@ impl ApiaggProxy {
         ctx.audit_authorized(true, "");
         // Whose trace the request joins: the caller's only when it is privileged.
         ctx.trace_authorized();
+
+        // `/openapi/v2` is merged on demand: the first client after a change waits for it.
+        if route == Route::OpenApi(OpenApiPath::V2) {
+            self.openapi_v2_merged().await;
+        }
 
         // 7. Where the request goes, resolved once.
         match self.resolve(session.req_header(), ctx, route, &info, &routes) {

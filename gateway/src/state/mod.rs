@@ -1,6 +1,7 @@
 //! Layer 2: what the controllers publish and the request path reads. Every snapshot has one
 //! writer and cheap, lock-free readers; controllers take only the handles they use.
 
+mod openapi_v2;
 mod snapshot;
 mod status;
 
@@ -14,6 +15,7 @@ use crate::backends::{Clients, HealthBook, RouteTable};
 use apiagg_observe::{Lifecycle, Metrics, Watches};
 use apiagg_store::Store;
 
+pub use openapi_v2::{OpenApiV2, V2Demand};
 pub use snapshot::{snapshot, Publisher, Snapshot};
 pub use status::{ApiServiceStatus, Condition, EndpointStatus, StatusBook, Statuses};
 
@@ -56,6 +58,8 @@ pub struct Options {
     pub openapi_timeout: Duration,
     /// Upper bound on waiting for the delegate's OpenAPI documents before readyz turns green.
     pub openapi_startup_timeout: Duration,
+    /// Whether `/openapi/v2` is merged on demand or not served (`--openapi-v2`).
+    pub openapi_v2: OpenApiV2,
     /// Largest body apiagg reads from a backend or the delegate (discovery, OpenAPI).
     pub backend_body_limit: u64,
     /// Bound of a forwarded request that is not long-running (`--request-timeout`).
@@ -93,6 +97,7 @@ impl Default for Options {
             openapi_refresh: Duration::from_secs(60),
             openapi_timeout: Duration::from_secs(30),
             openapi_startup_timeout: Duration::from_secs(10),
+            openapi_v2: OpenApiV2::OnDemand,
             backend_body_limit: 64 << 20,
             request_timeout: Duration::from_secs(60),
             connect_timeout: Duration::from_secs(5),
@@ -132,6 +137,8 @@ pub struct Gateway {
     pub discovery: Discovery,
     /// `/openapi/v2` and `/openapi/v3`, once the OpenAPI controller has published them.
     pub openapi: OpenApi,
+    /// Clients asking for `/openapi/v2`, which is merged on demand.
+    pub openapi_v2: Arc<V2Demand>,
     /// Availability of every APIService, written by the availability controller.
     pub availability: StatusBook,
     /// Health of every backend endpoint.
@@ -171,6 +178,7 @@ impl Gateway {
             routes,
             discovery,
             openapi,
+            openapi_v2: Arc::default(),
             availability,
             health: Arc::default(),
             clients: Arc::new(Clients::new(

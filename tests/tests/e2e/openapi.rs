@@ -295,3 +295,71 @@ async fn a_changed_backend_document_changes_its_hash_and_the_merge() {
     )
     .await;
 }
+
+/// Waits until the v3 index lists every source's group-versions (v2 not asked).
+async fn wait_v3(gw: &Apiagg) {
+    wait_until(
+        "the v3 index to list every source (its keys observed)",
+        Duration::from_secs(30),
+        || async {
+            let doc = json(&gw.url("/openapi/v3")).await;
+            ALL_KEYS
+                .iter()
+                .filter(|k| doc["paths"].get(**k).is_none())
+                .count()
+        },
+        |absent| *absent == 0,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn v2_is_merged_when_first_asked_and_can_be_turned_off() {
+    // On demand: every source is read, but nothing of v2 is merged until a client asks.
+    let w = world(None);
+    w.gw.wait_ready().await;
+    wait_v3(&w.gw).await;
+    let regenerations = "apiagg_openapi_v2_regenerations_total";
+    assert_eq!(w.gw.metric(regenerations).await, Some(0.0));
+    let v2 = get(&w.gw.url("/openapi/v2"), &[]).await;
+    assert_eq!(v2.status(), 200);
+    let body = v2.text().await.expect("v2");
+    assert!(
+        body.contains(OAUTH_PATH),
+        "the first answer is the whole merge"
+    );
+    assert_eq!(w.gw.metric(regenerations).await, Some(1.0));
+    // Asked again, unchanged: served from what was merged.
+    assert_eq!(get(&w.gw.url("/openapi/v2"), &[]).await.status(), 200);
+    assert_eq!(w.gw.metric(regenerations).await, Some(1.0));
+
+    // Off: v3 only; v2 is 404 as from a server without it; kubectl explains from v3.
+    let off = world_with(None, &["--openapi-v2=false"]);
+    off.gw.wait_ready().await;
+    wait_v3(&off.gw).await;
+    assert_eq!(get(&off.gw.url("/openapi/v2"), &[]).await.status(), 404);
+    assert_eq!(off.gw.metric(regenerations).await, Some(0.0));
+    let mut without_v2 = Vec::new();
+    for minor in 27..=33 {
+        let binary = format!("/usr/lib/google-cloud-sdk/bin/kubectl.1.{minor}");
+        let (ok, out, err) = kubectl(&binary, w.gw.port, &["explain", "oauthclients"]);
+        assert!(
+            ok && out.contains("OAuthClient"),
+            "1.{minor} on demand: {err}"
+        );
+        let (ok, out, err) = kubectl(&binary, off.gw.port, &["explain", "oauthclients"]);
+        without_v2.push((minor, ok && out.contains("OAuthClient"), err));
+    }
+    // kubectl explains from v3 since 1.29; 1.27 and 1.28 read v2 and get what a kube-apiserver
+    // without v2 answers them.
+    for (minor, explained, err) in &without_v2 {
+        if *minor >= 29 {
+            assert!(explained, "1.{minor} without v2: {err}");
+        } else {
+            assert!(
+                !explained && err.contains("NotFound"),
+                "1.{minor} without v2: {err}"
+            );
+        }
+    }
+}

@@ -69,6 +69,8 @@ pub struct Download<'a> {
     pub timeout: Duration,
     /// Where parsed v2 documents are shared.
     pub documents: &'a Documents,
+    /// Whether v2 documents are read at all (`--openapi-v2`).
+    pub v2: bool,
 }
 
 impl Download<'_> {

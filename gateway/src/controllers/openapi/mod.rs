@@ -12,6 +12,9 @@
 //! and served by apiagg itself (not proxied), with apiagg's SHA-512 hash of the bytes it serves,
 //! so the hash redirect and immutable caching work the same for local and remote documents.
 //!
+//! `/openapi/v2` is merged only when a client asks for it after a change (`V2Demand`), or
+//! never with `--openapi-v2=false` (then no v2 document is downloaded either).
+//!
 //! The loop only schedules rounds. A round asks the pure [`plan::plan`] which sources to
 //! download, downloads them, and merges what the pure [`inputs::merge_inputs`] collects from
 //! their documents; the result is published when it changed.
@@ -41,7 +44,7 @@ use self::plan::{plan, Scope};
 use self::sources::{refresh_local, refresh_service, LocalSource, Sources};
 use super::backoff::Backoff;
 use crate::backends::{Client, Clients, FetchError, RouteTable, Upstream};
-use crate::state::{Options, Publisher, Routes};
+use crate::state::{OpenApiV2, Options, Publisher, Routes, V2Demand};
 use apiagg_observe::{Lifecycle, Metrics, Milestone, Repeats};
 
 /// How often a download failure that goes on is logged again (with the count of repeats).
@@ -59,6 +62,8 @@ pub struct Handles {
     pub lifecycle: Arc<Lifecycle>,
     /// Metrics.
     pub metrics: Arc<Metrics>,
+    /// Clients asking for `/openapi/v2` (merged on demand).
+    pub v2_demand: Arc<V2Demand>,
 }
 
 /// Keeps `/openapi/v2` and `/openapi/v3` current.
@@ -72,6 +77,8 @@ pub struct OpenApiController {
     repeats: Repeats,
     /// The sources' v2 documents, shared by content.
     documents: Documents,
+    /// `--openapi-v2`.
+    v2: OpenApiV2,
 }
 
 impl OpenApiController {
@@ -84,6 +91,7 @@ impl OpenApiController {
             startup_timeout: options.openapi_startup_timeout,
             repeats: Repeats::new(REPEAT_INTERVAL),
             documents: Documents::default(),
+            v2: options.openapi_v2,
         }
     }
 
@@ -93,6 +101,7 @@ impl OpenApiController {
             client,
             timeout: self.timeout,
             documents: &self.documents,
+            v2: self.v2 == OpenApiV2::OnDemand,
         }
     }
 
@@ -175,6 +184,7 @@ impl OpenApiController {
         });
         sources.local = local;
         self.publish(&routes, sources).await;
+        self.handles.v2_demand.published();
         // Readiness waits for the delegate's documents (kube-apiserver merges its own spec
         // before it reports ready); a failing delegate is retried, bounded by the start-up timer.
         let delegate_done = sources
@@ -187,7 +197,9 @@ impl OpenApiController {
         }
     }
 
-    /// Builds the snapshot from the current inputs and stores it when something changed.
+    /// Builds the snapshot from the current inputs and stores it when something changed. The
+    /// merged v2 document goes when its inputs change, and is merged again only once a client
+    /// asked for it (or never, with `--openapi-v2=false`).
     async fn publish(&self, routes: &RouteTable, sources: &mut Sources) {
         let Inputs { v2, v3 } = merge_inputs(&routes.registry, sources);
         let unchanged = sources
@@ -195,6 +207,11 @@ impl OpenApiController {
             .as_ref()
             .is_some_and(|previous| previous.same_as(&v2));
         if !unchanged {
+            sources.v2 = None;
+            sources.v2_inputs = None;
+        }
+        let asked = self.handles.v2_demand.take() && self.v2 == OpenApiV2::OnDemand;
+        if !unchanged && asked {
             let started = StdInstant::now();
             let to_merge = v2.clone();
             match tokio::task::spawn_blocking(move || render_v2(&to_merge)).await {
@@ -273,6 +290,8 @@ impl BackgroundService for OpenApiController {
             let retry = sources.next_retry();
             scope = tokio::select! {
                 _ = generation.changed() => Scope::All,
+                // A client wants v2: merged from what is downloaded (nothing new is read).
+                () = self.handles.v2_demand.asked() => Scope::Due,
                 _ = tokio::time::sleep_until(next_full) => Scope::All,
                 _ = async {
                     match retry {

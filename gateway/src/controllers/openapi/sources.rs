@@ -131,8 +131,10 @@ pub async fn refresh_service(
     source: &mut ServiceSource,
 ) -> Result<(), Error> {
     let mut errors = Vec::new();
-    if let Err(e) = refresh_service_v2(download, target, source).await {
-        errors.push(e);
+    if download.v2 {
+        if let Err(e) = refresh_service_v2(download, target, source).await {
+            errors.push(e);
+        }
     }
     let keys: HashSet<String> = target
         .apiservices
@@ -148,20 +150,24 @@ pub async fn refresh_service(
 /// Downloads the delegate's documents.
 pub async fn refresh_local(download: &Download<'_>, source: &mut LocalSource) -> Result<(), Error> {
     let mut errors = Vec::new();
-    match source.v2.fetch(download).await {
-        Ok(V2Answer::Unchanged) => {}
-        Ok(V2Answer::Missing) => {
+    let v2 = match download.v2 {
+        true => Some(source.v2.fetch(download).await),
+        false => None,
+    };
+    match v2 {
+        None | Some(Ok(V2Answer::Unchanged)) => {}
+        Some(Ok(V2Answer::Missing)) => {
             source.v2.clear();
             source.spec = None;
         }
-        Ok(V2Answer::New { etag, hash, doc }) => match prepare_local(doc).await {
+        Some(Ok(V2Answer::New { etag, hash, doc })) => match prepare_local(doc).await {
             Ok(spec) => {
                 source.v2.accept(etag, hash);
                 source.spec = Some(spec);
             }
             Err(e) => errors.push(e),
         },
-        Err(e) => errors.push(e),
+        Some(Err(e)) => errors.push(e),
     }
     if let Err(e) = source.v3.fetch(download, |_| true).await {
         errors.push(e);
