@@ -13,10 +13,9 @@ use crate::wait_until_blocking;
 /// by `cargo build` the first time this process asks for it (a single suite run after an edit
 /// of the gateway tests the edited gateway).
 pub fn binary(name: &str, package: &str) -> PathBuf {
-    // Built once per test process, both packages at once as the Makefile builds them (the same
-    // features, so nothing is compiled twice); cargo does nothing when they are up to date. A
-    // failed build is remembered too: every later test fails at once with the same message
-    // instead of compiling again (a full disk once made each test retry for minutes).
+    // Built once per test process (see `build_binaries`); cargo does nothing when they are up
+    // to date. A failed build is remembered too: every later test fails at once with the same
+    // message instead of compiling again (a full disk once made each test retry for minutes).
     static BUILT: OnceLock<Result<(), String>> = OnceLock::new();
     let exe = std::env::current_exe().expect("current exe");
     let dir = exe
@@ -32,12 +31,16 @@ pub fn binary(name: &str, package: &str) -> PathBuf {
     path
 }
 
-/// `cargo build --bins` of the gateway and the test servers, in this test's profile.
+/// `cargo build --bins` of the gateway and the test servers, in this test's profile. A debug
+/// build asks for what `cargo test --workspace` builds (every package's bins and tests, so the
+/// same features): after it, this build finds everything up to date instead of compiling the
+/// workspace a second time with other features. A release build (the instruction budget) asks
+/// for exactly what the Makefile builds.
 fn build_binaries() -> Result<(), String> {
-    let profile: &[&str] = if cfg!(debug_assertions) {
-        &[]
+    let selection: &[&str] = if cfg!(debug_assertions) {
+        &["--workspace", "--tests"]
     } else {
-        &["--release"]
+        &["--release", "-p", "apiagg-gateway", "-p", "apiagg-tests"]
     };
     let mut cargo = Command::new(env!("CARGO"));
     // The variables cargo sets for this test process, removed so that the build sees the
@@ -61,15 +64,8 @@ fn build_binaries() -> Result<(), String> {
         }
     }
     let status = cargo
-        .args([
-            "build",
-            "--bins",
-            "-p",
-            "apiagg-gateway",
-            "-p",
-            "apiagg-tests",
-        ])
-        .args(profile)
+        .args(["build", "--bins"])
+        .args(selection)
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .status()
         .map_err(|e| format!("running cargo build: {e}"))?;

@@ -133,6 +133,14 @@ impl Clients {
         Ok(client)
     }
 
+    /// Forgets the client of one endpoint (its pooled connections close once the requests
+    /// using them end); the next request builds a new one.
+    pub fn forget(&self, upstream: &Upstream, index: usize) {
+        if let Some(endpoint) = upstream.endpoints.get(index) {
+            self.by_endpoint.remove(&endpoint.own_peer.group_key);
+        }
+    }
+
     /// The client of the next healthy endpoint of `upstream`.
     pub fn pick(&self, upstream: &Upstream) -> Result<Client, FetchError> {
         let index = upstream

@@ -65,6 +65,12 @@ impl IdleConnections {
         let _ = self.queue.push(idle);
     }
 
+    /// Closes every waiting connection: the endpoint's probe failed, and a connection opened
+    /// before may be half-dead (kube-aggregator drops them too, kubernetes#137157).
+    pub fn clear(&self) {
+        while self.queue.pop().is_some() {}
+    }
+
     /// Connections waiting now.
     #[cfg(test)]
     fn len(&self) -> usize {
@@ -121,6 +127,22 @@ mod tests {
             "a connection the backend closed is let go"
         );
         assert!(pool.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_failed_probe_closes_every_waiting_connection() {
+        use tokio::io::AsyncReadExt;
+        let pool = IdleConnections::new(4, Duration::from_secs(90));
+        let (first, mut server_one) = connected().await;
+        let (second, _server_two) = connected().await;
+        pool.put(first);
+        pool.put(second);
+        pool.clear();
+        assert!(pool.is_empty() && pool.take().is_none());
+        // The backend sees the connection closed.
+        let mut byte = [0u8; 1];
+        let read = tokio::time::timeout(Duration::from_secs(5), server_one.read(&mut byte)).await;
+        assert!(matches!(read, Ok(Ok(0))), "{read:?}");
     }
 
     #[tokio::test]

@@ -98,7 +98,7 @@ impl AvailabilityController {
                 match self.handles.clients.endpoint(&upstream, i) {
                     Ok(client) => probes.push((
                         client,
-                        endpoint.health.clone(),
+                        (upstream.clone(), i),
                         group_version_path(&entry.group, &entry.version),
                         endpoint.url.clone(),
                     )),
@@ -114,7 +114,7 @@ impl AvailabilityController {
                 if let Ok(client) = self.handles.clients.endpoint(delegate, i) {
                     probes.push((
                         client,
-                        endpoint.health.clone(),
+                        (delegate.clone(), i),
                         DELEGATE_PROBE.to_string(),
                         endpoint.url.clone(),
                     ));
@@ -131,10 +131,13 @@ impl AvailabilityController {
         let timeout = self.handles.options.timeout;
         let threshold = self.handles.options.failure_threshold;
         let changed = &self.flipped;
+        let clients = &self.handles.clients;
         futures_util::future::join_all(probes.into_iter().enumerate().map(
-            |(k, (client, health, path, url))| async move {
+            |(k, (client, (upstream, i), path, url))| async move {
                 tokio::time::sleep(spread * k as u32 / count).await;
                 let failure = probe(&client, &url, &path, timeout).await;
+                let endpoint = &upstream.endpoints[i];
+                let health = &endpoint.health;
                 // A flip is published at once, not at the end of the round.
                 let flipped = match failure {
                     None => health.mark_healthy(),
@@ -143,6 +146,13 @@ impl AvailabilityController {
                     Some(f) => health.probe_failed(f.message, threshold),
                 };
                 if flipped {
+                    if health.last_error().is_some() {
+                        // Failed: the connections kept to it go (kubernetes#137157); the next
+                        // request or probe connects afresh.
+                        endpoint.idle.clear();
+                        endpoint.own_idle.clear();
+                        clients.forget(&upstream, i);
+                    }
                     changed.notify_one();
                 }
             },
