@@ -62,7 +62,6 @@ fn shapes_read_what_the_estimate_needs() {
         ("PUT", "/api/v1/namespaces/ns/configmaps/c"),
         ("PATCH", "/api/v1/namespaces/ns/configmaps/c"),
         ("DELETE", "/api/v1/namespaces/ns/configmaps/c"),
-        ("DELETE", "/api/v1/namespaces/ns/configmaps"),
     ] {
         assert_eq!(
             shaped(method, url, |s| s.kind),
@@ -185,9 +184,14 @@ fn writes_cost_final_seats_by_their_watchers() {
         estimate(&e, "PUT", "/api/v1/namespaces/b/configmaps/c"),
         of(3, 5)
     );
+    // deletecollection is not estimated as a write, as upstream: one seat.
+    assert_eq!(
+        shaped("DELETE", "/api/v1/namespaces/ns/configmaps", |s| s.kind),
+        RequestKind::Other
+    );
     assert_eq!(
         estimate(&e, "DELETE", "/api/v1/namespaces/a/configmaps"),
-        of(4, 5)
+        WorkEstimate::ONE
     );
     assert_eq!(
         estimate(&e, "GET", "/api/v1/namespaces/a/configmaps"),

@@ -1,9 +1,10 @@
-//! Media types of the APIService API, negotiated as kube-apiserver negotiates them, for a
-//! server that writes JSON and reads JSON or YAML (decoded by `writes.rs`, YAML bounded): a body
-//! in any other format (CBOR, protobuf)
-//! is refused with 415, on which clients send it again as JSON (client-go's CBOR fallback); an
-//! `Accept` that allows no JSON is refused with 406. Both refusals are `Status` objects in JSON,
-//! which every client reads.
+//! Media types of the APIService API, negotiated as kube-apiserver 1.37 negotiates them, for a
+//! server that writes JSON or CBOR and reads JSON or YAML (decoded by `writes.rs`, YAML
+//! bounded): a body in any other format (CBOR, protobuf) is refused with 415, on which clients
+//! send it again as JSON (client-go's CBOR fallback); an answer goes in CBOR when the most
+//! preferred acceptable `Accept` clause names it (objects, lists, Tables; watch events as a CBOR
+//! sequence; the request path encodes them), and an `Accept` that allows neither is refused
+//! with 406.
 
 use super::answers::status;
 use super::Answer;
@@ -12,7 +13,7 @@ use super::Answer;
 const READABLE: &str = "application/json, application/yaml";
 
 /// The answer formats the API writes.
-const WRITABLE: &str = "application/json";
+const WRITABLE: &str = "application/json, application/cbor";
 
 /// How a request body is written (`Content-Type`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,9 +40,10 @@ pub fn body_format(content_type: &str) -> Result<BodyFormat, Answer> {
     }
 }
 
-/// `Ok` when `accept` allows a JSON answer (no `Accept` allows anything); otherwise the 406.
+/// `Ok` when `accept` allows a JSON or CBOR answer (no `Accept` allows anything); otherwise
+/// the 406.
 pub fn negotiate(accept: &str) -> Result<(), Answer> {
-    if accept.trim().is_empty() || accept.split(',').any(allows_json) {
+    if accept.trim().is_empty() || accept.split(',').any(allows_json) || cbor_answer(accept) {
         return Ok(());
     }
     Err(status(
@@ -50,6 +52,24 @@ pub fn negotiate(accept: &str) -> Result<(), Answer> {
         &format!("only the following media types are accepted: {WRITABLE}"),
         None,
     ))
+}
+
+/// Whether the answer goes in CBOR: the most preferred acceptable clause of `accept` names
+/// `application/cbor` (a Table's clause too), not JSON or a wildcard.
+pub fn cbor_answer(accept: &str) -> bool {
+    apiagg_discovery::media_ranges(accept)
+        .iter()
+        .filter(|clause| !clause.refused())
+        .find_map(|clause| {
+            if clause.is(apiagg_apis::CBOR) {
+                Some(true)
+            } else if clause.accepts_json() {
+                Some(false)
+            } else {
+                None
+            }
+        })
+        .unwrap_or(false)
 }
 
 /// Whether one media range of `Accept` covers JSON (and is not refused with `q=0`).
@@ -89,24 +109,35 @@ mod tests {
     }
 
     #[test]
-    fn answers_are_json_when_the_client_takes_json() {
-        for ok in [
+    fn answers_are_json_or_cbor_as_the_client_prefers() {
+        for json in [
             "",
             "application/json",
-            "application/cbor, application/json",
-            "application/cbor;q=1, application/json;q=0.5",
+            "application/json, application/cbor",
+            "application/cbor;q=0.5, application/json",
             "application/json;as=Table;v=v1;g=meta.k8s.io, application/json",
             "application/vnd.kubernetes.protobuf, */*",
             "Application/JSON",
             "application/*",
         ] {
-            assert!(negotiate(ok).is_ok(), "{ok:?}");
+            assert!(negotiate(json).is_ok(), "{json:?}");
+            assert!(!cbor_answer(json), "{json:?}");
+        }
+        for cbor in [
+            "application/cbor",
+            "application/cbor, application/json",
+            "application/cbor;q=1, application/json;q=0.5",
+            "application/json;q=0, application/cbor",
+            "application/cbor;as=Table;v=v1;g=meta.k8s.io, application/cbor",
+            "application/vnd.kubernetes.protobuf, application/cbor, application/json",
+        ] {
+            assert!(negotiate(cbor).is_ok(), "{cbor:?}");
+            assert!(cbor_answer(cbor), "{cbor:?}");
         }
         for refused in [
-            "application/cbor",
             "application/vnd.kubernetes.protobuf",
             "application/yaml",
-            "application/json;q=0, application/cbor",
+            "application/json;q=0, application/cbor;q=0",
         ] {
             let answer = negotiate(refused).expect_err(refused);
             assert_eq!(code(answer), 406, "{refused:?}");

@@ -25,6 +25,7 @@ use self::query::Query;
 use apiagg_store::{Store, StoreError};
 
 pub use self::discovery::{discovery_entry, resource_list};
+pub use self::media::cbor_answer;
 pub use self::openapi::{v2_spec, v3_document, V3_KEY};
 pub use self::watch::WatchStream;
 

@@ -1,6 +1,8 @@
 //! The APIService API on the request path: reads the body (capped), lets `apiservices` answer,
-//! sends its answer (with one `Warning` header per warning) or streams its watch. The config
-//! file's APIServices are shown with the status the availability controller published.
+//! sends its answer (with one `Warning` header per warning) or streams its watch, in CBOR when
+//! the client prefers it (objects, lists and Tables as one CBOR item, watch events as a CBOR
+//! sequence, `application/cbor-seq`; Status errors through the reply's own negotiation). The
+//! config file's APIServices are shown with the status the availability controller published.
 
 use super::Session;
 use apiagg_requestinfo::RequestInfo;
@@ -11,9 +13,12 @@ use serde_json::{json, Value};
 
 use super::reply::{self, Reply};
 use super::RequestCtx;
-use crate::apiservices::{Answer, Api, ApiRequest, WatchStream};
+use crate::apiservices::{cbor_answer, Answer, Api, ApiRequest, WatchStream};
 use crate::state::Gateway;
 use apiagg_observe::{Lifecycle, Milestone};
+
+/// `Content-Type` of a watch in CBOR: a sequence of CBOR items (RFC 8742), as kube-apiserver.
+const CBOR_SEQ: &str = "application/cbor-seq";
 
 /// Largest request body the API reads (kube-apiserver's limit is 3 MiB; patches and applies are
 /// bounded by the same figure).
@@ -76,6 +81,7 @@ pub async fn serve(
             .to_string()
     };
     let (accept, content_type) = (header("accept"), header("content-type"));
+    let cbor = cbor_answer(&accept);
     let user_agent = header("user-agent");
     let req = session.req_header();
     let method = req.method.as_str().to_string();
@@ -101,7 +107,7 @@ pub async fn serve(
             code,
             body,
             warnings,
-        } if warnings.is_empty() => send(session, ctx, Reply::json(code, Bytes::from(body))).await,
+        } if warnings.is_empty() => send(session, ctx, encoded(code, body, cbor)).await,
         Answer::Done {
             code,
             body,
@@ -109,7 +115,8 @@ pub async fn serve(
         } => {
             ctx.audit.reply(code, &body);
             let headers = ctx.answer_headers();
-            send_warned(session, code, Bytes::from(body), &warnings, headers).await?;
+            let reply = encoded(code, body, cbor);
+            send_warned(session, reply, &warnings, headers).await?;
             Ok(code)
         }
         Answer::Retry { body, retry_after } => {
@@ -121,10 +128,21 @@ pub async fn serve(
         }
         Answer::Watch(stream) => {
             let headers = ctx.answer_headers();
-            stream_watch(session, *stream, &gateway.lifecycle, headers).await?;
+            stream_watch(session, *stream, &gateway.lifecycle, headers, cbor).await?;
             Ok(200)
         }
     }
+}
+
+/// An answer of the API in JSON, or in CBOR when `cbor` (errors are `Status` objects, which
+/// the reply negotiates itself).
+fn encoded(code: u16, json: Vec<u8>, cbor: bool) -> Reply {
+    if cbor && code < 400 {
+        if let Ok(encoded) = apiagg_apis::json_to_cbor(&json) {
+            return Reply::new(code, apiagg_apis::CBOR, Bytes::from(encoded));
+        }
+    }
+    Reply::json(code, Bytes::from(json))
 }
 
 /// Sends an answer with the audit and flow-control headers, noting it in the audit.
@@ -145,19 +163,19 @@ fn warning_header(text: &str) -> String {
     format!("299 - \"{quoted}\"")
 }
 
-/// A JSON answer with `Warning` headers (several of one name, which [`Reply`] cannot send).
+/// An answer with `Warning` headers (several of one name, which [`Reply`] cannot send).
 async fn send_warned(
     session: &mut Session,
-    code: u16,
-    body: Bytes,
+    reply: Reply,
     warnings: &[String],
     headers: Vec<(http::HeaderName, http::HeaderValue)>,
 ) -> Result<()> {
+    let (code, content_type, body) = reply.into_parts();
     let mut head = ResponseHeader::build(code, Some(6 + warnings.len()))?;
     for (name, value) in headers {
         head.insert_header(name, value)?;
     }
-    head.insert_header("Content-Type", reply::JSON)?;
+    head.insert_header("Content-Type", content_type)?;
     head.insert_header("Content-Length", body.len().to_string())?;
     head.insert_header("X-Content-Type-Options", "nosniff")?;
     for text in warnings {
@@ -174,8 +192,12 @@ async fn stream_watch(
     mut stream: WatchStream,
     lifecycle: &Lifecycle,
     headers: Vec<(http::HeaderName, http::HeaderValue)>,
+    cbor: bool,
 ) -> Result<()> {
-    let head = reply::watch_head(headers, session.is_http2())?;
+    let mut head = reply::watch_head(headers, session.is_http2())?;
+    if cbor {
+        head.insert_header("Content-Type", CBOR_SEQ)?;
+    }
     session.write_response_header(head).await?;
     let deadline = tokio::time::Instant::now() + stream.timeout();
     loop {
@@ -186,7 +208,15 @@ async fn stream_watch(
         };
         match line {
             Ok(Some(line)) => {
-                let sent = session.write_response_body(Bytes::from(line), false);
+                let event = match cbor {
+                    // One CBOR item per event (an event that cannot be encoded is left out).
+                    true => match apiagg_apis::json_to_cbor(line.trim_ascii_end()) {
+                        Ok(item) => item,
+                        Err(_) => continue,
+                    },
+                    false => line,
+                };
+                let sent = session.write_response_body(Bytes::from(event), false);
                 // A client that went away ends its watch; that is not an error.
                 if sent.await.is_err() {
                     return Ok(());

@@ -36,6 +36,11 @@ impl Reply {
         &self.body
     }
 
+    /// Its code, `Content-Type` and body, for a caller that writes the head itself.
+    pub fn into_parts(self) -> (u16, &'static str, Bytes) {
+        (self.code, self.content_type, self.body)
+    }
+
     /// A JSON response (Status objects, documents).
     pub fn json(code: u16, body: Bytes) -> Reply {
         Reply::new(code, JSON, body)

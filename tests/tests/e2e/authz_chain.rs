@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use apiagg_tests::rbac::{bootstrap_objects, cluster_grant, role_binding, RbacWriter};
 use apiagg_tests::trust::{Cluster, Setup, AUTHORIZATION_CONFIG};
-use apiagg_tests::{wait_until, G, V};
+use apiagg_tests::{answer_code, wait_until, G, V};
 use serde_json::{json, Value};
 
 /// Where the webhook (the delegate here) is asked.
@@ -76,6 +76,18 @@ async fn cluster(config: &str, policy: &str, grants: &[Value]) -> Cluster {
         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:monitoring"}]});
     writer.create(&monitoring).await;
     writer.create_all(grants).await;
+    // apiagg learns the objects through its watch of the delegate: the test reads /metrics
+    // (as a member of system:monitoring) only once the binding reached it.
+    let monitor = c.client(Some(
+        &c.client_ca.client("prometheus", &["system:monitoring"]),
+    ));
+    wait_until(
+        "apiagg's RBAC to let system:monitoring read /metrics (the answer's code observed)",
+        Duration::from_secs(20),
+        || answer_code(monitor.get(c.url("/metrics"))),
+        |code| *code == 200,
+    )
+    .await;
     c
 }
 

@@ -463,3 +463,79 @@ fn a_cut_item_is_left_for_later() {
         assert_eq!(decode_seq(&bytes).len(), 1, "cut at {cut}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_apiservice_api_answers_in_cbor_when_asked() {
+    use apiagg_tests::api::{object, send_bytes};
+
+    let gw = Apiagg::start("", &[]);
+    gw.wait_ready().await;
+    let c = client();
+    let api = gw.url("/apis/apiregistration.k8s.io/v1/apiservices");
+    let body = serde_json::to_vec(&object("v1.one.example.com", "one.example.com")).expect("JSON");
+    let (code, _, created, _) =
+        send_bytes(reqwest::Method::POST, &api, "application/json", body).await;
+    assert_eq!(code, 201, "{created}");
+
+    // An object and a list: the CBOR answer decodes to the JSON answer's object; a client that
+    // prefers JSON gets JSON, byte for byte what a client without `Accept` gets. (Once the
+    // availability controller wrote its condition: nothing changes it after.)
+    let one = format!("{api}/v1.one.example.com");
+    wait_until(
+        "the APIService's Available condition (its status observed)",
+        LIMIT,
+        || async {
+            let (_, _, json) = fetch(&c, &one, "application/json").await;
+            serde_json::from_slice::<Value>(&json).unwrap_or_default()["status"].clone()
+        },
+        |status| status["conditions"][0]["type"] == "Available",
+    )
+    .await;
+    for url in [&one, &api] {
+        let (code, kind, cbor) = fetch(&c, url, CBOR).await;
+        assert_eq!((code, kind.as_str()), (200, CBOR), "{url}");
+        let (_, json_kind, json) = fetch(&c, url, "application/json").await;
+        assert!(json_kind.starts_with("application/json"), "{json_kind}");
+        let as_json: Value = serde_json::from_slice(&json).expect("JSON");
+        assert_eq!(decode(&cbor), as_json, "{url}");
+        let (_, _, preferred) = fetch(&c, url, "application/json, application/cbor").await;
+        let (_, _, unasked) = fetch(&c, url, "").await;
+        assert_eq!((&preferred, &unasked), (&json, &json), "{url}");
+    }
+
+    // kubectl's Table, asked in CBOR.
+    let table = "g=meta.k8s.io;v=v1;as=Table";
+    let (code, kind, cbor) = fetch(&c, &api, &format!("{CBOR};{table}, {CBOR}")).await;
+    assert_eq!((code, kind.as_str()), (200, CBOR));
+    let table_cbor = decode(&cbor);
+    let (_, _, json) = fetch(&c, &api, &format!("application/json;{table}")).await;
+    let table_json: Value = serde_json::from_slice(&json).expect("Table JSON");
+    assert_eq!(table_cbor["kind"], "Table");
+    assert_eq!(
+        table_cbor["columnDefinitions"],
+        table_json["columnDefinitions"]
+    );
+    assert_eq!(
+        table_cbor["rows"][0]["cells"][0],
+        table_json["rows"][0]["cells"][0]
+    );
+
+    // A watch: a CBOR sequence of events, each the JSON event's object.
+    let mut events = watch(&c, &api).await;
+    let (_, first) = read_events(&mut events, 1).await;
+    assert_eq!(first[0]["type"], "ADDED", "{first:?}");
+    assert_eq!(first[0]["object"]["metadata"]["name"], "v1.one.example.com");
+    let body = serde_json::to_vec(&object("v1.two.example.com", "two.example.com")).expect("JSON");
+    let (code, _, two, _) = send_bytes(reqwest::Method::POST, &api, "application/json", body).await;
+    assert_eq!(code, 201, "{two}");
+    // (The first one's condition was written before the watch: its next event is the new one.)
+    let (_, next) = read_events(&mut events, 1).await;
+    let added = &next[0];
+    assert_eq!(added["type"], "ADDED", "{added}");
+    assert_eq!(added["object"]["spec"], two["spec"]);
+    assert_eq!(added["object"]["metadata"]["uid"], two["metadata"]["uid"]);
+
+    // An Accept with neither JSON nor CBOR: 406.
+    let (code, _, _) = fetch(&c, &api, "application/vnd.kubernetes.protobuf").await;
+    assert_eq!(code, 406);
+}

@@ -168,7 +168,7 @@ async fn a_gzip_bomb_from_a_backend_is_cut_and_the_gateway_goes_on() {
     );
     assert!(started.elapsed() < LIMIT);
     // What apiagg held for it stayed near the bound, not the bomb's size.
-    let peak = peak_rss_kib(gw.proc.child.id());
+    let peak = apiagg_tests::api::peak_rss_kib(gw.proc.child.id());
     assert!(peak < 200 * 1024, "peak RSS {peak} KiB");
     // And it goes on serving.
     let healthz = client()
@@ -177,14 +177,4 @@ async fn a_gzip_bomb_from_a_backend_is_cut_and_the_gateway_goes_on() {
         .await
         .expect("healthz");
     assert_eq!(healthz.status(), 200);
-}
-
-/// The peak resident set of process `pid`, in KiB (`VmHWM`).
-fn peak_rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmHWM")
 }
