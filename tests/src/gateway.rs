@@ -199,18 +199,7 @@ impl Apiagg {
     /// The value of one series of `/metrics` (`name` or `name{labels}` exactly as exposed);
     /// `None` when it is not there.
     pub async fn metric(&self, series: &str) -> Option<f64> {
-        let text = client()
-            .get(self.url("/metrics"))
-            .send()
-            .await
-            .ok()?
-            .text()
-            .await
-            .ok()?;
-        text.lines()
-            .filter_map(|l| l.strip_prefix(series))
-            .find_map(|rest| rest.strip_prefix(' '))
-            .and_then(|v| v.trim().parse().ok())
+        metric_at(&client(), &self.url("/metrics"), series).await
     }
 
     /// Waits until `/readyz` answers 200.
@@ -240,4 +229,14 @@ fn livez(port: u16) -> bool {
     let mut answer = String::new();
     let _ = stream.read_to_string(&mut answer);
     answer.starts_with("HTTP/1.1 200")
+}
+
+/// The value of one series (`name` or `name{labels}` exactly as exposed) of the `/metrics` at
+/// `url`, read with `client` (a TLS or HTTP/2 one); `None` when it is not there.
+pub async fn metric_at(client: &reqwest::Client, url: &str, series: &str) -> Option<f64> {
+    let text = client.get(url).send().await.ok()?.text().await.ok()?;
+    text.lines()
+        .filter_map(|l| l.strip_prefix(series))
+        .find_map(|rest| rest.strip_prefix(' '))
+        .and_then(|v| v.trim().parse().ok())
 }

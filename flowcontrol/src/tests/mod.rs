@@ -6,11 +6,38 @@ mod estimate;
 mod queueing;
 mod wide;
 
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use apiagg_requestinfo::RequestInfo;
 
-use super::{Decision, FlowControl, Request, Settings};
+use super::{Admission, Decision, FlowControl, Rejection, Request, Seat, Settings};
+
+/// The seat of an admission that runs.
+pub fn run(admission: Admission) -> Seat {
+    match admission {
+        Admission::Run(seat) => seat,
+        other => panic!("expected to run: {other:?}"),
+    }
+}
+
+/// The refusal of an admission that is rejected.
+pub fn rejected(admission: Admission) -> Rejection {
+    match admission {
+        Admission::Rejected(r) => r,
+        other => panic!("expected a rejection: {other:?}"),
+    }
+}
+
+/// A waiter's future, polled by hand.
+pub type Waiting = Pin<Box<dyn Future<Output = Result<Seat, Rejection>> + Send>>;
+
+/// Polls once without waiting.
+pub fn poll(fut: &mut Waiting) -> Poll<Result<Seat, Rejection>> {
+    fut.as_mut().poll(&mut Context::from_waker(Waker::noop()))
+}
 
 /// A request's classification: `(flow schema, priority level)`.
 pub fn classify(

@@ -1,19 +1,17 @@
 //! Seats and queues through the API: waiting, rejection, time-outs, fairness, cancellation,
 //! reconfiguration with seats held, borrowing.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll, Waker};
+use std::task::Poll;
 use std::time::Duration;
 
 use apiagg_requestinfo::RequestInfo;
 
-use super::objects;
+use super::{objects, poll, rejected, run, Waiting};
 use crate::clock::{Clock, ManualClock};
 use crate::metrics::Reason;
 use crate::queueset::deal;
-use crate::{flow_hash, Admission, FlowControl, Rejection, Request, Seat, Settings};
+use crate::{flow_hash, Admission, FlowControl, Request, Settings};
 
 /// A level `lane` (`response` is its limitResponse) and a schema sending users `u-*`… there
 /// (by user), other users stay on the built-in levels.
@@ -59,32 +57,11 @@ fn admit(flow: &FlowControl, user: &str) -> Admission {
     })
 }
 
-fn run(admission: Admission) -> Seat {
-    match admission {
-        Admission::Run(seat) => seat,
-        other => panic!("expected to run: {other:?}"),
-    }
-}
-
 fn wait(admission: Admission) -> crate::Waiter {
     match admission {
         Admission::Wait(waiter) => waiter,
         other => panic!("expected to wait: {other:?}"),
     }
-}
-
-fn rejected(admission: Admission) -> Rejection {
-    match admission {
-        Admission::Rejected(r) => r,
-        other => panic!("expected a rejection: {other:?}"),
-    }
-}
-
-type Waiting = Pin<Box<dyn Future<Output = Result<Seat, Rejection>> + Send>>;
-
-/// Polls once without waiting.
-fn poll(fut: &mut Waiting) -> Poll<Result<Seat, Rejection>> {
-    fut.as_mut().poll(&mut Context::from_waker(Waker::noop()))
 }
 
 const QUEUE: &str = "{type: Queue, queuing: {queues: 1, handSize: 1, queueLengthLimit: 2}}";

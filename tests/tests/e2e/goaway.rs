@@ -94,7 +94,10 @@ async fn a_goaway_chance_spreads_one_clients_requests_over_both_replicas() {
     }
     let mut sent = 0.0;
     for gw in &gateways {
-        sent += https_metric(gw, &client, "apiagg_goaway_sent_total").await;
+        let url = format!("https://127.0.0.1:{}/metrics", gw.port);
+        sent += metric_at(&client, &url, "apiagg_goaway_sent_total")
+            .await
+            .unwrap_or_default();
     }
     assert!(sent >= 5.0, "GOAWAYs sent: {sent}");
 }
@@ -104,20 +107,4 @@ async fn without_it_a_client_stays_on_the_replica_it_reached() {
     let (_gateways, _samples, client, base) = replicas(&[]).await;
     let by_replica = spread(&client, &base, 200).await;
     assert_eq!(by_replica.len(), 1, "{by_replica:?}");
-}
-
-/// One series of a replica's `/metrics`, read over its own TLS port.
-async fn https_metric(gw: &Apiagg, client: &reqwest::Client, series: &str) -> f64 {
-    let text = client
-        .get(format!("https://127.0.0.1:{}/metrics", gw.port))
-        .send()
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("metrics text");
-    text.lines()
-        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or_default()
 }

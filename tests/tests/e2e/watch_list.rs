@@ -298,19 +298,8 @@ async fn an_http2_client_gets_the_emulated_stream_and_leaving_ends_it() {
         .build()
         .expect("client");
     let base = format!("https://127.0.0.1:{}", gw.port);
-    let in_flight = || async {
-        let text = h2
-            .get(format!("{base}/metrics"))
-            .send()
-            .await
-            .expect("metrics")
-            .text()
-            .await
-            .expect("metrics text");
-        text.lines()
-            .find_map(|l| l.strip_prefix("apiagg_requests_in_flight "))
-            .and_then(|v| v.trim().parse::<f64>().ok())
-    };
+    let metrics = format!("{base}/metrics");
+    let in_flight = || metric_at(&h2, &metrics, "apiagg_requests_in_flight");
     let url = format!("{base}{}?{}", backend.path(), streaming_list(""));
     let mut watch = h2.get(url).send().await.expect("watch");
     assert_eq!(watch.version(), reqwest::Version::HTTP_2);

@@ -6,8 +6,9 @@ use std::time::Duration;
 
 use apiagg_requestinfo::RequestInfo;
 
-use super::{lane, poll, run, wait, Harness, GET, QUEUE, TOTAL};
+use super::{lane, wait, Harness, GET, QUEUE, TOTAL};
 use crate::clock::{Clock, ManualClock};
+use crate::tests::{poll, run};
 use crate::{RequestShape, WatchGuard};
 
 const WRITE: &str = "/api/v1/namespaces/a/configmaps";

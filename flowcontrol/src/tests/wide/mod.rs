@@ -3,18 +3,16 @@
 
 mod linger;
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll, Waker};
+use std::task::Poll;
 use std::time::Duration;
 
 use apiagg_requestinfo::RequestInfo;
 
-use super::objects;
+use super::{objects, poll, rejected, run, Waiting};
 use crate::clock::{Clock, ManualClock};
 use crate::queueset::deal;
-use crate::{flow_hash, Admission, FlowControl, Rejection, Request, RequestShape, Seat, Settings};
+use crate::{flow_hash, Admission, FlowControl, Request, RequestShape, Seat, Settings};
 
 /// Total seats that give the `lane` level (5 shares of 250) a nominal limit of 40, and so
 /// a per-request cap of 6 seats (15%) when it queues with a hand of one.
@@ -122,22 +120,6 @@ impl Harness {
     }
 }
 
-fn run(admission: Admission) -> Seat {
-    match admission {
-        Admission::Run(seat) => seat,
-        other => panic!("expected to run: {other:?}"),
-    }
-}
-
-fn rejected(admission: Admission) -> Rejection {
-    match admission {
-        Admission::Rejected(r) => r,
-        other => panic!("expected a rejection: {other:?}"),
-    }
-}
-
-type Waiting = Pin<Box<dyn Future<Output = Result<Seat, Rejection>> + Send>>;
-
 /// The waiter's future, polled by hand (outside tokio's cooperative budget, which would make
 /// a test that polls hundreds of futures in one task see ready ones as pending).
 fn wait(admission: Admission) -> Waiting {
@@ -145,10 +127,6 @@ fn wait(admission: Admission) -> Waiting {
         Admission::Wait(waiter) => Box::pin(tokio::task::unconstrained(waiter.wait())),
         other => panic!("expected to wait: {other:?}"),
     }
-}
-
-fn poll(fut: &mut Waiting) -> Poll<Result<Seat, Rejection>> {
-    fut.as_mut().poll(&mut Context::from_waker(Waker::noop()))
 }
 
 /// `count` users whose flows land in different queues of a 64-queue, hand-of-one lane.
