@@ -371,7 +371,7 @@ impl ApiaggProxy {
         };
         if gateway.options.openapi_v2 == OpenApiV2::OnDemand && !merged() {
             let bound = gateway.options.openapi_timeout;
-            Box::pin(gateway.openapi_v2.ask_and_wait(bound)).await;
+            Box::pin(gateway.openapi_v2.ask_and_wait(bound, merged)).await;
         }
     }
 

@@ -146,6 +146,12 @@ async fn an_endless_openapi_document_is_refused_for_its_source_only() {
     let gw = Proc { child };
     let pid = gw.child.id();
 
+    // v2 is read from a client's first ask on: a client asks (and waits for the merge).
+    let _ask = tokio::spawn(
+        apiagg_tests::client()
+            .get(format!("{base}/openapi/v2"))
+            .send(),
+    );
     let started = Instant::now();
     let log_text = || {
         let mut text = String::new();

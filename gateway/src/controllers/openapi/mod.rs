@@ -12,8 +12,8 @@
 //! and served by apiagg itself (not proxied), with apiagg's SHA-512 hash of the bytes it serves,
 //! so the hash redirect and immutable caching work the same for local and remote documents.
 //!
-//! `/openapi/v2` is merged only when a client asks for it after a change (`V2Demand`), or
-//! never with `--openapi-v2=false` (then no v2 document is downloaded either).
+//! `/openapi/v2` documents are downloaded from a client's first ask on, and merged only when a
+//! client asks after a change (`V2Demand`); with `--openapi-v2=false`, never.
 //!
 //! The loop only schedules rounds. A round asks the pure [`plan::plan`] which sources to
 //! download, downloads them, and merges what the pure [`inputs::merge_inputs`] collects from
@@ -79,6 +79,9 @@ pub struct OpenApiController {
     documents: Documents,
     /// `--openapi-v2`.
     v2: OpenApiV2,
+    /// Every source's v2 document was read once (a full round since a client first asked):
+    /// only then is a merge for a client whole.
+    v2_synced: std::sync::atomic::AtomicBool,
 }
 
 impl OpenApiController {
@@ -92,16 +95,18 @@ impl OpenApiController {
             repeats: Repeats::new(REPEAT_INTERVAL),
             documents: Documents::default(),
             v2: options.openapi_v2,
+            v2_synced: Default::default(),
         }
     }
 
-    /// A download through `client`, bounded by `--openapi-timeout`.
-    fn download<'a>(&'a self, client: &'a Client) -> Download<'a> {
+    /// A download through `client`, bounded by `--openapi-timeout`; v2 documents too when
+    /// `v2`.
+    fn download<'a>(&'a self, client: &'a Client, v2: bool) -> Download<'a> {
         Download {
             client,
             timeout: self.timeout,
             documents: &self.documents,
-            v2: self.v2 == OpenApiV2::OnDemand,
+            v2,
         }
     }
 
@@ -134,8 +139,8 @@ impl OpenApiController {
         }
     }
 
-    /// Downloads what `scope` asks for, then publishes.
-    async fn round(&self, sources: &mut Sources, scope: Scope) {
+    /// Downloads what `scope` asks for (v2 documents too when `v2`), then publishes.
+    async fn round(&self, sources: &mut Sources, scope: Scope, v2: bool) {
         let routes = self.handles.routes.load();
         let plan = plan(&routes, sources, scope, Instant::now());
 
@@ -148,7 +153,7 @@ impl OpenApiController {
                     let label = target.label();
                     let result = match self.client(&label, target.upstream.as_ref()) {
                         Ok(client) => {
-                            let download = self.download(&client);
+                            let download = self.download(&client, v2);
                             refresh_service(&download, target, &mut source).await
                         }
                         Err(e) => Err(e),
@@ -169,7 +174,7 @@ impl OpenApiController {
             if let (Some(delegate), Some(source)) = (&plan.delegate, local.as_mut()) {
                 if delegate.run {
                     let result = match self.client("delegate", Some(&delegate.upstream)) {
-                        Ok(client) => refresh_local(&self.download(&client), source).await,
+                        Ok(client) => refresh_local(&self.download(&client, v2), source).await,
                         Err(e) => Err(e),
                     };
                     self.record("delegate", &mut source.backoff, result);
@@ -183,6 +188,10 @@ impl OpenApiController {
             !plan.drop_others || plan.services.iter().any(|s| &s.target.key == key)
         });
         sources.local = local;
+        if v2 && scope == Scope::All {
+            self.v2_synced
+                .store(true, std::sync::atomic::Ordering::Release);
+        }
         self.publish(&routes, sources).await;
         self.handles.v2_demand.published();
         // Readiness waits for the delegate's documents (kube-apiserver merges its own spec
@@ -210,7 +219,10 @@ impl OpenApiController {
             sources.v2 = None;
             sources.v2_inputs = None;
         }
-        let asked = self.handles.v2_demand.take() && self.v2 == OpenApiV2::OnDemand;
+        // A client's ask is taken (and answered by a merge) once every source's v2 document
+        // was read; until then it waits for that round.
+        let synced = self.v2_synced.load(std::sync::atomic::Ordering::Acquire);
+        let asked = self.v2 == OpenApiV2::OnDemand && synced && self.handles.v2_demand.take();
         if !unchanged && asked {
             let started = StdInstant::now();
             let to_merge = v2.clone();
@@ -282,7 +294,9 @@ impl BackgroundService for OpenApiController {
             if scope != Scope::Due {
                 next_full = Instant::now() + self.refresh;
             }
-            self.round(&mut sources, scope).await;
+            // Whether this round reads v2 documents (from a client's first ask on).
+            let v2_read = self.v2 == OpenApiV2::OnDemand && self.handles.v2_demand.ever_asked();
+            self.round(&mut sources, scope, v2_read).await;
             if scope == Scope::Delegate {
                 scope = Scope::All;
                 continue;
@@ -290,8 +304,12 @@ impl BackgroundService for OpenApiController {
             let retry = sources.next_retry();
             scope = tokio::select! {
                 _ = generation.changed() => Scope::All,
-                // A client wants v2: merged from what is downloaded (nothing new is read).
-                () = self.handles.v2_demand.asked() => Scope::Due,
+                // A client wants v2: merged from what is downloaded; the first time, every
+                // source's v2 document is downloaded first.
+                () = self.handles.v2_demand.asked() => match v2_read {
+                    true => Scope::Due,
+                    false => Scope::All,
+                },
                 _ = tokio::time::sleep_until(next_full) => Scope::All,
                 _ = async {
                     match retry {
