@@ -20,7 +20,7 @@ use super::{ApiaggProxy, RequestCtx};
 use crate::auth::User;
 use apiagg_flowcontrol::{
     Admission, Decision, FlowControl, Rejection, Request, RequestKind, RequestShape, Seat,
-    WatchGuard,
+    WatchGuard, WorkEstimate,
 };
 use apiagg_observe::Running;
 
@@ -36,14 +36,14 @@ impl ApiaggProxy {
         if info.is_long_running() && info.verb != "watch" {
             return Ok(());
         }
-        let shape = RequestShape::from_info(info);
-        let estimator = flow.estimator();
-        match shape.kind {
-            RequestKind::Watch => ctx.flow.watch = Some(estimator.watches().opened(&shape)),
-            RequestKind::List => ctx.flow.list = Some(Box::new(ListSeen::of(&shape))),
-            _ => {}
-        }
-        let estimate = estimator.estimate(&shape);
+        // Only lists, watches and writes are estimated: anything else (a GET above all) takes
+        // one seat without its shape being built.
+        let estimate = match &*info.verb {
+            "list" | "watch" | "create" | "update" | "patch" | "delete" => {
+                estimate(flow, &mut ctx.flow, info)
+            }
+            _ => WorkEstimate::ONE,
+        };
         let user = ctx
             .caller
             .as_ref()
@@ -93,6 +93,19 @@ impl ApiaggProxy {
             }
         }
     }
+}
+
+/// The work of a list, watch or write; a list's answer is to be learned from, a watch is
+/// counted open (in `hold`).
+fn estimate(flow: &FlowControl, hold: &mut FlowHold, info: &RequestInfo<'_>) -> WorkEstimate {
+    let shape = RequestShape::from_info(info);
+    let estimator = flow.estimator();
+    match shape.kind {
+        RequestKind::Watch => hold.watch = Some(estimator.watches().opened(&shape)),
+        RequestKind::List => hold.list = Some(Box::new(ListSeen::of(&shape))),
+        _ => {}
+    }
+    estimator.estimate(&shape)
 }
 
 /// Flow control's hold on a request: its seat (until its answer ends, or until it is handed to

@@ -146,12 +146,14 @@ async fn an_endless_openapi_document_is_refused_for_its_source_only() {
     let gw = Proc { child };
     let pid = gw.child.id();
 
-    // v2 is read from a client's first ask on: a client asks (and waits for the merge).
-    let _ask = tokio::spawn(
-        apiagg_tests::client()
-            .get(format!("{base}/openapi/v2"))
-            .send(),
-    );
+    // v2 is read from a client's first ask on: a client asks (and waits for the merge), again
+    // until apiagg takes the connection (its listener may not accept yet).
+    let asking = format!("{base}/openapi/v2");
+    let _ask = tokio::spawn(async move {
+        while apiagg_tests::client().get(&asking).send().await.is_err() {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    });
     let started = Instant::now();
     let log_text = || {
         let mut text = String::new();
