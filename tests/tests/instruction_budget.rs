@@ -228,9 +228,17 @@ fn an_rbac_decision_costs_no_more_than_a_cached_review() {
             flags,
             authorization: Some("Bearer static-token-0123456789".into()),
         };
-        let first = count(config, &path, N1, &caller);
-        let second = count(config, &path, N2, &caller);
-        (second.whole - first.whole) / (N2 - N1)
+        // The lower of two measurements: what else the process does while it serves (probes,
+        // the RBAC reflectors' watches) grows with the time a run takes under callgrind, and
+        // once added 30,000 to one run of a case on a loaded machine. Noise only adds.
+        (0..2)
+            .map(|_| {
+                let first = count(config, &path, N1, &caller);
+                let second = count(config, &path, N2, &caller);
+                second.whole.saturating_sub(first.whole) / (N2 - N1)
+            })
+            .min()
+            .unwrap_or(u64::MAX)
     };
     let none = per_request(&config(""), Vec::new());
     let review = per_request(&config("authorization: {mode: Webhook}\n"), Vec::new());
