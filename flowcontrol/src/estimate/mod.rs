@@ -85,20 +85,27 @@ pub enum RequestKind {
     Other,
 }
 
+impl RequestKind {
+    /// The kind of a parsed request: what the estimate looks at before building its shape
+    /// (`Other` is always one seat).
+    pub fn of(info: &RequestInfo<'_>) -> RequestKind {
+        if !info.resource_request {
+            return RequestKind::Other;
+        }
+        match &*info.verb {
+            "list" => RequestKind::List,
+            "watch" => RequestKind::Watch,
+            // As upstream: `deletecollection` is not estimated as a write (one seat).
+            "create" | "update" | "patch" | "delete" => RequestKind::Mutating,
+            _ => RequestKind::Other,
+        }
+    }
+}
+
 impl<'a> RequestShape<'a> {
     /// The shape of a parsed request.
     pub fn from_info(info: &'a RequestInfo<'_>) -> RequestShape<'a> {
-        let kind = if !info.resource_request {
-            RequestKind::Other
-        } else {
-            match &*info.verb {
-                "list" => RequestKind::List,
-                "watch" => RequestKind::Watch,
-                // As upstream: `deletecollection` is not estimated as a write (one seat).
-                "create" | "update" | "patch" | "delete" => RequestKind::Mutating,
-                _ => RequestKind::Other,
-            }
-        };
+        let kind = RequestKind::of(info);
         let query = &info.query;
         let (limit, bad_limit) = integer(query.limit);
         let (_, bad_timeout) = integer(query.timeout_seconds);

@@ -38,11 +38,9 @@ impl ApiaggProxy {
         }
         // Only lists, watches and writes are estimated: anything else (a GET above all) takes
         // one seat without its shape being built.
-        let estimate = match &*info.verb {
-            "list" | "watch" | "create" | "update" | "patch" | "delete" => {
-                estimate(flow, &mut ctx.flow, info)
-            }
-            _ => WorkEstimate::ONE,
+        let estimate = match RequestKind::of(info) {
+            RequestKind::Other => WorkEstimate::ONE,
+            _ => estimate(flow, &mut ctx.flow, info),
         };
         let user = ctx
             .caller
