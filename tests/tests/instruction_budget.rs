@@ -149,10 +149,12 @@ fn a_cached_jwt_costs_about_what_a_static_token_costs() {
 }
 
 /// What deciding a request by RBAC inside apiagg adds to it over no authorizer (measured
-/// +29,882 on 2026-11-28, issue 32: no authorizer 68,687, RBAC 98,569, a cached
-/// SubjectAccessReview of `authorization.mode: Webhook` 112,889; the RBAC index's own decision is
-/// about 3,100 of it, the `apiagg-authz` bench).
-const RBAC_OVER_NONE_BUDGET: u64 = 29_882;
+/// +8,232 on 2026-11-29: no authorizer 66,132, RBAC 74,364, a cached SubjectAccessReview of
+/// `authorization.mode: Webhook` 101,749; the RBAC index's own decision is about 3,100 of it,
+/// the `apiagg-authz` bench). It was +29,882 (2026-11-28) until the chain boxed a webhook's
+/// review future where it awaits it: every request under RBAC built the chain's future with a
+/// review's state inside, about 20 KB, and the request path copied it into a box.
+const RBAC_OVER_NONE_BUDGET: u64 = 8_232;
 
 #[test]
 #[cfg_attr(
@@ -254,11 +256,15 @@ fn an_rbac_decision_costs_no_more_than_a_cached_review() {
         rbac <= review,
         "an RBAC decision ({rbac}) costs more than a cached review ({review})"
     );
-    let over = rbac.saturating_sub(none);
+    // The slack is a tenth of the whole request, as for the whole-process budget: the
+    // difference of two measurements carries the noise of both (the figure without an
+    // authorizer measured 66,132 to 75,601 on one tree), far more than a tenth of the
+    // difference itself.
+    let expected = none + RBAC_OVER_NONE_BUDGET;
     assert!(
-        over as f64 <= RBAC_OVER_NONE_BUDGET as f64 * SLACK,
-        "RBAC adds {over} instructions to a request, more than a tenth over its budget of \
-         {RBAC_OVER_NONE_BUDGET}"
+        rbac as f64 <= expected as f64 * SLACK,
+        "RBAC takes {rbac} instructions per request, more than a tenth over the {none} without \
+         an authorizer plus its budget of {RBAC_OVER_NONE_BUDGET}"
     );
 }
 

@@ -122,7 +122,9 @@ impl Chain {
         let mut errors = Vec::new();
         for link in &self.links {
             let (decision, error) = match link {
-                Link::Webhook(w) => w.decide(subject, a, reviewer, &self.metrics).await,
+                // Boxed: a review's future is kilobytes, and the chain's future (which every
+                // request under RBAC builds and the request path boxes) stays small without it.
+                Link::Webhook(w) => Box::pin(w.decide(subject, a, reviewer, &self.metrics)).await,
                 Link::Rbac(source) => source.decide(subject, a),
                 Link::AlwaysAllow => (Decision::Allow(String::new()), None),
                 Link::AlwaysDeny => (Decision::NoOpinion("Everything is forbidden.".into()), None),
