@@ -14,7 +14,7 @@ use super::admission::{Admission, Binding, Decision, Rejection, Seat, Waiter};
 use super::clock::Clock;
 use super::config::{self, Mode, Report};
 use super::error::{ConfigError, Error};
-use super::estimate::{WorkEstimate, WorkEstimator};
+use super::estimate::{OpenWatches, WorkEstimate, WorkEstimator};
 use super::level::{Level, Slow, Work};
 use super::matcher::{Distinguisher, Request, RuleSet};
 use super::metrics::Metrics;
@@ -106,6 +106,9 @@ impl FlowControl {
         if settings.total_seats == 0 {
             return Err(Error::NoSeats);
         }
+        let estimator = WorkEstimator::new();
+        let open_watches = OpenWatches::new(estimator.watches().clone())?;
+        registry.register(Box::new(open_watches))?;
         let flow = FlowControl {
             settings,
             metrics: Metrics::new(registry)?,
@@ -115,7 +118,7 @@ impl FlowControl {
             }),
             writer: Mutex::new(Writer::default()),
             clock,
-            estimator: WorkEstimator::new(),
+            estimator,
         };
         flow.configure(Vec::new())?;
         Ok(flow)

@@ -96,6 +96,16 @@ impl<V: Copy> Table<V> {
         shard.write().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Calls `visit(group, resource, scope, value)` for every key, one shard locked at a time
+    /// (for scrapes: never on the request path).
+    pub fn for_each(&self, mut visit: impl FnMut(&str, &str, &str, V)) {
+        for shard in self.shards.iter() {
+            for slot in Self::read(shard).values() {
+                visit(&slot.group, &slot.resource, &slot.scope, slot.value);
+            }
+        }
+    }
+
     /// The value of `key`.
     pub fn get(&self, key: &Key<'_>) -> Option<V> {
         let (hash, shard) = self.locate(key);

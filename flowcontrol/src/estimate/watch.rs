@@ -2,7 +2,12 @@
 //! deemed to interest the watches of its resource across all namespaces plus those of its
 //! namespace.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
+
+use prometheus::core::{Collector, Desc, Describer};
+use prometheus::proto::MetricFamily;
+use prometheus::{IntGaugeVec, Opts};
 
 use super::table::{Key, Table};
 use super::{RequestKind, RequestShape};
@@ -95,6 +100,18 @@ impl WatchCounts {
             .unwrap_or(0)
     }
 
+    /// Open watches summed per (group, resource), every namespace together.
+    pub fn by_resource(&self) -> BTreeMap<(String, String), u64> {
+        let mut out: BTreeMap<(String, String), u64> = BTreeMap::new();
+        self.table.for_each(|group, resource, _, n| {
+            if n > 0 {
+                *out.entry((group.to_string(), resource.to_string()))
+                    .or_default() += n;
+            }
+        });
+        out
+    }
+
     /// Keys held (tests).
     #[cfg(test)]
     pub(crate) fn keys(&self) -> usize {
@@ -121,5 +138,44 @@ impl Drop for WatchGuard {
                 |n| *n,
             );
         }
+    }
+}
+
+/// `apiagg_open_watches{group,resource}`, read from the counts when scraped (nothing on the
+/// request path). Its series are bounded by the table's keys.
+pub struct OpenWatches {
+    counts: WatchCounts,
+    opts: Opts,
+    desc: Desc,
+}
+
+impl OpenWatches {
+    /// The collector of `counts`.
+    pub fn new(counts: WatchCounts) -> prometheus::Result<OpenWatches> {
+        let opts = Opts::new(
+            "apiagg_open_watches",
+            "Watches open through apiagg and admitted by flow control, by group and resource \
+             (every namespace together).",
+        )
+        .variable_labels(vec!["group".into(), "resource".into()]);
+        let desc = opts.describe()?;
+        Ok(OpenWatches { counts, opts, desc })
+    }
+}
+
+impl Collector for OpenWatches {
+    fn desc(&self) -> Vec<&Desc> {
+        vec![&self.desc]
+    }
+
+    fn collect(&self) -> Vec<MetricFamily> {
+        let Ok(gauges) = IntGaugeVec::new(self.opts.clone(), &["group", "resource"]) else {
+            return Vec::new();
+        };
+        for ((group, resource), n) in self.counts.by_resource() {
+            let n = i64::try_from(n).unwrap_or(i64::MAX);
+            gauges.with_label_values(&[&group, &resource]).set(n);
+        }
+        gauges.collect()
     }
 }

@@ -271,3 +271,41 @@ fn shaping_and_estimating_allocate_nothing() {
     assert_eq!(super::allocations::count() - before, 0);
     assert_eq!((list, post), (seats(10), WorkEstimate::ONE));
 }
+
+#[test]
+fn open_watches_are_exported_per_group_and_resource_when_scraped() {
+    use prometheus::core::Collector;
+    let e = WorkEstimator::new();
+    let collector = crate::OpenWatches::new(e.watches().clone()).expect("collector");
+    let watch = |url: &str| shaped("GET", url, |s| e.watches().opened(s));
+    let series = || -> Vec<(String, i64)> {
+        collector
+            .collect()
+            .iter()
+            .flat_map(|family| family.get_metric().to_vec())
+            .map(|m| {
+                let labels: Vec<&str> = m.get_label().iter().map(|l| l.value()).collect();
+                (labels.join("/"), m.get_gauge().value() as i64)
+            })
+            .collect()
+    };
+    let mut open = vec![
+        watch("/apis/apps/v1/deployments?watch=1"),
+        watch("/apis/apps/v1/namespaces/a/deployments?watch=1"),
+        watch("/apis/apps/v1/namespaces/b/deployments?watch=1"),
+    ];
+    let pods = watch("/api/v1/pods?watch=1");
+    // Every namespace together, one series per group and resource.
+    assert_eq!(
+        series(),
+        [
+            ("/pods".to_string(), 1),
+            ("apps/deployments".to_string(), 3)
+        ]
+    );
+    drop(pods);
+    open.pop();
+    assert_eq!(series(), [("apps/deployments".to_string(), 2)]);
+    drop(open);
+    assert!(series().is_empty(), "closed watches leave no series");
+}

@@ -167,6 +167,8 @@ impl ApiaggProxy {
             Target::Remote(upstream) => {
                 // 8. A place in the backend's bound, taken only by a request about to be sent.
                 if let Err(reply) = self.reserve_backend(ctx, &upstream, &info) {
+                    // Counted as the APIService's answer (its 429s per group-version).
+                    ctx.attempts.upstream = Some(upstream);
                     return Ok(Step::Answer(RouteKind::Proxy, reply));
                 }
                 // 9. Dispatch.
