@@ -3,7 +3,7 @@
 //! certificates, configs and raw-wire tools they share.
 //!
 //! Everything a suite usually needs is re-exported here (`use apiagg_tests::*;`); the modules
-//! `api`, `audit`, `flow`, `oidc`, `openapi`, `pki`, `rbac`, `relay`, `served_tls`, `trust` and `wire` hold
+//! `api`, `audit`, `flow`, `oidc`, `openapi`, `pki`, `prometheus`, `rbac`, `relay`, `served_tls`, `trust` and `wire` hold
 //! what only some suites use.
 
 #![warn(missing_docs)]
@@ -20,6 +20,7 @@ pub mod openapi;
 pub mod otlp;
 pub mod pki;
 mod process;
+pub mod prometheus;
 pub mod rbac;
 pub mod relay;
 pub mod served_tls;

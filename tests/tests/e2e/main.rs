@@ -21,6 +21,7 @@ mod cbor;
 mod cert_errors;
 mod cluster_services;
 mod connection_deadlines;
+mod dashboards;
 mod delegate_ha;
 mod discovery;
 mod failover;

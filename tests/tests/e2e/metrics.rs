@@ -3,38 +3,10 @@
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use apiagg_tests::prometheus::Prometheus;
 use apiagg_tests::*;
-use serde_json::Value;
 
 const V2: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
-
-/// The port a Prometheus started with `--web.listen-address=127.0.0.1:0` picked, from its
-/// `msg="Listening on" address=…` log line (its log keeps being drained afterwards).
-fn prometheus_port(prometheus: &mut std::process::Child) -> u16 {
-    use std::io::BufRead;
-    let stderr = prometheus.stderr.take().expect("prometheus stderr");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stderr)
-            .lines()
-            .map_while(Result::ok)
-        {
-            let port = line
-                .contains("msg=\"Listening on\"")
-                .then(|| {
-                    line.rsplit(':')
-                        .next()
-                        .and_then(|p| p.trim().parse::<u16>().ok())
-                })
-                .flatten();
-            if let Some(port) = port {
-                let _ = tx.send(port);
-            }
-        }
-    });
-    rx.recv_timeout(Duration::from_secs(30))
-        .expect("Prometheus did not say where it listens within 30 s")
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn prometheus_scrapes_the_expected_series() {
@@ -99,45 +71,8 @@ async fn prometheus_scrapes_the_expected_series() {
     );
 
     // A real Prometheus scrapes apiagg.
-    let dir = tempfile::tempdir().expect("tempdir");
-    std::fs::write(
-        dir.path().join("prometheus.yml"),
-        format!(
-            "global: {{scrape_interval: 1s, evaluation_interval: 1s}}\nscrape_configs:\n  - job_name: apiagg\n    static_configs: [{{targets: [\"127.0.0.1:{}\"]}}]\n",
-            gw.port
-        ),
-    )
-    .expect("prometheus.yml");
-    let mut prometheus = Command::new("prometheus")
-        .arg(format!(
-            "--config.file={}",
-            dir.path().join("prometheus.yml").display()
-        ))
-        .arg(format!(
-            "--storage.tsdb.path={}",
-            dir.path().join("data").display()
-        ))
-        .arg("--web.listen-address=127.0.0.1:0")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("prometheus (apt-get install prometheus)");
-    let prom_port = prometheus_port(&mut prometheus);
-    let _prometheus = Proc { child: prometheus };
-    let query = |q: &'static str| {
-        let url = format!("http://127.0.0.1:{prom_port}/api/v1/query");
-        async move {
-            let r = client()
-                .get(&url)
-                .query(&[("query", q)])
-                .send()
-                .await
-                .ok()?;
-            let v: Value = serde_json::from_str(&r.text().await.ok()?).ok()?;
-            let value = v["data"]["result"][0]["value"][1].as_str()?.to_string();
-            value.parse::<f64>().ok()
-        }
-    };
+    let prometheus = Prometheus::start(&[format!("127.0.0.1:{}", gw.port)], None, &[]);
+    let query = |q: &'static str| prometheus.value(q);
     wait_until(
         "prometheus to see the APIService available",
         Duration::from_secs(30),

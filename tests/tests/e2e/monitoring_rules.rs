@@ -1,7 +1,9 @@
-//! The alerting rules operators deploy (`deploy/monitoring/`): promtool accepts them, their unit
-//! tests fire and resolve every alert, every alert carries what an operator needs (severity,
-//! summary, description, runbook and a link to its runbook section), and no expression reads a
-//! metric apiagg does not export.
+//! The rules and the dashboard operators deploy (`deploy/monitoring/`): promtool accepts the
+//! rules, their unit tests fire and resolve every alert and give every recorded series its
+//! value, every alert carries what an operator needs (severity, summary, description, runbook
+//! and a link to its runbook section), no expression of a rule or a dashboard panel reads a
+//! metric apiagg does not export (or the rules do not record), and the dashboard is what its
+//! generator makes, well formed. `e2e::dashboards` runs the queries on a real Prometheus.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -11,6 +13,10 @@ use serde_yaml_ng::Value;
 
 const RULES: &str = "deploy/monitoring/apiagg-alerts.yaml";
 const RULE_TESTS: &str = "deploy/monitoring/apiagg-alerts.test.yaml";
+const RECORDING: &str = "deploy/monitoring/apiagg-rules.yaml";
+const RECORDING_TESTS: &str = "deploy/monitoring/apiagg-rules.test.yaml";
+pub(crate) const DASHBOARD: &str = "deploy/monitoring/dashboards/apiagg.json";
+pub(crate) const GENERATOR: &str = "deploy/monitoring/dashboards/generate.py";
 const RUNBOOKS: &str = "deploy/monitoring/README.md";
 
 /// Series the rules may read that apiagg's sources do not name.
@@ -28,7 +34,7 @@ const NOT_IN_SOURCES: [&str; 3] = [
 /// outlive them.
 const LANDING_WITH_ISSUE_20: [&str; 0] = [];
 
-fn workspace() -> PathBuf {
+pub(crate) fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .expect("workspace root")
@@ -72,17 +78,57 @@ fn promtool(args: &[&str]) -> String {
     text
 }
 
-/// Every alerting rule of the rule file.
-fn alerts() -> Vec<Value> {
-    let rules = yaml(RULES);
+/// Every rule of a rule file.
+fn rules(path: &str) -> Vec<Value> {
+    let rules = yaml(path);
     let groups = rules["groups"].as_sequence().expect("groups");
-    let alerts: Vec<Value> = groups
+    groups
         .iter()
         .flat_map(|g| g["rules"].as_sequence().expect("rules").iter().cloned())
+        .collect()
+}
+
+/// Every alerting rule of the rule file.
+fn alerts() -> Vec<Value> {
+    let alerts: Vec<Value> = rules(RULES)
+        .into_iter()
         .filter(|r| r.get("alert").is_some())
         .collect();
     assert!(alerts.len() >= 10, "only {} alerts read", alerts.len());
     alerts
+}
+
+/// Every recording rule: `(record, expr)`.
+fn recordings() -> Vec<(String, String)> {
+    let recorded: Vec<(String, String)> = rules(RECORDING)
+        .iter()
+        .map(|r| (text(r, "record").to_string(), text(r, "expr").to_string()))
+        .collect();
+    assert!(
+        recorded.len() >= 5,
+        "only {} recording rules read",
+        recorded.len()
+    );
+    recorded
+}
+
+/// The dashboard's queries: `(panel title, expr)`.
+pub(crate) fn dashboard_queries(dashboard: &serde_json::Value) -> Vec<(String, String, String)> {
+    let mut out = Vec::new();
+    for panel in dashboard["panels"].as_array().expect("panels") {
+        for target in panel["targets"].as_array().into_iter().flatten() {
+            out.push((
+                panel["title"].as_str().expect("title").to_string(),
+                target["refId"].as_str().expect("refId").to_string(),
+                target["expr"].as_str().expect("expr").to_string(),
+            ));
+        }
+    }
+    out
+}
+
+fn dashboard() -> serde_json::Value {
+    serde_json::from_str(&read(DASHBOARD)).unwrap_or_else(|e| panic!("{DASHBOARD}: {e}"))
 }
 
 fn text<'a>(value: &'a Value, key: &str) -> &'a str {
@@ -98,11 +144,159 @@ fn promtool_checks_the_rules() {
         out.contains(&format!("{} rules found", alerts().len())),
         "{out}"
     );
+    let out = promtool(&["check", "rules", RECORDING]);
+    assert!(
+        out.contains(&format!("{} rules found", recordings().len())),
+        "{out}"
+    );
 }
 
 #[test]
 fn promtool_unit_tests_fire_and_resolve_every_alert() {
     promtool(&["test", "rules", RULE_TESTS]);
+}
+
+#[test]
+fn promtool_unit_tests_give_every_recorded_series_its_value() {
+    promtool(&["test", "rules", RECORDING_TESTS]);
+    let tests = yaml(RECORDING_TESTS);
+    let tested: BTreeSet<String> = tests["tests"]
+        .as_sequence()
+        .expect("tests")
+        .iter()
+        .flat_map(|t| t["promql_expr_test"].as_sequence().into_iter().flatten())
+        .flat_map(|check| metric_names(text(check, "expr")))
+        .collect();
+    let untested: Vec<String> = recordings()
+        .into_iter()
+        .map(|(record, _)| record)
+        .filter(|record| !tested.contains(record))
+        .collect();
+    assert!(
+        untested.is_empty(),
+        "{RECORDING_TESTS} does not test {untested:?}"
+    );
+}
+
+#[test]
+fn the_dashboard_is_what_its_generator_makes() {
+    let output = Command::new("python3")
+        .arg(GENERATOR)
+        .arg("--check")
+        .current_dir(workspace())
+        .output()
+        .expect("python3");
+    assert!(
+        output.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// Grafana's own variables the queries may use.
+const GRAFANA_VARIABLES: [&str; 3] = ["__rate_interval", "__range", "__interval"];
+
+#[test]
+fn the_dashboard_is_well_formed() {
+    let dashboard = dashboard();
+    let variables: BTreeSet<String> = dashboard["templating"]["list"]
+        .as_array()
+        .expect("templating.list")
+        .iter()
+        .map(|v| v["name"].as_str().expect("variable name").to_string())
+        .collect();
+    for wanted in ["datasource", "instance", "apiservice"] {
+        assert!(
+            variables.contains(wanted),
+            "no ${wanted} variable: {variables:?}"
+        );
+    }
+    let uses = |text: &str| -> Vec<String> {
+        text.split('$')
+            .skip(1)
+            .map(|rest| {
+                let rest = rest.trim_start_matches('{');
+                rest.chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect()
+            })
+            .filter(|name: &String| !name.is_empty() && !name.starts_with(char::is_numeric))
+            .collect()
+    };
+    let mut ids = BTreeSet::new();
+    let mut titles = BTreeSet::new();
+    let mut problems = Vec::new();
+    let panels = dashboard["panels"].as_array().expect("panels");
+    assert!(panels.len() > 20, "only {} panels", panels.len());
+    let mut rows = 0;
+    for panel in panels {
+        let id = panel["id"].as_u64().expect("every panel has a numeric id");
+        let title = panel["title"].as_str().expect("every panel has a title");
+        if !ids.insert(id) {
+            problems.push(format!("id {id} used twice"));
+        }
+        if !titles.insert(title.to_string()) {
+            problems.push(format!("title {title:?} used twice"));
+        }
+        let grid = &panel["gridPos"];
+        let fits = ["h", "w", "x", "y"].iter().all(|k| grid[k].is_u64())
+            && grid["x"].as_u64().unwrap_or(99) + grid["w"].as_u64().unwrap_or(99) <= 24;
+        if !fits {
+            problems.push(format!("{title}: gridPos {grid}"));
+        }
+        if panel["type"] == "row" {
+            rows += 1;
+            continue;
+        }
+        let datasource = |v: &serde_json::Value| v["uid"] == "${datasource}";
+        if !datasource(&panel["datasource"]) {
+            problems.push(format!("{title}: panel datasource {}", panel["datasource"]));
+        }
+        let targets = panel["targets"].as_array().cloned().unwrap_or_default();
+        if targets.is_empty() {
+            problems.push(format!("{title}: no query"));
+        }
+        for target in &targets {
+            if !datasource(&target["datasource"]) {
+                problems.push(format!(
+                    "{title}: query datasource {}",
+                    target["datasource"]
+                ));
+            }
+            let expr = target["expr"].as_str().unwrap_or_default();
+            for name in uses(expr) {
+                if !variables.contains(&name) && !GRAFANA_VARIABLES.contains(&name.as_str()) {
+                    problems.push(format!("{title}: ${name} is no variable"));
+                }
+            }
+            for wanted in ["$job", "$instance"] {
+                if !expr.contains(wanted) {
+                    problems.push(format!("{title}: the query does not select {wanted}"));
+                }
+            }
+        }
+        if panel["description"].as_str().is_none_or(str::is_empty) {
+            problems.push(format!("{title}: no description"));
+        }
+    }
+    for variable in dashboard["templating"]["list"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        let query = variable["definition"].as_str().unwrap_or_default();
+        for name in uses(query) {
+            if !variables.contains(&name) {
+                problems.push(format!(
+                    "variable {}: ${name} is no variable",
+                    variable["name"]
+                ));
+            }
+        }
+    }
+    assert!(rows >= 8, "{rows} rows");
+    assert!(problems.is_empty(), "{DASHBOARD}:\n{}", problems.join("\n"));
 }
 
 #[test]
@@ -304,7 +498,7 @@ fn rust_sources(dir: &Path, out: &mut String) {
 }
 
 #[test]
-fn alerts_read_only_metrics_apiagg_exports() {
+fn rules_and_panels_read_only_metrics_apiagg_exports_or_the_rules_record() {
     let mut sources = String::new();
     for crate_dir in ["gateway", "observe", "audit", "flowcontrol", "store"] {
         rust_sources(&workspace().join(crate_dir).join("src"), &mut sources);
@@ -324,12 +518,23 @@ fn alerts_read_only_metrics_apiagg_exports() {
         sources.contains("ProcessCollector::for_self()"),
         "the process_* metrics are allowed because apiagg registers the ProcessCollector"
     );
+    let recorded: BTreeSet<String> = recordings().into_iter().map(|(r, _)| r).collect();
+    let mut expressions: Vec<(String, String)> = alerts()
+        .iter()
+        .map(|a| (text(a, "alert").to_string(), text(a, "expr").to_string()))
+        .collect();
+    expressions.extend(recordings());
+    expressions.extend(
+        dashboard_queries(&dashboard())
+            .into_iter()
+            .map(|(title, _, expr)| (title, expr)),
+    );
     let mut used = BTreeSet::new();
     let mut unknown = Vec::new();
-    for alert in alerts() {
-        let name = text(&alert, "alert");
-        for metric in metric_names(text(&alert, "expr")) {
+    for (name, expr) in expressions {
+        for metric in metric_names(&expr) {
             let allowed = NOT_IN_SOURCES.contains(&metric.as_str())
+                || recorded.contains(&metric)
                 || LANDING_WITH_ISSUE_20.contains(&metric.as_str());
             if !exported(&metric) && !allowed {
                 unknown.push(format!("{name}: {metric}"));
@@ -339,7 +544,7 @@ fn alerts_read_only_metrics_apiagg_exports() {
     }
     assert!(
         unknown.is_empty(),
-        "alerts read metrics apiagg does not export:\n{}",
+        "rules or panels read metrics apiagg does not export:\n{}",
         unknown.join("\n")
     );
     // The scan found what it must (else it is broken and proves nothing).
