@@ -160,8 +160,8 @@ ROWS = [
             timeseries(
                 "5xx ratio per APIService",
                 "Share of an APIService's proxied requests that ended in 5xx: the "
-                "ApiaggBackendErrors alert fires above 5% for 10 min. While an APIService is "
-                "unavailable its 503s are not proxied: see 'Answered by apiagg for backends'.",
+                "ApiaggBackendErrors alert fires above 5% for 10 min. The 503s apiagg answers "
+                "for an unavailable APIService count here too.",
                 [
                     q(
                         f'sum by (apiservice) ({REQUESTS}{{{SEL_AS}, code=~"5.."}}) / '

@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use apiagg_tests::flow::{level, schema, SMALL_SERVER};
@@ -178,15 +179,28 @@ async fn every_panel_and_recorded_series_returns_what_its_scenario_produces() {
     // A backend killed: its APIService becomes unavailable and its requests get 503.
     drop(doomed.take());
     let seen_down = r#"max(aggregator_unavailable_apiservice{name="v1.doomed.example.com"}) * sum(rate(apiserver_request_terminations_total{group="doomed.example.com"}[1m]))"#;
+    let answered_503 = AtomicUsize::new(0);
     wait_until(
         "Prometheus to see the killed backend unavailable and its requests ended by apiagg",
         Duration::from_secs(60),
         || async {
-            burst(&gw, &format!("{DOOMED}/foos"), "tok-alice", 5).await;
+            let codes = burst(&gw, &format!("{DOOMED}/foos"), "tok-alice", 5).await;
+            let refused = codes.iter().filter(|c| **c == 503).count();
+            answered_503.fetch_add(refused, Ordering::Relaxed);
             burst(&gw, &format!("{WARDLE}/flunders"), "tok-alice", 5).await;
             prometheus.value(seen_down).await
         },
         |seen| seen.is_some_and(|v| v > 0.0),
+    )
+    .await;
+    // Every 503 the dead backend's callers got counts as its answer, whether the connection
+    // was refused or the APIService was already unavailable (its error ratio and alert see it).
+    let counted_503 = r#"sum(apiagg_proxy_requests_total{group="doomed.example.com", code="503"})"#;
+    wait_until(
+        "Prometheus to count every 503 of the dead backend in its series",
+        Duration::from_secs(30),
+        || prometheus.value(counted_503),
+        |counted| *counted == Some(answered_503.load(Ordering::Relaxed) as f64),
     )
     .await;
 
