@@ -74,8 +74,8 @@ fn a_proxied_get_costs_apiagg_no_more_than_twice_its_budget() {
 /// What a cached JWT of a configured issuer adds to a request over a static token of the same
 /// user (measured +5,744 and +5,296 on 2026-11-28, issue 31, and +6,315 in the issue 32 tree on a
 /// quiet machine: the token file and the issuer's cache each hash the 466-byte header's token,
-/// about 1,100 each; the spread between runs is not explained yet, the caches' random hash seeds
-/// being the first suspect; a first validation is a criterion bench of `apiagg-authn`).
+/// about 1,100 each). Single runs have measured +5,296 to +6,891 since: the spread of a
+/// difference of two measurements, which is why the slack is taken on the whole request.
 const JWT_OVER_STATIC_BUDGET: u64 = 6_315;
 
 #[test]
@@ -129,23 +129,44 @@ fn a_cached_jwt_costs_about_what_a_static_token_costs() {
             ],
             authorization: Some(format!("Bearer {token}")),
         };
-        let first = count(&config, &path, N1, &caller);
-        let second = count(&config, &path, N2, &caller);
-        (second.whole - first.whole) / (N2 - N1)
+        lowest_per_request(&config, &path, &caller)
     };
     let by_static = per_request("static-token-0123456789");
     let by_jwt = per_request(&jwt);
-    let over = by_jwt.saturating_sub(by_static);
+    let over = by_jwt as i64 - by_static as i64;
     eprintln!(
         "per proxied GET: static token {by_static} instructions, cached JWT ({} bytes) {by_jwt}: \
          {over:+} (budget {JWT_OVER_STATIC_BUDGET})",
         jwt.len()
     );
     assert!(
-        over as f64 <= JWT_OVER_STATIC_BUDGET as f64 * SLACK,
-        "a cached JWT costs {over} instructions more than a static token, more than a tenth \
-         over its budget of {JWT_OVER_STATIC_BUDGET}"
+        within_added_budget(by_jwt, by_static, JWT_OVER_STATIC_BUDGET),
+        "a cached JWT takes {by_jwt} instructions per request, more than a tenth over the \
+         {by_static} of a static token plus its budget of {JWT_OVER_STATIC_BUDGET}"
     );
+}
+
+/// The lower of two measurements of one request's whole-process cost: what else the process
+/// does while it serves (probes, reflectors' watches, writers' clocks) grows with the time a
+/// run takes under callgrind, and once added 30,000 to one run on a loaded machine. Noise only
+/// adds.
+fn lowest_per_request(config: &str, path: &str, caller: &Caller) -> u64 {
+    (0..2)
+        .map(|_| {
+            let first = count(config, path, N1, caller);
+            let second = count(config, path, N2, caller);
+            second.whole.saturating_sub(first.whole) / (N2 - N1)
+        })
+        .min()
+        .unwrap_or(u64::MAX)
+}
+
+/// Whether `measured` is at most a tenth over `anchor` plus `added`. The slack is a tenth of
+/// the whole request, as for the whole-process budget, not of `added`: an addition is the
+/// difference of two measurements and carries the noise of both (one figure measured 63,787
+/// to 75,601 on one tree, more than most additions).
+fn within_added_budget(measured: u64, anchor: u64, added: u64) -> bool {
+    measured as f64 <= (anchor + added) as f64 * SLACK
 }
 
 /// What deciding a request by RBAC inside apiagg adds to it over no authorizer (measured
@@ -230,17 +251,7 @@ fn an_rbac_decision_costs_no_more_than_a_cached_review() {
             flags,
             authorization: Some("Bearer static-token-0123456789".into()),
         };
-        // The lower of two measurements: what else the process does while it serves (probes,
-        // the RBAC reflectors' watches) grows with the time a run takes under callgrind, and
-        // once added 30,000 to one run of a case on a loaded machine. Noise only adds.
-        (0..2)
-            .map(|_| {
-                let first = count(config, &path, N1, &caller);
-                let second = count(config, &path, N2, &caller);
-                second.whole.saturating_sub(first.whole) / (N2 - N1)
-            })
-            .min()
-            .unwrap_or(u64::MAX)
+        lowest_per_request(config, &path, &caller)
     };
     let none = per_request(&config(""), Vec::new());
     let review = per_request(&config("authorization: {mode: Webhook}\n"), Vec::new());
@@ -256,13 +267,8 @@ fn an_rbac_decision_costs_no_more_than_a_cached_review() {
         rbac <= review,
         "an RBAC decision ({rbac}) costs more than a cached review ({review})"
     );
-    // The slack is a tenth of the whole request, as for the whole-process budget: the
-    // difference of two measurements carries the noise of both (the figure without an
-    // authorizer measured 66,132 to 75,601 on one tree), far more than a tenth of the
-    // difference itself.
-    let expected = none + RBAC_OVER_NONE_BUDGET;
     assert!(
-        rbac as f64 <= expected as f64 * SLACK,
+        within_added_budget(rbac, none, RBAC_OVER_NONE_BUDGET),
         "RBAC takes {rbac} instructions per request, more than a tenth over the {none} without \
          an authorizer plus its budget of {RBAC_OVER_NONE_BUDGET}"
     );
