@@ -100,7 +100,7 @@ pub use config::{effective, Compiled, Report};
 pub use control::{flow_hash, FlowControl, Settings};
 pub use error::{ConfigError, Error};
 pub use estimate::{
-    OpenWatches, RequestKind, RequestShape, WatchCounts, WatchGuard, WorkEstimate, WorkEstimator,
+    RequestKind, RequestShape, WatchCounts, WatchGuard, WorkEstimate, WorkEstimator,
     BYTES_PER_SEAT, EVENT_DURATION, MAX_LIST_SEATS, MAX_MUTATING_SEATS, MIN_SEATS,
     WATCHES_PER_SEAT,
 };

@@ -44,19 +44,7 @@ target_dir="${CARGO_TARGET_DIR:-$repo/target}"
 
 command -v python3 >/dev/null 2>&1 || die "'python3' not found"
 "$repo/scripts/need.sh" prometheus || die "Prometheus is needed (Debian's prometheus package)"
-# matplotlib: pip through need.sh; where pip refuses (an externally managed Python), pip's
-# --break-system-packages, then Debian's package (for /usr/bin/python3).
-python=python3
-if ! python3 -c 'import matplotlib' >/dev/null 2>&1; then
-    "$repo/scripts/need.sh" python:matplotlib \
-        || python3 -m pip install --quiet --break-system-packages matplotlib \
-        || { [[ "$(id -u)" == 0 ]] && DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3-matplotlib; } \
-        || true
-    if python3 -c 'import matplotlib' >/dev/null 2>&1; then :
-    elif /usr/bin/python3 -c 'import matplotlib' >/dev/null 2>&1; then python=/usr/bin/python3
-    else die "matplotlib could not be installed (pip install matplotlib, or apt-get install python3-matplotlib)"
-    fi
-fi
+"$repo/scripts/need.sh" python:matplotlib || die "matplotlib could not be installed (pip)"
 python3 "$helper" check-panels "$dashboard"
 
 # shellcheck source=lib.sh source-path=SCRIPTDIR
@@ -168,7 +156,7 @@ sleep 2 # the last scrape and rule evaluation
 
 mkdir -p "$OUT"
 log "rendering to $OUT"
-"$python" "$helper" render "$prom" "$dashboard" "$tmp/timeline.json" "$OUT" "$RATE_INTERVAL" \
+python3 "$helper" render "$prom" "$dashboard" "$tmp/timeline.json" "$OUT" "$RATE_INTERVAL" \
     "$STEP" | tee "$tmp/findings.txt"
 log "the run, for the record ($(nproc) CPUs):"
 python3 "$helper" report "$prom" "$dashboard" "$tmp/timeline.json" "$RATE_INTERVAL" \

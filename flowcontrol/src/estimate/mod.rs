@@ -28,7 +28,8 @@ use apiagg_requestinfo::{decode_value, QueryParams, RequestInfo};
 
 use self::list::ListStats;
 use self::table::{Key, Table};
-pub use self::watch::{OpenWatches, WatchCounts, WatchGuard};
+pub(crate) use self::watch::OpenWatches;
+pub use self::watch::{WatchCounts, WatchGuard};
 
 /// Fewest seats a request takes (upstream `minimumSeats`).
 pub const MIN_SEATS: u32 = 1;

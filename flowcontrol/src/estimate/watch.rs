@@ -101,7 +101,7 @@ impl WatchCounts {
     }
 
     /// Open watches summed per (group, resource), every namespace together.
-    pub fn by_resource(&self) -> BTreeMap<(String, String), u64> {
+    fn by_resource(&self) -> BTreeMap<(String, String), u64> {
         let mut out: BTreeMap<(String, String), u64> = BTreeMap::new();
         self.table.for_each(|group, resource, _, n| {
             if n > 0 {
@@ -143,7 +143,7 @@ impl Drop for WatchGuard {
 
 /// `apiagg_open_watches{group,resource}`, read from the counts when scraped (nothing on the
 /// request path). Its series are bounded by the table's keys.
-pub struct OpenWatches {
+pub(crate) struct OpenWatches {
     counts: WatchCounts,
     opts: Opts,
     desc: Desc,
@@ -151,7 +151,7 @@ pub struct OpenWatches {
 
 impl OpenWatches {
     /// The collector of `counts`.
-    pub fn new(counts: WatchCounts) -> prometheus::Result<OpenWatches> {
+    pub(crate) fn new(counts: WatchCounts) -> prometheus::Result<OpenWatches> {
         let opts = Opts::new(
             "apiagg_open_watches",
             "Watches open through apiagg and admitted by flow control, by group and resource \

@@ -276,7 +276,7 @@ fn shaping_and_estimating_allocate_nothing() {
 fn open_watches_are_exported_per_group_and_resource_when_scraped() {
     use prometheus::core::Collector;
     let e = WorkEstimator::new();
-    let collector = crate::OpenWatches::new(e.watches().clone()).expect("collector");
+    let collector = crate::estimate::OpenWatches::new(e.watches().clone()).expect("collector");
     let watch = |url: &str| shaped("GET", url, |s| e.watches().opened(s));
     let series = || -> Vec<(String, i64)> {
         collector

@@ -59,7 +59,7 @@ use crate::backends::{OpenFiles, Upstream};
 use crate::state::{Gateway, OpenApiV2};
 use apiagg_audit::Auditor;
 use apiagg_flowcontrol::FlowControl;
-use apiagg_observe::{InFlight, Repeats, RouteKind, Tracer};
+use apiagg_observe::{GroupVersionMetrics, InFlight, Repeats, RouteKind, Tracer};
 
 /// What happens to a request once the ordered checks ran (phases.rs).
 pub(super) enum Step {
@@ -110,6 +110,9 @@ struct Outcome {
     ended_by_us: bool,
     /// A streaming list passed through to a backend believed to honour them.
     streaming_list: bool,
+    /// The series of the unavailable APIService answered for (its 503s count as its answers,
+    /// as a forwarded request counts in its upstream's).
+    unavailable: Option<Arc<GroupVersionMetrics>>,
 }
 
 impl Default for Outcome {
@@ -121,6 +124,7 @@ impl Default for Outcome {
             replacement: None,
             ended_by_us: false,
             streaming_list: false,
+            unavailable: None,
         }
     }
 }

@@ -179,13 +179,9 @@ impl ApiaggProxy {
                 let method = session.req_header().method.as_str();
                 let (group, version) = (info.group, info.version);
                 self.gateway.metrics.terminated(method, group, version, 503);
-                if self.gateway.options.request_metrics {
-                    // The APIService's answer too: a dead backend's 503s show in its
-                    // per-group-version series (its error ratio, its alert).
-                    let seconds = ctx.started.elapsed().as_secs_f64();
-                    let served = self.gateway.metrics.group_version(group, version);
-                    served.observe(503, seconds);
-                }
+                // The APIService's answer too: a dead backend's 503s show in its series (its
+                // error ratio, its alert).
+                ctx.outcome.unavailable = Some(self.gateway.metrics.group_version(group, version));
                 Ok(Step::Answer(RouteKind::Proxy, self.unavailable(name)))
             }
             Target::Delegate(delegate) => {

@@ -174,12 +174,9 @@ impl ApiaggProxy {
         let seconds = ctx.started.elapsed().as_secs_f64();
         metrics.observe(ctx.outcome.kind, code, seconds);
         if ctx.outcome.kind == RouteKind::Proxy {
-            if let Some(m) = ctx
-                .attempts
-                .upstream
-                .as_ref()
-                .and_then(|u| u.metrics.as_ref())
-            {
+            let upstream = ctx.attempts.upstream.as_ref();
+            let served = upstream.and_then(|u| u.metrics.as_ref());
+            if let Some(m) = served.or(ctx.outcome.unavailable.as_ref()) {
                 m.observe(code, seconds);
             }
         }
