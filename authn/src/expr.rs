@@ -1,22 +1,35 @@
 //! CEL expressions of the configuration, compiled once at load: claim rules and mappings see
 //! `claims` (the token's payload), user rules see `user` (`username`, `uid`, `groups`,
-//! `extra`), authorization match conditions see `request` (a SubjectAccessReview's `spec`). A
-//! compiled expression has a worst-case cost, estimated at load from its shape and
-//! the largest token accepted; one above [`COST_LIMIT`] is a configuration error, as
-//! kube-apiserver refuses an expression over its per-call cost limit.
+//! `extra`), authorization match conditions see `request` (a SubjectAccessReview's `spec`).
+//!
+//! Two bounds, as kube-apiserver's estimated and runtime cost limits:
+//! - at load, a worst-case cost estimated from the expression's shape, any value read from the
+//!   input as large as the payload of the largest token accepted ([`MAX_INPUT_BYTES`]), in
+//!   kube-apiserver's units with size-aware string costs (see `cost`); one above [`COST_LIMIT`]
+//!   is a configuration error;
+//! - at run time, a budget of [`EVAL_BUDGET`] bytes built or copied per evaluation, charged
+//!   before each value is built (see `budget`); an evaluation that spends it fails.
 
 use std::sync::{Arc, OnceLock};
 
 use cel::common::ast::{EntryExpr, Expr, IdedExpr};
 use cel::{Context, Env, Program, Value};
 
+mod budget;
+mod cost;
+
 /// The largest estimated cost of one expression (kube-apiserver's per-call limit).
 pub const COST_LIMIT: u64 = 1_000_000;
+/// The most bytes one evaluation may build or copy: 128 times the largest token.
+pub const EVAL_BUDGET: u64 = 4 << 20;
 /// The longest expression accepted, in bytes.
 pub const MAX_EXPRESSION: usize = 10 * 1024;
-/// The most items a list in a token may hold, as the cost estimate assumes: the largest
-/// token accepted (`jwt::MAX_TOKEN`) spends at least two bytes per item.
-pub const MAX_LIST_ITEMS: u64 = (crate::jwt::MAX_TOKEN as u64) / 2;
+/// The most bytes of a string (or of all strings) in a token, as the cost estimate assumes: the
+/// payload of the largest token accepted (`jwt::MAX_TOKEN`), three quarters of it in base64url.
+pub const MAX_INPUT_BYTES: u64 = (crate::jwt::MAX_TOKEN as u64) / 4 * 3;
+/// The most items a list in a token may hold, as the cost estimate assumes: each spends at
+/// least two bytes of the payload.
+pub const MAX_LIST_ITEMS: u64 = MAX_INPUT_BYTES / 2;
 
 /// Which variable an expression sees.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,15 +73,24 @@ pub enum CompileError {
         /// The scope's variable.
         allowed: &'static str,
     },
-    /// Its worst case costs more than [`COST_LIMIT`]. Not retryable.
-    #[error("estimated cost {cost} exceeds the limit of {COST_LIMIT} (nested comprehensions over token lists)")]
+    /// Its worst case costs more than [`COST_LIMIT`]: it may build values far larger than the
+    /// token, or run comprehensions nested over token lists. Not retryable.
+    #[error(
+        "estimated cost {cost} exceeds the limit of {COST_LIMIT} (worst case on a payload of \
+         {MAX_INPUT_BYTES} bytes: values of up to {largest} bytes, {iterations} loop iterations)"
+    )]
     TooCostly {
         /// The estimate.
         cost: u64,
+        /// The most bytes of a value it may read or build.
+        largest: u64,
+        /// How many times its loop bodies may run.
+        iterations: u64,
     },
 }
 
-/// Why an expression failed on a token or user (the text is for the log, never the caller).
+/// Why an expression failed on a token or user, its runtime budget spent included (the text is
+/// for the log, never the caller).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
 pub struct EvalError(pub String);
@@ -77,19 +99,24 @@ pub struct EvalError(pub String);
 #[derive(Debug)]
 pub struct Expression {
     program: Program,
+    /// What runs: the program with its budget's charges (`budget::meter`).
+    metered: IdedExpr,
     source: String,
     scope: Scope,
     cost: u64,
 }
 
-/// The environment: the standard library with the `strings` and `lists` extensions.
+/// The environment: the standard library with the `strings` and `lists` extensions, and the
+/// budget's charging functions.
 fn env() -> Arc<Env> {
     static ENV: OnceLock<Arc<Env>> = OnceLock::new();
     ENV.get_or_init(|| {
         let mut env = Env::stdlib();
-        // Both extensions are part of the crate; adding them cannot conflict with stdlib.
+        // Both extensions are part of the crate, and the budget's names cannot be written in
+        // CEL: adding them cannot conflict with stdlib.
         let _ = env.add_extension(cel::extensions::strings);
         let _ = env.add_extension(cel::extensions::lists);
+        let _ = budget::register(&mut env);
         Arc::new(env)
     })
     .clone()
@@ -110,15 +137,20 @@ impl Expression {
         let allowed = scope.variable();
         let mut bound = Vec::new();
         free_variable(&program.expression().expr, allowed, &mut bound)?;
-        let cost = cost(program.expression());
-        if cost > COST_LIMIT {
-            return Err(CompileError::TooCostly { cost });
+        let estimate = cost::estimate(program.expression());
+        if estimate.cost > COST_LIMIT {
+            return Err(CompileError::TooCostly {
+                cost: estimate.cost,
+                largest: estimate.largest,
+                iterations: estimate.iterations,
+            });
         }
         Ok(Expression {
+            metered: budget::meter(program.expression()),
             program,
             source: source.to_string(),
             scope,
-            cost,
+            cost: estimate.cost,
         })
     }
 
@@ -137,13 +169,20 @@ impl Expression {
         self.scope == Scope::Claims && selects(&self.program.expression().expr, "claims", field)
     }
 
-    /// Evaluates it with the scope's variable set to `value`.
+    /// Evaluates it with the scope's variable set to `value`, within [`EVAL_BUDGET`].
     pub fn eval(&self, value: &Value) -> Result<Value, EvalError> {
         let mut context = Context::with_env(env());
         context.add_variable_from_value(self.scope.variable(), value.clone());
-        self.program
-            .execute(&context)
-            .map_err(|e| EvalError(e.to_string()))
+        let (result, spent) =
+            budget::within(EVAL_BUDGET, || Value::resolve(&self.metered, &context));
+        if spent {
+            // Whatever it returned: an error may have been absorbed (`exists` over an error
+            // and a true).
+            return Err(EvalError(format!(
+                "evaluation exceeded its budget of {EVAL_BUDGET} bytes built or copied"
+            )));
+        }
+        result.map_err(|e| EvalError(e.to_string()))
     }
 
     /// Evaluates it as [`Expression::eval`] does, a result other than a bool being an error.
@@ -279,47 +318,6 @@ fn is_type_name(name: &str) -> bool {
             | "null_type"
             | "type"
     )
-}
-
-/// The worst-case number of steps: a comprehension runs its body once per item of the largest
-/// list a token can carry.
-fn cost(e: &IdedExpr) -> u64 {
-    match &e.expr {
-        Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => 1,
-        Expr::Select(s) => 1 + cost(&s.operand),
-        Expr::Call(c) => {
-            let target = c.target.as_deref().map_or(0, cost);
-            c.args
-                .iter()
-                .map(cost)
-                .fold(1 + target, u64::saturating_add)
-        }
-        Expr::List(l) => l.elements.iter().map(cost).fold(1, u64::saturating_add),
-        Expr::Map(m) => m
-            .entries
-            .iter()
-            .map(entry_cost)
-            .fold(1, u64::saturating_add),
-        Expr::Struct(s) => s
-            .entries
-            .iter()
-            .map(entry_cost)
-            .fold(1, u64::saturating_add),
-        Expr::Comprehension(c) => {
-            let body = cost(&c.loop_cond).saturating_add(cost(&c.loop_step));
-            cost(&c.iter_range)
-                .saturating_add(cost(&c.accu_init))
-                .saturating_add(MAX_LIST_ITEMS.saturating_mul(body))
-                .saturating_add(cost(&c.result))
-        }
-    }
-}
-
-fn entry_cost(e: &cel::common::ast::IdedEntryExpr) -> u64 {
-    match &e.expr {
-        EntryExpr::MapEntry(entry) => cost(&entry.key).saturating_add(cost(&entry.value)),
-        EntryExpr::StructField(field) => cost(&field.value),
-    }
 }
 
 /// Whether `expr` selects `operand.field` anywhere (upstream's `hasSelectExp`).

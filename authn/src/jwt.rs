@@ -79,7 +79,20 @@ pub enum TokenError {
 /// One verification key.
 struct Key {
     kid: Option<String>,
+    /// Which key this is, whatever its `kid`.
+    id: KeyId,
     verifier: Verifier,
+}
+
+/// Which published key verified a token: the SHA-256 of its JWK as the issuer published it. A
+/// key replaced under the same `kid`, or a token that names no `kid`, is told apart by it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct KeyId([u8; 32]);
+
+impl KeyId {
+    fn of(jwk: &Value) -> KeyId {
+        KeyId(Sha256::digest(jwk.to_string().as_bytes()).into())
+    }
 }
 
 /// What checks a signature.
@@ -166,14 +179,16 @@ impl KeySet {
         let mut keys = Vec::new();
         let mut skipped = 0;
         for value in document.keys {
+            let id = KeyId::of(&value);
             let p521 = es512::key(&value).map(|key| Key {
                 kid: value.get("kid").and_then(Value::as_str).map(str::to_string),
+                id,
                 verifier: Verifier::Es512(key),
             });
             let found = p521.or_else(|| {
                 serde_json::from_value::<Jwk>(value)
                     .ok()
-                    .and_then(|jwk| key(&jwk))
+                    .and_then(|jwk| key(&jwk, id))
             });
             match found {
                 Some(key) => keys.push(key),
@@ -204,10 +219,16 @@ impl KeySet {
     pub fn has_kid(&self, kid: &str) -> bool {
         self.keys.iter().any(|k| k.kid.as_deref() == Some(kid))
     }
+
+    /// Whether the key `id` is still published, unchanged (a token it verified still holds).
+    pub fn holds(&self, id: &KeyId) -> bool {
+        self.keys.iter().any(|k| k.id == *id)
+    }
 }
 
-/// The verification key of `jwk`, when it is an asymmetric signing key apiagg verifies with.
-fn key(jwk: &Jwk) -> Option<Key> {
+/// The verification key of `jwk` (known as `id`), when it is an asymmetric signing key apiagg
+/// verifies with.
+fn key(jwk: &Jwk, id: KeyId) -> Option<Key> {
     if matches!(jwk.common.public_key_use, Some(PublicKeyUse::Encryption)) {
         return None;
     }
@@ -235,6 +256,7 @@ fn key(jwk: &Jwk) -> Option<Key> {
     };
     Some(Key {
         kid: jwk.common.key_id.clone(),
+        id,
         verifier: Verifier::Jose {
             algorithms,
             decoding: DecodingKey::from_jwk(jwk).ok()?,
@@ -289,6 +311,8 @@ pub struct Verified {
     pub expires: SystemTime,
     /// The `kid` of the header (`None` when the token names none).
     pub kid: Option<String>,
+    /// The key that verified the signature.
+    pub key: KeyId,
 }
 
 #[derive(Deserialize)]
@@ -334,11 +358,11 @@ pub fn verify(
             && (header.kid.is_none() || k.kid.is_none() || k.kid == header.kid)
     });
     let mut tried = false;
-    let mut verified = false;
+    let mut verified = None;
     for key in candidates {
         tried = true;
         if key.verifier.check(algorithm, signed.as_bytes(), signature) {
-            verified = true;
+            verified = Some(key.id);
             break;
         }
     }
@@ -348,9 +372,9 @@ pub fn verify(
             alg: header.alg,
         });
     }
-    if !verified {
+    let Some(key) = verified else {
         return Err(TokenError::Signature);
-    }
+    };
     let claims: Map<String, Value> =
         decode_json(payload).ok_or(TokenError::Malformed("payload"))?;
     match claims.get("iss").and_then(Value::as_str) {
@@ -384,6 +408,7 @@ pub fn verify(
         claims,
         expires,
         kid,
+        key,
     })
 }
 

@@ -12,7 +12,7 @@ use cel::Value as Cel;
 use serde_json::{Map, Value};
 
 use crate::expr::{to_cel, Expression};
-use crate::jwt::{self, KeySet, TokenError, Verified};
+use crate::jwt::{self, KeyId, KeySet, TokenError, Verified};
 
 /// How one user attribute is read.
 #[derive(Debug)]
@@ -73,6 +73,8 @@ pub struct Accepted {
     pub expires: SystemTime,
     /// The `kid` of the signing key (`None` when the token names none).
     pub kid: Option<String>,
+    /// The key that verified it: the token holds only while that key is published.
+    pub key: KeyId,
 }
 
 /// A mapped user.
@@ -152,11 +154,13 @@ impl JwtAuthenticator {
             claims,
             expires,
             kid,
+            key,
         } = jwt::verify(token, keys, &self.issuer, &self.audiences, now)?;
         Ok(Accepted {
             identity: self.map(&claims)?,
             expires,
             kid,
+            key,
         })
     }
 

@@ -12,7 +12,9 @@
 //! than a bool is refused at load only when the expression's shape shows it (a literal, a
 //! `size()`, a `.map()`); otherwise it is an evaluation error. The environment is the standard
 //! library with the `strings` and `lists` extensions (upstream also has `sets`, `urls`, `ip`,
-//! `cidr`, `quantity`, `authz` and more); its cost bound is the estimate of `apiagg_authn::expr`.
+//! `cidr`, `quantity`, `authz` and more); its cost bound is the estimate of `apiagg_authn::expr`,
+//! and each evaluation may build at most 4 MiB (`EVAL_BUDGET`): one that runs out is an error,
+//! so the failure policy applies.
 
 use apiagg_authn::expr::{to_cel, CompileError, Expression, Scope};
 use serde_json::{json, Map, Value};

@@ -43,11 +43,15 @@ struct Log {
     strays: Vec<String>,
     /// Every byte received, per connection.
     raw: Vec<Vec<u8>>,
+    /// Informational heads sent to `/endless-1xx` requests, and how many such connections
+    /// the peer closed.
+    informational: (usize, usize),
 }
 
 /// An HTTP/1.1 backend on loopback (keep-alive, `Content-Length` and chunked request bodies)
 /// that answers `GET <gv>` with an empty APIResourceList (so its APIService is available),
-/// paths ending in `/smuggle` and `/two-lengths` with broken framing (see `misbehaving`), and
+/// paths ending in `/smuggle` and `/two-lengths` with broken framing (see `misbehaving`),
+/// `/endless-1xx` with a `102 Processing` head every 100 ms until the peer closes, and
 /// every other request with `<x-test-id> <method> <path> <body>`. Bytes that do not parse as a
 /// request are recorded as strays and answered `400` + close, as a Go server does.
 pub struct RawBackend {
@@ -102,6 +106,12 @@ impl RawBackend {
     /// Bytes that were not a request (a second chunked terminator, say).
     pub fn strays(&self) -> Vec<String> {
         self.log.lock().expect("log").strays.clone()
+    }
+
+    /// `(informational heads sent, connections closed by the peer meanwhile)` of the
+    /// `/endless-1xx` requests.
+    pub fn informational(&self) -> (usize, usize) {
+        self.log.lock().expect("log").informational
     }
 
     /// How many connections were accepted.
@@ -241,6 +251,7 @@ impl Conn {
             } else {
                 "200 OK"
             };
+            let endless = path.ends_with("/endless-1xx");
             let broken = misbehaving(&path);
             self.log.lock().expect("log").requests.push(Seen {
                 method,
@@ -251,6 +262,20 @@ impl Conn {
                 connection: self.connection,
                 headers,
             });
+            if endless {
+                // A compromised backend: informational heads without end, never a final one.
+                while self
+                    .socket
+                    .write_all(b"HTTP/1.1 102 Processing\r\n\r\n")
+                    .await
+                    .is_ok()
+                {
+                    self.log.lock().expect("log").informational.0 += 1;
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                }
+                self.log.lock().expect("log").informational.1 += 1;
+                return;
+            }
             let response = broken.unwrap_or_else(|| {
                 format!(
                     "HTTP/1.1 {code}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{answer}",
@@ -424,6 +449,59 @@ pub async fn raw_tls_continue(
     let interim = String::from_utf8_lossy(&read).into_owned();
     let _ = tls.write_all(body).await;
     (interim, status_of(&read_answer(&mut tls, rest).await))
+}
+
+/// Sends `head` (a request announcing a body of `length` bytes) over a fresh TLS connection,
+/// then its body one byte every `every` until an answer arrives or the body is sent: the
+/// status code and the answer, and how long after the head it came.
+pub async fn trickle_tls(
+    port: u16,
+    ca_pem: &str,
+    head: &str,
+    length: usize,
+    every: std::time::Duration,
+) -> (u16, String, std::time::Duration) {
+    let tls = tls_connect(port, ca_pem).await;
+    let (mut reader, mut writer) = tokio::io::split(tls);
+    writer.write_all(head.as_bytes()).await.expect("head");
+    let started = std::time::Instant::now();
+    let trickle = async move {
+        for _ in 0..length {
+            // The pace is the attack: a byte well within each read's timeout.
+            tokio::time::sleep(every).await;
+            if writer.write_all(b"x").await.is_err() {
+                break;
+            }
+        }
+        std::future::pending::<()>().await;
+    };
+    let answer = async {
+        let mut answer = Vec::new();
+        let mut chunk = [0u8; 4096];
+        loop {
+            match reader.read(&mut chunk).await {
+                Ok(0) | Err(_) => return answer,
+                Ok(n) => answer.extend_from_slice(&chunk[..n]),
+            }
+            let text = String::from_utf8_lossy(&answer);
+            if let Some(end) = text.find("\r\n\r\n") {
+                let length = text[..end]
+                    .to_ascii_lowercase()
+                    .lines()
+                    .find_map(|l| l.strip_prefix("content-length:").map(str::trim))
+                    .and_then(|v| v.parse::<usize>().ok());
+                if length.is_some_and(|l| answer.len() >= end + 4 + l) {
+                    return answer;
+                }
+            }
+        }
+    };
+    let answer = tokio::select! {
+        answer = answer => answer,
+        () = trickle => Vec::new(),
+    };
+    let (code, text) = status_of(&answer);
+    (code, text, started.elapsed())
 }
 
 /// A TLS connection to `127.0.0.1:port`, trusting `ca_pem`.

@@ -227,3 +227,35 @@ fn reserved_names_are_never_mapped() {
         Err(MappingError::Reserved { .. })
     ));
 }
+
+#[test]
+fn a_mapping_that_grows_past_its_budget_refuses_the_token() {
+    // Issue 42: `claims.s.replace('a', claims.s)` is refused at load (expr tests); a replacement
+    // within the estimate still grows with the token, and the evaluation's budget stops it.
+    let grows = format!("claims.s.replace('a', '{}')", "x".repeat(300));
+    let s = Signer::ec(Algorithm::ES256, "k");
+    let keys = key_set(&[&s]);
+    let a = authenticator(Source::Expression(expr(&grows)));
+    let token = |a_count: usize| s.sign(&claims(json!({"s": "a".repeat(a_count)})));
+    // The issue's token: 11 KB, 8,000 `a`s; 2.4 MB mapped, within the budget.
+    let issues = token(8000);
+    assert!((10_000..12_000).contains(&issues.len()), "{}", issues.len());
+    let accepted = a
+        .authenticate(&issues, &keys, now())
+        .expect("within budget");
+    assert_eq!(accepted.identity.username.len(), 2_400_000);
+    // 20,000 `a`s, still a token accepted: 6 MB would be built; the token is refused (401).
+    let large = token(20_000);
+    assert!(large.len() < crate::jwt::MAX_TOKEN, "{}", large.len());
+    assert_eq!(
+        a.authenticate(&large, &keys, now()),
+        Err(MappingError::Expression {
+            what: "username",
+            expression: grows.clone(),
+            why: format!(
+                "evaluation exceeded its budget of {} bytes built or copied",
+                crate::expr::EVAL_BUDGET
+            ),
+        })
+    );
+}

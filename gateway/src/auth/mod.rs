@@ -316,9 +316,21 @@ impl Authenticator {
             None if self.anonymous => "allowed, as system:anonymous".to_string(),
             None => "refused with 401".to_string(),
         };
+        let stomped = anonymous.starts_with("allowed") && self.authorizer.allows_everything();
+        let anonymous = if stomped {
+            format!(
+                "refused with 401: anonymous authentication ({anonymous}) is turned off beside \
+                 the AlwaysAllow authorizer, as kube-apiserver turns it off; use another authorizer"
+            )
+        } else {
+            anonymous
+        };
         let mut lines = vec![
             (false, format!("authentication: {}", methods.join(", "))),
-            (false, format!("requests without credentials: {anonymous}")),
+            (
+                stomped,
+                format!("requests without credentials: {anonymous}"),
+            ),
         ];
         for line in self.authorizer.describe(self.anonymous) {
             lines.push((line.contains("ANYONE"), line));
@@ -425,12 +437,20 @@ impl Authenticator {
             .structured
             .as_ref()
             .and_then(|s| s.admits_anonymous(path));
-        if anonymous.unwrap_or(self.anonymous) {
-            return Ok(found(User::anonymous().clone(), Method::Anonymous));
+        if !anonymous.unwrap_or(self.anonymous) {
+            return Err(AuthError::Unauthorized(
+                "no credentials and anonymous requests are disabled".into(),
+            ));
         }
-        Err(AuthError::Unauthorized(
-            "no credentials and anonymous requests are disabled".into(),
-        ))
+        if self.authorizer.allows_everything() {
+            // An anonymous caller would be allowed everything, as kube-apiserver refuses.
+            return Err(AuthError::Unauthorized(
+                "no credentials, and anonymous requests are refused while the AlwaysAllow \
+                 authorizer is configured"
+                    .into(),
+            ));
+        }
+        Ok(found(User::anonymous().clone(), Method::Anonymous))
     }
 }
 

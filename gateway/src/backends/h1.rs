@@ -38,6 +38,8 @@ const READ_SIZE: usize = 8 * 1024;
 /// Longest chunk-size line (with extensions), and the most trailer bytes read and dropped.
 const MAX_CHUNK_LINE: usize = 4 * 1024;
 const MAX_TRAILERS: usize = 16 * 1024;
+/// Longest wait for a connection's close to be written.
+const SHUTDOWN_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// One backend connection speaking HTTP/1.1.
 pub struct H1Client<S> {
@@ -283,7 +285,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> H1Client<S> {
 
     /// Closes the connection's write side (the backend sees the end of the stream).
     pub async fn shutdown(&mut self) {
-        let _ = self.io.shutdown().await;
+        // A TLS close is a write: a backend that reads nothing must not hold it for good.
+        let _ = tokio::time::timeout(SHUTDOWN_WAIT, self.io.shutdown()).await;
     }
 
     async fn write(&mut self, bytes: &[u8]) -> Result<()> {

@@ -192,6 +192,8 @@ async fn watch(
 const PAGE: usize = 500;
 /// Upper bound of one list page.
 const LIST_TIMEOUT: Duration = Duration::from_secs(30);
+/// A watch that brings nothing, not even a bookmark, for this long is watched again.
+const WATCH_SILENCE: Duration = Duration::from_secs(90);
 
 /// How a watch ended without a transport error.
 enum Ended {
@@ -279,7 +281,15 @@ impl Watch {
         &mut self,
         version: &mut Option<String>,
     ) -> Result<Result<Change, Ended>, FetchError> {
-        while let Some(line) = self.lines.next().await? {
+        loop {
+            // kube-apiserver sends a bookmark at least every minute: a watch silent for longer
+            // is taken as a lost connection (a black hole keeps no FIN), and watched again from
+            // `version` on a new one. Stale objects (RBAC grants) last at most this long.
+            let Ok(line) = tokio::time::timeout(WATCH_SILENCE, self.lines.next()).await else {
+                tracing::debug!(path = %self.path, "watch silent for {WATCH_SILENCE:?}: watching again");
+                return Ok(Err(Ended::Timeout));
+            };
+            let Some(line) = line? else { break };
             let mut event: Value =
                 serde_json::from_slice(&line).map_err(|e| FetchError::Invalid {
                     url: self.path.clone(),

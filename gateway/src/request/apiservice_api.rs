@@ -62,7 +62,19 @@ pub async fn serve(
     info: &RequestInfo<'_>,
     ctx: &mut RequestCtx,
 ) -> Result<u16> {
-    let Some(body) = read_body(session).await? else {
+    // The request deadline bounds the body's arrival too: a body sent one byte at a time does
+    // not keep its flow-control seat past it (kube-apiserver's request context).
+    let within = match super::deadline::limit(info, gateway.options.request_timeout) {
+        Ok(super::deadline::Limit::Request(d) | super::deadline::Limit::Discovery(d)) => d,
+        _ => gateway.options.request_timeout,
+    };
+    let Ok(body) = tokio::time::timeout_at((ctx.started + within).into(), read_body(session)).await
+    else {
+        // The rest of the body is not read: the connection is not reused.
+        session.set_keepalive(None);
+        return send(session, ctx, reply::timeout_reply()).await;
+    };
+    let Some(body) = body? else {
         let reply = reply::failure_reply(
             413,
             "RequestEntityTooLarge",

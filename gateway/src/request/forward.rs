@@ -83,8 +83,20 @@ pub fn asks_impersonation(request: &RequestHeader) -> bool {
         .any(|name| name.as_str().starts_with("impersonate-"))
 }
 
-/// Whether a client header must not be forwarded.
+/// Whether a client header must not be forwarded. A name with underscores is judged as its
+/// dashed form too: CGI-style header maps read `X_Remote_User` as `X-Remote-User`.
 fn is_hidden(name: &HeaderName, forwarding: &Forwarding<'_>) -> bool {
+    if name.as_str().contains('_') {
+        let dashed = name.as_str().replace('_', "-");
+        if HeaderName::from_bytes(dashed.as_bytes()).is_ok_and(|d| is_hidden_as(&d, forwarding)) {
+            return true;
+        }
+    }
+    is_hidden_as(name, forwarding)
+}
+
+/// Whether a client header named `name` must not be forwarded.
+fn is_hidden_as(name: &HeaderName, forwarding: &Forwarding<'_>) -> bool {
     let text = name.as_str();
     if text.starts_with("x-remote-") || forwarding.auth.is_identity_header(name) {
         return true;

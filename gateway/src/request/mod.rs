@@ -279,7 +279,8 @@ impl ApiaggProxy {
             let reply = reply::failure_reply(
                 403,
                 "Forbidden",
-                "impersonation through apiagg is supported only at the delegate, for callers it \
+                "impersonation is honoured by apiagg only when an authorizer that decides it (a \
+                 webhook or RBAC) allows it, and otherwise only by the delegate, for callers it \
                  authenticates itself (bearer tokens); send the request without Impersonate-* headers",
             );
             return Ok(Step::Answer(RouteKind::Refused, reply));

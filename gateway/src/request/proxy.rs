@@ -53,14 +53,25 @@ impl ApiaggProxy {
                     return Err(e);
                 }
             };
-            // A pooled connection keeps the timeouts of its first request: each read and write
-            // is bounded by this request's deadline.
-            backend.set_timeouts(left, left);
+            // The deadline bounds the whole exchange (the client's body, informational heads,
+            // the answer), as kube-apiserver's request context ends the proxied round trip: a
+            // body sent one byte at a time no longer keeps its seat. A watch is cut at its own
+            // deadline (relay_answer); each of its reads and writes is bounded by it. A pooled
+            // connection keeps the timeouts of its last request: they are set every time.
+            let whole = ctx.bounds.deadline.filter(|_| ctx.bounds.watch.is_none());
+            let each = if whole.is_some() { None } else { left };
+            backend.set_timeouts(each, each);
             let replay = (retries > 0).then(|| session.get_retry_buffer()).flatten();
-            match self
-                .exchange(session, ctx, &mut backend, has_body, replay)
-                .await
-            {
+            let exchange = self.exchange(session, ctx, &mut backend, has_body, replay);
+            let exchanged = match whole {
+                Some(deadline) => tokio::time::timeout_at(deadline.into(), exchange)
+                    .await
+                    .unwrap_or_else(|_| {
+                        Error::e_explain(ErrorType::ReadTimedout, "the request deadline passed")
+                    }),
+                None => exchange.await,
+            };
+            match exchanged {
                 Ok(true) => {
                     self.release(ctx, backend);
                     return Ok(());

@@ -13,6 +13,9 @@ use super::{framing, reply};
 use apiagg_audit::AUDIT_ID_HEADER;
 use apiagg_observe::RouteKind;
 
+/// Informational (1xx) heads accepted before the final one (net/http's `max1xxResponses`).
+const MAX_INFORMATIONAL: u32 = 5;
+
 impl ApiaggProxy {
     /// The backend's answer, relayed once its first head arrived: its head (informational ones
     /// included, for an HTTP/1.1 client) through [`Self::filter_head`], then its body piece by piece, each written before
@@ -24,6 +27,7 @@ impl ApiaggProxy {
         ctx: &mut RequestCtx,
         backend: &mut Backend,
     ) -> Result<bool> {
+        let mut informational = 0;
         let mut head = loop {
             let Some(status) = backend.response_header().map(|h| h.status) else {
                 return no_head();
@@ -48,6 +52,16 @@ impl ApiaggProxy {
                     .write_response_header(informational)
                     .await
                     .map_err(|e| e.into_down())?;
+            }
+            // A backend that sends informational heads without end keeps the request (and its
+            // seat) until the deadline: more than Go's transport accepts is a failure.
+            informational += 1;
+            if informational > MAX_INFORMATIONAL {
+                return Error::e_explain(
+                    ErrorType::InvalidHTTPHeader,
+                    format!("more than {MAX_INFORMATIONAL} informational (1xx) responses"),
+                )
+                .map_err(|e| e.into_up());
             }
             backend.read_response_header().await?;
         };

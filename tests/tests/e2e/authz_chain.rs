@@ -428,3 +428,82 @@ async fn rbac_keeps_deciding_while_the_delegate_is_away() {
         assert_eq!(code(&c, &bob, &whoami).await, 403);
     }
 }
+
+/// Security issue 42, finding 1: a chain holding `AlwaysAllow` never lends apiagg's own
+/// `impersonate` right. Requests without credentials are refused beside it (kube-apiserver
+/// turns anonymous authentication off), so no anonymous caller becomes `system:masters` at the
+/// delegate; an impersonation only `AlwaysAllow` allowed is not honoured by apiagg: a caller
+/// only apiagg authenticates gets 403, and neither the backend nor the delegate sees it; a
+/// caller the delegate authenticates itself is sent with its own token, and the delegate
+/// decides (the test delegate honours it: `impersonatedBy` is the caller, never apiagg).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn always_allow_never_lends_apiaggs_impersonation() {
+    use apiagg_tests::trust::{APIAGG_USER, REVIEWED_TOKEN, STATIC_TOKEN};
+    let config = "apiVersion: apiserver.config.k8s.io/v1\nkind: AuthorizationConfiguration\n\
+                  authorizers:\n- type: AlwaysAllow\n  name: alwaysallow\n";
+    let c = Cluster::start_setup(Setup {
+        anonymous: true,
+        authorization_config: Some(config),
+        ..Setup::default()
+    })
+    .await;
+    let as_admin = [
+        ("Impersonate-User", "admin"),
+        ("Impersonate-Group", "system:masters"),
+    ];
+    let secrets = "/api/v1/namespaces/kube-system/secrets";
+    let whoami = format!("/apis/{G}/{V}/whoami");
+    let seen_before = (
+        c.delegate.requests(secrets).await,
+        c.delegate.requests("/debug/whoami").await,
+        c.backend.requests(&whoami).await,
+    );
+
+    // Anonymous: 401 with the headers and without them.
+    let anonymous = c.client(None);
+    let (refused, body) = c.get(&anonymous, secrets, &as_admin).await;
+    assert_eq!(refused, 401, "{body}");
+    assert_eq!(c.get(&anonymous, secrets, &[]).await.0, 401);
+    assert_eq!(
+        code(&c, &anonymous, "/readyz").await,
+        200,
+        "health stays open"
+    );
+
+    // A token only apiagg knows (its token file) and a client certificate: 403, to the
+    // delegate and to the backend alike.
+    let certificate = caller(&c, "mallory", &[]);
+    let static_token = format!("Bearer {STATIC_TOKEN}");
+    for (who, client, auth) in [
+        ("certificate", &certificate, None),
+        ("token file", &anonymous, Some(static_token.as_str())),
+    ] {
+        for path in ["/debug/whoami", whoami.as_str(), secrets] {
+            let mut headers = as_admin.to_vec();
+            if let Some(auth) = auth {
+                headers.push(("Authorization", auth));
+            }
+            let (refused, body) = c.get(client, path, &headers).await;
+            assert_eq!(refused, 403, "{who} {path}: {body}");
+        }
+    }
+    let seen_after = (
+        c.delegate.requests(secrets).await,
+        c.delegate.requests("/debug/whoami").await,
+        c.backend.requests(&whoami).await,
+    );
+    assert_eq!(seen_before, seen_after, "nobody saw the refused requests");
+
+    // A token the delegate reviews: it goes with that token, and the delegate decides.
+    let reviewed = format!("Bearer {REVIEWED_TOKEN}");
+    let mut headers = as_admin.to_vec();
+    headers.push(("Authorization", &reviewed));
+    let (answered, seen) = c.get(&anonymous, "/debug/whoami", &headers).await;
+    assert_eq!(answered, 200, "{seen}");
+    assert_eq!(seen["user"], "admin", "{seen}");
+    assert_ne!(seen["impersonatedBy"], APIAGG_USER, "{seen}");
+    assert_eq!(
+        seen["impersonatedBy"], "system:serviceaccount:default:app",
+        "the caller itself asked the delegate: {seen}"
+    );
+}

@@ -398,3 +398,84 @@ async fn forwarding_rules_hold_on_the_wire() {
     }
     assert!(failures.is_empty(), "{failures:#?}\n{}", backend.raw());
 }
+
+/// Security issue 42, findings 2 and 3: the request deadline bounds the whole exchange. A body
+/// sent one byte at a time gets a 504 at `--request-timeout`, to a remote backend and to the
+/// APIService API alike (before, it kept its flow-control seat for as long as it trickled); a
+/// backend that sends informational heads without end is cut after five with a 503, over
+/// HTTP/2 too, where nothing reaches the client meanwhile (before, it kept the request and its
+/// seat for good), and its connection is closed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deadlines_bound_slow_bodies_and_endless_informational_heads() {
+    use apiagg_tests::wire::{h2_connect, h2_request, https_client, tls_apiagg_with};
+    use apiagg_tests::wire::{trickle_tls, RawBackend};
+    let backend = RawBackend::start(GV).await;
+    let delegate = kube_delegate(false, &[]);
+    let config = format!(
+        "delegate: {{url: \"{}\"}}\nservices:\n{}apiServices:\n{}",
+        delegate.url,
+        service("raw", &backend.url()),
+        apiservice(G, V, "raw", ""),
+    );
+    let (gw, ca) = tls_apiagg_with(&config, &["--request-timeout", "3s"]).await;
+    let base = format!("https://127.0.0.1:{}", gw.port);
+    let h1 = https_client(&ca);
+    wait_until(
+        "the backend's APIService to be available",
+        Duration::from_secs(20),
+        || answer_code(h1.get(format!("{base}{GV}/ping"))),
+        |code| *code == 200,
+    )
+    .await;
+
+    // Informational heads every 100 ms, never a final one, to an HTTP/2 client.
+    let h2 = h2_connect(gw.port, &ca).await;
+    let started = std::time::Instant::now();
+    let path = format!("{GV}/namespaces/n/flunders/endless-1xx");
+    let (code, text) = tokio::time::timeout(
+        Duration::from_secs(10),
+        h2_request(&h2, "GET", &path, &[], b""),
+    )
+    .await
+    .expect("an answer within 10 s")
+    .expect("not reset");
+    assert_eq!(code, 503, "{text}");
+    assert!(text.contains("informational (1xx)"), "{text}");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    wait_until(
+        "the backend's connection to be closed",
+        Duration::from_secs(5),
+        || async { backend.informational() },
+        |(_, closed)| *closed == 1,
+    )
+    .await;
+    let (sent, _) = backend.informational();
+    assert!((6..=12).contains(&sent), "{sent} informational heads sent");
+
+    // One body byte every 300 ms, announced as 100: proxied, and to the APIService API.
+    for path in [
+        format!("{GV}/namespaces/n/flunders"),
+        "/apis/apiregistration.k8s.io/v1/apiservices".to_string(),
+    ] {
+        let head = format!(
+            "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n"
+        );
+        let (code, text, took) =
+            trickle_tls(gw.port, &ca, &head, 100, Duration::from_millis(300)).await;
+        assert_eq!(code, 504, "{path}: {text}");
+        assert!(text.contains("\"reason\":\"Timeout\""), "{path}: {text}");
+        assert!(
+            took >= Duration::from_millis(2500) && took < Duration::from_secs(6),
+            "{path}: answered after {took:?}"
+        );
+    }
+    let posted = backend.requests();
+    assert!(
+        !posted.iter().any(|s| s.method == "POST"),
+        "no half body became a request: {posted:?}"
+    );
+}

@@ -105,6 +105,8 @@ fn expression_errors_carry_the_compiler_text() {
             "x".repeat(crate::expr::MAX_EXPRESSION + 1).as_str(),
             Scope::Claims,
         ),
+        // Issue 42: a claim the bearer sets, replaced into itself (estimated cost, limit, why).
+        ("claims.s.replace('a', claims.s)", Scope::Claims),
     ] {
         let why = Expression::compile(source, scope)
             .expect_err("does not compile")

@@ -81,6 +81,20 @@ impl Link {
 pub(super) struct Verdict {
     pub(super) decision: Decision,
     pub(super) errors: Vec<String>,
+    /// Allowed by `AlwaysAllow`: no policy looked at the request. apiagg never lends its own
+    /// credentials (its `impersonate` right at the delegate) on such a decision.
+    pub(super) blanket: bool,
+}
+
+impl Verdict {
+    /// An allow of `system:masters` or of a policy (a webhook, RBAC).
+    pub(super) fn allowed() -> Verdict {
+        Verdict {
+            decision: Decision::Allow(String::new()),
+            errors: Vec::new(),
+            blanket: false,
+        }
+    }
 }
 
 /// An ordered chain of authorizers.
@@ -113,10 +127,7 @@ impl Chain {
         reviewer: Reviewer<'_>,
     ) -> Verdict {
         if subject.groups.iter().any(|g| g == PRIVILEGED_GROUP) {
-            return Verdict {
-                decision: Decision::Allow(String::new()),
-                errors: Vec::new(),
-            };
+            return Verdict::allowed();
         }
         let mut reasons: Vec<String> = Vec::new();
         let mut errors = Vec::new();
@@ -140,6 +151,7 @@ impl Chain {
                     let (kind, name) = link.labels();
                     self.metrics.decided(kind, name, terminal.allowed());
                     return Verdict {
+                        blanket: matches!(link, Link::AlwaysAllow),
                         decision: terminal,
                         errors,
                     };
@@ -149,6 +161,13 @@ impl Chain {
         Verdict {
             decision: Decision::NoOpinion(reasons.join("\n")),
             errors,
+            blanket: false,
         }
+    }
+
+    /// Whether an `AlwaysAllow` authorizer is in the chain (then requests without credentials
+    /// are refused, as kube-apiserver turns anonymous authentication off beside it).
+    pub fn allows_everything(&self) -> bool {
+        self.links.iter().any(|l| matches!(l, Link::AlwaysAllow))
     }
 }

@@ -159,14 +159,15 @@ impl Default for ModeCache {
 }
 
 impl Authorizer {
-    /// The user `wanted` becomes for `requestor` doing `a`, when some mode allows it.
+    /// The user `wanted` becomes for `requestor` doing `a`, when some mode allows it, and
+    /// whether only `AlwaysAllow` allowed it (a [`Grant`]).
     pub(super) async fn impersonated(
         &self,
         wanted: &Wanted,
         requestor: &User,
         a: &Attributes,
         reviewer: Reviewer<'_>,
-    ) -> Result<User, Refusal> {
+    ) -> Result<Grant, Refusal> {
         let last = self.modes.0.get(&requestor.name).await.map(usize::from);
         let order = last
             .into_iter()
@@ -178,11 +179,11 @@ impl Authorizer {
                 continue;
             }
             match self.try_mode(mode, wanted, requestor, a, reviewer).await {
-                Ok(user) => {
+                Ok(grant) => {
                     if let Ok(index) = u8::try_from(index) {
                         self.modes.0.insert(requestor.name.clone(), index).await;
                     }
-                    return Ok(user);
+                    return Ok(grant);
                 }
                 Err(refusal) => {
                     first.get_or_insert(refusal);
@@ -200,7 +201,7 @@ impl Authorizer {
         requestor: &User,
         a: &Attributes,
         reviewer: Reviewer<'_>,
-    ) -> Result<User, Refusal> {
+    ) -> Result<Grant, Refusal> {
         let Plan {
             subject_extra,
             steps,
@@ -210,38 +211,54 @@ impl Authorizer {
             extra: subject_extra.as_deref().unwrap_or(&requestor.extra),
             ..subject(requestor)
         };
+        let mut blanket = false;
         for step in steps {
             match step {
-                Step::One(check) => self.require(&who, requestor, &check, reviewer).await?,
+                Step::One(check) => {
+                    blanket |= self.require(&who, requestor, &check, reviewer).await?
+                }
                 Step::Wildcard { all, each } => {
                     let verdict = self.decide(&who, &all, reviewer).await;
-                    if !verdict.decision.allowed() {
+                    if verdict.decision.allowed() {
+                        blanket |= verdict.blanket;
+                    } else {
                         for check in &each {
-                            self.require(&who, requestor, check, reviewer).await?;
+                            blanket |= self.require(&who, requestor, check, reviewer).await?;
                         }
                     }
                 }
             }
         }
-        finish(wanted, groups).map_err(|e| Refusal::Internal(e.to_string()))
+        let user = finish(wanted, groups).map_err(|e| Refusal::Internal(e.to_string()))?;
+        Ok(Grant { user, blanket })
     }
 
-    /// `Ok` when the chain allows `who` doing `check`; an impersonation that cannot be
-    /// checked is forbidden, not a 500, as upstream answers.
+    /// `Ok` when the chain allows `who` doing `check` (`Ok(true)`: only `AlwaysAllow` did); an
+    /// impersonation that cannot be checked is forbidden, not a 500, as upstream answers.
     async fn require(
         &self,
         who: &Subject<'_>,
         requestor: &User,
         check: &Attributes,
         reviewer: Reviewer<'_>,
-    ) -> Result<(), Refusal> {
+    ) -> Result<bool, Refusal> {
         let verdict = self.decide(who, check, reviewer).await;
         if verdict.decision.allowed() {
-            return Ok(());
+            return Ok(verdict.blanket);
         }
         if !verdict.errors.is_empty() {
             tracing::warn!("impersonation check failed: {}", verdict.errors.join("; "));
         }
         Err(forbidden(requestor, check, verdict.decision.reason()))
     }
+}
+
+/// An impersonation the chain allowed.
+pub(super) struct Grant {
+    /// Who the request acts as.
+    pub(super) user: User,
+    /// Some check was allowed only by `AlwaysAllow`: no policy decided that the caller may
+    /// be this user, so apiagg does not act as it (the headers go on, and the delegate decides
+    /// with the caller's own credentials).
+    pub(super) blanket: bool,
 }

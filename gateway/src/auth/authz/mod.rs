@@ -11,7 +11,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use apiagg_authz::{Attributes, Decision, Subject};
+use apiagg_authz::{Attributes, Subject};
 use apiagg_config::{Authorization, AuthorizationMode};
 use apiagg_requestinfo::RequestInfo;
 use arc_swap::ArcSwap;
@@ -139,6 +139,15 @@ impl Authorizer {
         self.chain.is_some()
     }
 
+    /// Whether the chain holds an `AlwaysAllow` authorizer now: requests without credentials
+    /// are then refused (kube-apiserver turns anonymous authentication off beside it,
+    /// pkg/kubeapiserver/options/authentication.go `ApplyAuthorization`).
+    pub fn allows_everything(&self) -> bool {
+        self.chain
+            .as_ref()
+            .is_some_and(|c| c.load().allows_everything())
+    }
+
     /// The built-in rule alone (no authorizer): `Ok` when `caller` may do what `request` asks.
     pub fn check_builtin(
         &self,
@@ -150,32 +159,48 @@ impl Authorizer {
 
     /// Who may do what apiagg protects, one line each, for the start-up log.
     pub fn describe(&self, anonymous: bool) -> Vec<String> {
-        match &self.chain {
-            Some(chain) => vec![format!(
-                "every request (APIService API, /metrics, /debug, proxied requests): the \
-                 authorizer chain system:masters → {} → deny",
-                chain.load().describe().join(" → ")
-            )],
-            None => self.builtin.describe(anonymous),
+        /// Where `Impersonate-*` goes when apiagg does not honour it itself.
+        const TO_THE_DELEGATE: &str = "the headers go to the delegate with the caller's own \
+             credentials (only for callers the delegate authenticates itself: TokenReview \
+             tokens), which decides; remote backends and callers only apiagg authenticates get 403";
+        let Some(chain) = &self.chain else {
+            let mut lines = self.builtin.describe(anonymous);
+            lines.push(format!(
+                "impersonation: never honoured by apiagg (no authorizer): {TO_THE_DELEGATE}"
+            ));
+            return lines;
+        };
+        let chain = chain.load();
+        let mut lines = vec![format!(
+            "every request (APIService API, /metrics, /debug, proxied requests): the \
+             authorizer chain system:masters → {} → deny",
+            chain.describe().join(" → ")
+        )];
+        let mut impersonation = "impersonation: a caller acts as the user it names when \
+             system:masters or an authorizer that decides (Webhook, RBAC) allows it; apiagg then \
+             asks the delegate with its own credentials"
+            .to_string();
+        if chain.allows_everything() {
+            impersonation.push_str(&format!("; allowed only by AlwaysAllow, {TO_THE_DELEGATE}"));
         }
+        lines.push(impersonation);
+        lines
     }
 
     /// The chain's decision for `user` doing `a`.
     async fn decide(&self, user: &Subject<'_>, a: &Attributes, reviewer: Reviewer<'_>) -> Verdict {
         match &self.chain {
             Some(chain) => chain.load_full().decide(user, a, reviewer).await,
-            None => Verdict {
-                decision: Decision::Allow(String::new()),
-                errors: Vec::new(),
-            },
+            None => Verdict::allowed(),
         }
     }
 
     /// Authorizes the `Impersonate-*` headers of `request` for `caller` (kube-apiserver's
     /// impersonation filter, which runs before flow control). `Ok(Some(user))`: allowed, the
     /// request now acts as that user (the headers are honoured and must not pass on);
-    /// `Ok(None)`: nothing to impersonate here (no headers, the path is open to all, or no
-    /// chain: then the headers go to the delegate, which decides).
+    /// `Ok(None)`: nothing to impersonate here (no headers, the path is open to all, no
+    /// chain, or only `AlwaysAllow` allowed it: then the headers go to the delegate, which
+    /// decides, with the caller's own credentials).
     pub async fn impersonate(
         &self,
         request: &AuthzRequest<'_>,
@@ -189,11 +214,21 @@ impl Authorizer {
             return Ok(None);
         };
         let attributes = apiagg_authz::request::attributes(request.info);
-        let user = self
+        let grant = self
             .impersonated(&wanted, &caller.user, &attributes, reviewer)
             .await?;
+        if grant.blanket {
+            // Only AlwaysAllow said yes: apiagg's own `impersonate` right is never lent on a
+            // decision no policy made. The headers stay; only the delegate, asked with the
+            // caller's own credentials, may honour them (request::to_upstream).
+            tracing::debug!(
+                caller = %caller.user.name,
+                "impersonation allowed only by AlwaysAllow: left to the delegate"
+            );
+            return Ok(None);
+        }
         Ok(Some(Authenticated {
-            user: Arc::new(user),
+            user: Arc::new(grant.user),
             method: Method::Impersonation,
         }))
     }

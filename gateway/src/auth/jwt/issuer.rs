@@ -2,12 +2,13 @@
 //! configured CA (or the system's roots), refreshed every [`REFRESH`] and when a token names a
 //! key it does not know (at most once per [`MISS_INTERVAL`], so forged `kid`s are no flood at
 //! the provider); retried with backoff while unreachable; validated tokens cached by the token
-//! until they expire. The fetch loop ends when the issuer is dropped (a reload replaced it).
+//! until they expire, each only while the very key that verified it is still published. The
+//! fetch loop ends when the issuer is dropped (a reload replaced it).
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-use apiagg_authn::jwt::{KeySet, MAX_JWKS};
+use apiagg_authn::jwt::{KeyId, KeySet, MAX_JWKS};
 use apiagg_authn::{Accepted, Identity, JwtAuthenticator, MappingError};
 use arc_swap::ArcSwapOption;
 use moka::future::Cache;
@@ -126,8 +127,9 @@ pub struct Issuer {
 struct Cached {
     user: Arc<User>,
     expires: SystemTime,
-    /// The signing key: the entry holds only while the issuer still publishes it.
-    kid: Option<String>,
+    /// The key that verified it: the entry holds only while the issuer still publishes that
+    /// very key (not merely one under its `kid`).
+    key: KeyId,
 }
 
 /// Expires each cached user when its token does (at most [`CACHE_TTL_MAX`] after it was cached).
@@ -210,7 +212,7 @@ impl Issuer {
     /// its signing key is still published.
     pub async fn cached(&self, token: &str) -> Option<Arc<User>> {
         let cached = self.cache.get(token).await?;
-        if cached.expires > SystemTime::now() && self.still_published(cached.kid.as_deref()) {
+        if cached.expires > SystemTime::now() && self.still_published(&cached.key) {
             return Some(cached.user);
         }
         self.cache.invalidate(token).await;
@@ -265,7 +267,8 @@ impl Issuer {
         let Accepted {
             identity,
             expires,
-            kid,
+            key,
+            ..
         } = mapped.map_err(invalid)?;
         let Identity {
             username,
@@ -283,18 +286,17 @@ impl Issuer {
         Ok(Cached {
             user: Arc::new(user),
             expires,
-            kid,
+            key,
         })
     }
 
-    /// Whether the key `kid` still verifies this issuer's tokens (a dropped key ends the
-    /// tokens it signed at the next fetch of the key set).
-    fn still_published(&self, kid: Option<&str>) -> bool {
-        match (kid, self.keys.load().as_deref()) {
-            (Some(kid), Some(keys)) => keys.has_kid(kid),
-            (None, Some(_)) => true,
-            (_, None) => false,
-        }
+    /// Whether the key `key` still verifies this issuer's tokens (a dropped or replaced key
+    /// ends the tokens it verified at the next fetch of the key set).
+    fn still_published(&self, key: &KeyId) -> bool {
+        self.keys
+            .load()
+            .as_deref()
+            .is_some_and(|keys| keys.holds(key))
     }
 
     /// Asks the loop for fresh keys after an unknown `kid` and waits for them: `false` when a

@@ -14,6 +14,11 @@ fn request() -> RequestHeader {
         ("Impersonate-User", "root"),
         ("X-Remote-User", "admin"),
         ("X-Remote-Group", "system:masters"),
+        // CGI-style header maps merge these into X-Remote-* (issue 42, noted).
+        ("X_Remote_User", "admin"),
+        ("x-remote_group", "system:masters"),
+        ("Impersonate_User", "root"),
+        ("X_Custom_Header", "kept"),
         ("X-Forwarded-For", "10.9.9.9"),
         ("Host", "gateway"),
     ] {
@@ -85,6 +90,10 @@ fn remote_backends_get_the_caller_as_x_remote_and_no_credentials() {
     assert_eq!(values(&req, "x-forwarded-host"), ["10.0.0.1:443"]);
     assert_eq!(values(&req, "x-forwarded-uri"), ["/apis/a.io/v1/x/exec"]);
     assert_eq!(values(&req, "upgrade"), ["websocket"]);
+    for underscored in ["x_remote_user", "x-remote_group", "impersonate_user"] {
+        assert!(values(&req, underscored).is_empty(), "{underscored}");
+    }
+    assert_eq!(values(&req, "x_custom_header"), ["kept"]);
 }
 
 #[test]

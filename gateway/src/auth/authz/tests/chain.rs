@@ -208,6 +208,54 @@ async fn impersonate(
     Ok(done.expect("impersonated").user)
 }
 
+/// Security issue 42, finding 1: an impersonation only `AlwaysAllow` allowed is not honoured
+/// by apiagg (it would act as the user with its own `impersonate` right at the delegate); one a
+/// policy allowed, or a member of `system:masters` asked for, is.
+#[tokio::test]
+async fn always_allow_never_lends_apiaggs_impersonation() {
+    let legacy = json!([{"apiGroups": [""], "resources": ["users"], "verbs": ["impersonate"], "resourceNames": ["carol"]}]);
+    let chain = authorizer(vec![
+        Link::Rbac(rbac(&grant("legacy", "alice", legacy))),
+        Link::AlwaysAllow,
+    ]);
+    assert!(chain.allows_everything());
+    let info = RequestInfo::new("GET", "/api/v1/namespaces/a/pods", None).expect("info");
+    let world = World::new();
+    let asked = |pairs: &[(&str, &str)]| headers(pairs);
+    let admin = asked(&[
+        ("Impersonate-User", "admin"),
+        ("Impersonate-Group", "system:masters"),
+    ]);
+    let request = AuthzRequest {
+        info: &info,
+        headers: &admin,
+    };
+    for who in [caller("mallory", &[]), caller("alice", &[])] {
+        let done = chain.impersonate(&request, &who, world.reviewer()).await;
+        assert!(matches!(done, Ok(None)), "{}: {done:?}", who.user.name);
+    }
+    // RBAC grants alice carol: apiagg acts as carol.
+    let carol = impersonate(
+        &chain,
+        &caller("alice", &[]),
+        &[("Impersonate-User", "carol")],
+    )
+    .await
+    .expect("RBAC allows carol");
+    assert_eq!(carol.name, "carol");
+    // system:masters may impersonate anyone, AlwaysAllow or not.
+    let admin = impersonate(
+        &chain,
+        &caller("root", &["system:masters"]),
+        &[("Impersonate-User", "admin")],
+    )
+    .await
+    .expect("system:masters");
+    assert_eq!(admin.name, "admin");
+    let policy_only = authorizer(vec![Link::Rbac(rbac(&[]))]);
+    assert!(!policy_only.allows_everything());
+}
+
 #[tokio::test]
 async fn constrained_modes_are_tried_before_the_legacy_verb() {
     let user_info = json!([

@@ -241,3 +241,67 @@ async fn forged_kids_reach_the_provider_at_most_once_per_interval() {
     assert!(fetched <= 1, "{fetched} key set fetches for 50 forged kids");
     drop(stop);
 }
+
+/// Security issue 42, finding 4: a cached token holds only while the very key that verified
+/// it is published. A token without `kid`, and one whose key was replaced under the same
+/// `kid`, end at the next fetch of the key set (they held for up to an hour before).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cached_token_ends_with_the_key_that_verified_it() {
+    let p = Provider::start().await;
+    let (jwk, key) = signing_key("k1");
+    p.serve("/keys", 200, json!({"keys": [jwk]}).to_string());
+    p.discovery(&p.url, &format!("{}/keys", p.url));
+    let issuer = p.issuer(&p.ca_pem);
+    let (stop, stopped) = watch::channel(());
+    tokio::spawn(issuer.clone().run(stopped));
+    let now = SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("epoch")
+        .as_secs();
+    let claims = json!({"iss": p.url, "aud": "k", "sub": "alice", "exp": now + 300});
+    let sign = |kid: Option<&str>, key: &jsonwebtoken::EncodingKey| {
+        let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::ES256);
+        header.kid = kid.map(str::to_string);
+        jsonwebtoken::encode(&header, &claims, key).expect("sign")
+    };
+    let without_kid = sign(None, &key);
+    let with_kid = sign(Some("k1"), &key);
+    let mut ok = None;
+    for _ in 0..100 {
+        ok = issuer.authenticate(&without_kid).await.ok();
+        if ok.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(ok.is_some(), "the key set was fetched");
+    assert!(issuer.authenticate(&with_kid).await.is_ok());
+    assert!(issuer.cached(&without_kid).await.is_some());
+    assert!(issuer.cached(&with_kid).await.is_some());
+
+    // The operator replaces the key under the same kid; a token naming an unknown kid makes
+    // apiagg fetch the key set now.
+    let (replacement, new_key) = signing_key("k1");
+    p.serve("/keys", 200, json!({"keys": [replacement]}).to_string());
+    let before = p.hits("/keys");
+    assert!(issuer
+        .authenticate(&sign(Some("unknown"), &new_key))
+        .await
+        .is_err());
+    assert!(
+        p.hits("/keys") > before,
+        "the unknown kid fetched the key set"
+    );
+    assert!(issuer.cached(&without_kid).await.is_none(), "no kid: ended");
+    assert!(
+        issuer.cached(&with_kid).await.is_none(),
+        "same kid, other key: ended"
+    );
+    assert!(issuer.authenticate(&with_kid).await.is_err());
+    assert!(issuer.authenticate(&without_kid).await.is_err());
+    // The new key's tokens are accepted, and cached.
+    let fresh = sign(Some("k1"), &new_key);
+    assert!(issuer.authenticate(&fresh).await.is_ok());
+    assert!(issuer.cached(&fresh).await.is_some());
+    drop(stop);
+}
