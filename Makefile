@@ -16,7 +16,7 @@ run:
 	@scripts/run-example.sh
 
 test:
-	@scripts/need.sh cmake prometheus protoc etcd valgrind openssl python:kubernetes npm:tests/oidc
+	@scripts/need.sh cmake prometheus protoc etcd valgrind openssl python:kubernetes npm:tests/oidc kube
 	cargo test --workspace
 	cargo build --release -p apiagg-gateway -p apiagg-tests --bins
 	@# One callgrind run at a time: what a run does besides serving grows with its wall time.

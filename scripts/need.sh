@@ -1,15 +1,22 @@
 #!/usr/bin/env bash
-# Usage: scripts/need.sh COMMAND... [python:MODULE...] [npm:DIR...]
+# Usage: scripts/need.sh COMMAND... [python:MODULE...] [npm:DIR...] [kube | kube-bin]
 # Installs, with apt-get, the Debian package of every COMMAND that is not on the PATH, with pip
 # every Python MODULE that does not import, and with `npm ci` the packages of DIR's
 # package-lock.json when DIR/node_modules does not hold them (missing, or another version). As
 # root it installs; otherwise through sudo when there is one; else it says what to install and
 # fails.
+# `kube` builds the real Kubernetes servers of tests/kube (kube-apiserver, sample-apiserver, etcd:
+# tests/kube/build.sh) with Go, once per version, into a cache outside the checkout that later
+# runs reuse: ${XDG_CACHE_HOME:-~/.cache}/apiagg/kube-<release>-<hash of go.mod, go.sum and
+# build.sh>/bin. `kube-bin` does the same and prints that folder (the e2e harness asks for it).
+# Without Go 1.26 or newer on the PATH it fails naming what to install.
 set -euo pipefail
 commands=()
 npm_dirs=()
+kube=""
 for arg in "$@"; do
   case "$arg" in
+    kube | kube-bin) kube=$arg ;;
     npm:*)
       npm_dirs+=("${arg#npm:}")
       commands+=(npm)
@@ -72,3 +79,38 @@ for dir in "${npm_dirs[@]+"${npm_dirs[@]}"}"; do
     (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
   fi
 done
+# kube / kube-bin: the real servers, built once per version (a lock keeps two runs from building
+# the same folder; the folder appears whole or not at all).
+if [ -n "$kube" ]; then
+  module="$(cd "$(dirname "$0")/.." && pwd)/tests/kube"
+  go_version=$(go env GOVERSION 2>/dev/null || true)
+  if ! [[ "$go_version" =~ ^go1\.([0-9]+) ]] || [ "${BASH_REMATCH[1]}" -lt 26 ]; then
+    echo "apiagg's real-Kubernetes tests build kube-apiserver, sample-apiserver and etcd from" >&2
+    echo "tests/kube/go.mod with Go 1.26 or newer; found: ${go_version:-no go on the PATH}." >&2
+    echo "install Go 1.26 (the go1.26 release for linux, e.g. in /usr/local/go, its bin on the" >&2
+    echo "PATH; Debian's golang-go is too old)" >&2
+    exit 1
+  fi
+  release=$(awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v/ { print $2; exit }' "$module/go.mod")
+  key=$(cat "$module/go.mod" "$module/go.sum" "$module/build.sh" | sha256sum | cut -c1-12)
+  cache="${XDG_CACHE_HOME:-$HOME/.cache}/apiagg"
+  dir="$cache/kube-$release-$key"
+  mkdir -p "$cache"
+  exec 9>"$dir.lock"
+  flock 9
+  if [ ! -f "$dir/complete" ]; then
+    echo "building the real Kubernetes servers ($release) into $dir: about 10 minutes on two" >&2
+    echo "cores the first time (downloads 90 MB of Go modules), then cached" >&2
+    start=$(date +%s)
+    rm -rf "$dir.partial"
+    "$module/build.sh" "$dir.partial/bin" >&2
+    touch "$dir.partial/complete"
+    rm -rf "$dir"
+    mv "$dir.partial" "$dir"
+    echo "built the real Kubernetes servers in $(($(date +%s) - start)) s" >&2
+  fi
+  exec 9>&-
+  if [ "$kube" = kube-bin ]; then
+    echo "$dir/bin"
+  fi
+fi

@@ -3,8 +3,8 @@
 //! certificates, configs and raw-wire tools they share.
 //!
 //! Everything a suite usually needs is re-exported here (`use apiagg_tests::*;`); the modules
-//! `api`, `audit`, `flow`, `oidc`, `openapi`, `pki`, `prometheus`, `rbac`, `relay`, `served_tls`, `trust` and `wire` hold
-//! what only some suites use.
+//! `api`, `audit`, `flow`, `oidc`, `openapi`, `pki`, `prometheus`, `rbac`, `real_kube`, `relay`, `served_tls`, `trust` and `wire` hold
+//! what only some suites use (`real_kube`: the real kube-apiserver, sample-apiserver and etcd).
 
 #![warn(missing_docs)]
 
@@ -22,6 +22,7 @@ pub mod pki;
 mod process;
 pub mod prometheus;
 pub mod rbac;
+pub mod real_kube;
 pub mod relay;
 pub mod served_tls;
 pub mod streaming;

@@ -42,6 +42,7 @@ mod oidc_provider;
 mod openapi;
 mod openapi_failures;
 mod overload;
+mod real_kube;
 mod registry;
 mod sample_apiserver;
 mod sample_auth;

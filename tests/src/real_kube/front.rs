@@ -1,0 +1,117 @@
+//! apiagg in front of the real control plane: kube-apiserver is its delegate (apiagg presents a
+//! `system:masters` client certificate), sample-apiserver a remote APIService of its config file
+//! (the same APIService kube-apiserver stores, its Service mapped to sample-apiserver's port), and
+//! apiagg's proxy client certificate comes from the front-proxy CA sample-apiserver trusts.
+
+use std::time::Duration;
+
+use super::{send, RealKube, WARDLE};
+use crate::pki::write_pair;
+use crate::{wait_until, Apiagg};
+
+/// The CN of apiagg's proxy client certificate (one of sample-apiserver's
+/// `--requestheader-allowed-names`).
+pub const APIAGG_PROXY_CN: &str = "apiagg-front-proxy";
+
+const FLOW_SCHEMAS: &str = "/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas";
+
+/// A running apiagg in front of [`RealKube`], killed when dropped.
+pub struct Front {
+    /// The process (its folder holds `apiagg.yaml` and `apiagg.log`).
+    pub gw: Apiagg,
+}
+
+impl Front {
+    /// `https://127.0.0.1:<apiagg>` + `path`.
+    pub fn url(&self, path: &str) -> String {
+        format!("https://127.0.0.1:{}{path}", self.gw.port)
+    }
+
+    /// apiagg's log so far.
+    pub fn log(&self) -> String {
+        self.gw.log()
+    }
+}
+
+impl RealKube {
+    /// Starts apiagg in front of the control plane with `authorization` (the `authorization:`
+    /// line's value, a YAML flow mapping; none: apiagg's default, AlwaysAllow with its secure
+    /// defaults) and flow control from the cluster's objects, and waits until it serves wardle
+    /// to the admin. Callers authenticate as at
+    /// kube-apiserver: client certificates of the same CA, service-account tokens by TokenReview,
+    /// anonymous.
+    pub async fn apiagg(&self, authorization: Option<&str>) -> Front {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path();
+        self.client_ca.write_ca(path, "client-ca");
+        self.serving_ca.write_ca(path, "serving-ca");
+        write_pair(
+            path,
+            "serving",
+            &self.serving_ca.server(&["localhost", "127.0.0.1"]),
+        );
+        let proxy = self.front_proxy_ca.client(APIAGG_PROXY_CN, &[]);
+        write_pair(path, "proxy-client", &proxy);
+        let delegate = self.client_ca.client("apiagg", &["system:masters"]);
+        write_pair(path, "delegate", &delegate);
+        let authorization =
+            authorization.map_or_else(String::new, |a| format!("authorization: {a}\n"));
+        let port = self.sample_port;
+        let config = format!(
+            "tls: {{certFile: serving.crt, keyFile: serving.key}}\n\
+             authentication: {{anonymous: true, clientCAFile: client-ca.crt, tokenReview: true}}\n\
+             {authorization}\
+             proxyClient: {{certFile: proxy-client.crt, keyFile: proxy-client.key}}\n\
+             delegate: {{url: \"{}\", caFile: serving-ca.crt, certFile: delegate.crt, keyFile: delegate.key}}\n\
+             services:\n  - {{namespace: wardle, name: api, port: {port}, endpoints: [\"https://127.0.0.1:{port}\"]}}\n\
+             apiServices:\n  - {}\n",
+            self.kube_url(""),
+            self.wardle_apiservice(),
+        );
+        let front = Front {
+            // Flow control from the cluster's own FlowSchemas and PriorityLevelConfigurations,
+            // as in front of a real cluster: the X-Kubernetes-PF-* UIDs are the cluster's.
+            gw: Apiagg::start_in_secure(dir, &config, &["--flow-control-from-cluster"]),
+        };
+        let began = std::time::Instant::now();
+        let admin = &self.client(Some(&self.admin));
+        let front_ref = &front;
+        wait_until(
+            "apiagg to serve /readyz and wardle to the admin",
+            Duration::from_secs(30),
+            move || async move {
+                let (ready, _) = send(admin, "GET", &front_ref.url("/readyz"), None).await;
+                let (wardle, _) = send(admin, "GET", &front_ref.url(WARDLE), None).await;
+                (ready, wardle)
+            },
+            |codes| *codes == (200, 200),
+        )
+        .await;
+        let ready = began.elapsed();
+        // Ready is not yet applied: until the cluster's objects are, apiagg classifies by its
+        // built-in configuration (other UIDs).
+        let (_, exempt) = self
+            .admin("GET", &format!("{FLOW_SCHEMAS}/exempt"), None)
+            .await;
+        let exempt = exempt["metadata"]["uid"].as_str().map(str::to_string);
+        wait_until(
+            "apiagg to classify the admin by the cluster's FlowSchema exempt",
+            Duration::from_secs(30),
+            move || async move {
+                let answer = admin.get(front_ref.url(WARDLE)).send().await;
+                let header = answer.ok().and_then(|a| {
+                    let uid = a.headers().get("x-kubernetes-pf-flowschema-uid")?;
+                    uid.to_str().ok().map(str::to_string)
+                });
+                header
+            },
+            |uid| *uid == exempt,
+        )
+        .await;
+        eprintln!(
+            "apiagg ready in {ready:?}, the cluster's flow control applied in {:?}",
+            began.elapsed()
+        );
+        front
+    }
+}
