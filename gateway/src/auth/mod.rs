@@ -20,7 +20,7 @@ use http::{HeaderMap, HeaderName};
 
 pub use self::authz::{
     requested_impersonation, Authorizer, AuthzMetrics, AuthzRequest, RbacSource, Refusal, Reviewer,
-    StructuredAuthz, IMPERSONATE_PREFIX,
+    StructuredAuthz, ACCESS_CHECKS, IMPERSONATE_PREFIX,
 };
 use self::requestheader::{InvalidHeaderName, RequestHeaderNames};
 pub use self::token::{ReviewError, Source, TokenCache};

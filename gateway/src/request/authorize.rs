@@ -14,7 +14,7 @@ use http::HeaderName;
 
 use super::reply::{self, Reply};
 use super::{ApiaggProxy, RequestCtx};
-use crate::auth::{AuthzRequest, Refusal, Reviewer, IMPERSONATE_PREFIX};
+use crate::auth::{AuthzRequest, Refusal, Reviewer, ACCESS_CHECKS, IMPERSONATE_PREFIX};
 use crate::backends::RouteTable;
 
 impl ApiaggProxy {
@@ -32,7 +32,7 @@ impl ApiaggProxy {
         };
         let routes = self.gateway.routes.load();
         let outcome = {
-            let (request, reviewer) = self.review(session, info, &routes);
+            let (request, reviewer) = self.review(session, info, &routes, ctx.started);
             // Boxed: the webhook's state stays out of every request's future (pingora moves
             // that future by value, so its size is paid on every request).
             Box::pin(authorizer.impersonate(&request, caller, reviewer)).await
@@ -82,7 +82,7 @@ impl ApiaggProxy {
         }
         let routes = self.gateway.routes.load();
         let outcome = {
-            let (request, reviewer) = self.review(session, info, &routes);
+            let (request, reviewer) = self.review(session, info, &routes, ctx.started);
             // Boxed, as above.
             Box::pin(authorizer.authorize(&request, caller, reviewer)).await
         };
@@ -90,12 +90,13 @@ impl ApiaggProxy {
     }
 
     /// The request in `session` as the authorizer sees it, and where its reviews go (the
-    /// delegate of `routes`, with apiagg's own clients).
+    /// delegate of `routes`, with apiagg's own clients) until when (the request `started`).
     fn review<'a>(
         &'a self,
         session: &'a Session,
         info: &'a RequestInfo<'a>,
         routes: &'a RouteTable,
+        started: std::time::Instant,
     ) -> (AuthzRequest<'a>, Reviewer<'a>) {
         let request = AuthzRequest {
             info,
@@ -105,6 +106,7 @@ impl ApiaggProxy {
             delegate: routes.delegate.as_deref(),
             clients: &self.gateway.clients,
             metrics: &self.gateway.metrics,
+            until: started + ACCESS_CHECKS,
         };
         (request, reviewer)
     }
@@ -122,6 +124,9 @@ impl ApiaggProxy {
             Refusal::Internal(message) => {
                 tracing::warn!("authorization failed: {message}");
                 reply::failure_reply(500, "InternalError", &message)
+            }
+            Refusal::TooManyValues(message) => {
+                reply::failure_reply(431, "RequestHeaderFieldsTooLarge", &message)
             }
         }
     }

@@ -3,7 +3,7 @@
 use super::Session;
 use apiagg_apis::failure_status;
 use bytes::Bytes;
-use http::header::{CONTENT_LENGTH, CONTENT_TYPE, X_CONTENT_TYPE_OPTIONS};
+use http::header::{CACHE_CONTROL, CONTENT_LENGTH, CONTENT_TYPE, X_CONTENT_TYPE_OPTIONS};
 use http::{HeaderName, HeaderValue, StatusCode};
 use pingora_error::{ErrorType::InvalidHTTPHeader, OrErr, Result};
 use pingora_http::ResponseHeader;
@@ -131,7 +131,10 @@ impl Reply {
         }
         let (mut head, ()) = http::Response::new(()).into_parts();
         head.status = StatusCode::from_u16(self.code).or_err(InvalidHTTPHeader, "status")?;
-        head.headers.reserve(3 + self.headers.len());
+        head.headers.reserve(4 + self.headers.len());
+        // As kube-apiserver's `WithCacheControl` marks every answer it writes itself.
+        head.headers
+            .insert(CACHE_CONTROL, HeaderValue::from_static("no-cache, private"));
         if self.code != 304 {
             let content_type = HeaderValue::from_static(self.content_type);
             head.headers.insert(CONTENT_TYPE, content_type);

@@ -263,6 +263,36 @@ async fn impersonation_is_authorized_before_it_is_honoured() {
         (&json!("dave"), &json!(apiagg_tests::trust::APIAGG_USER)),
         "{seen}"
     );
+    // Issue 46, item 2: a group sent 200 times is one check; more than 64 distinct values
+    // are a 431 before any review is asked.
+    let before = reviews(&c).await;
+    let mut repeated = as_dave.to_vec();
+    repeated.extend(std::iter::repeat_n(("Impersonate-Group", "ops"), 200));
+    let (code, seen) = c.get(&alice, &whoami(), &repeated).await;
+    assert_eq!((code, &seen["user"]), (200, &json!("dave")), "{seen}");
+    let groups: Vec<String> = (0..70).map(|i| format!("g{i}")).collect();
+    let mut many = vec![("Impersonate-User", "dave")];
+    many.extend(groups.iter().map(|g| ("Impersonate-Group", g.as_str())));
+    let asked = reviews(&c).await;
+    let (code, refused) = c.get(&alice, &whoami(), &many).await;
+    assert_eq!(code, 431, "{refused}");
+    assert_eq!(
+        refused["reason"], "RequestHeaderFieldsTooLarge",
+        "{refused}"
+    );
+    assert!(
+        refused["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("limit of 64")),
+        "{refused}"
+    );
+    assert_eq!(
+        reviews(&c).await,
+        asked,
+        "no review for a refused impersonation"
+    );
+    assert!(reviews(&c).await >= before);
+
     // dave may not list flunders, although alice may.
     let list = format!("/apis/{G}/{V}/namespaces/default/flunders");
     assert_eq!(c.get(&alice, &list, &[]).await.0, 200);

@@ -32,7 +32,21 @@ async fn raw_backend_behind_tls() -> (
     String,
     reqwest::Client,
 ) {
-    use apiagg_tests::wire::{https_client, tls_apiagg, RawBackend};
+    raw_backend_behind_tls_with(&[]).await
+}
+
+/// [`raw_backend_behind_tls`] with apiagg's `extra` command-line arguments.
+async fn raw_backend_behind_tls_with(
+    extra: &[&str],
+) -> (
+    apiagg_tests::wire::RawBackend,
+    Sample,
+    Apiagg,
+    String,
+    String,
+    reqwest::Client,
+) {
+    use apiagg_tests::wire::{https_client, tls_apiagg_with, RawBackend};
     let backend = RawBackend::start(GV).await;
     let delegate = kube_delegate(false, &[]);
     let config = format!(
@@ -41,7 +55,7 @@ async fn raw_backend_behind_tls() -> (
         service("raw", &backend.url()),
         apiservice(G, V, "raw", ""),
     );
-    let (gw, ca) = tls_apiagg(&config).await;
+    let (gw, ca) = tls_apiagg_with(&config, extra).await;
     let h1 = https_client(&ca);
     let base = format!("https://127.0.0.1:{}", gw.port);
     wait_until(
@@ -407,26 +421,9 @@ async fn forwarding_rules_hold_on_the_wire() {
 /// seat for good), and its connection is closed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deadlines_bound_slow_bodies_and_endless_informational_heads() {
-    use apiagg_tests::wire::{h2_connect, h2_request, https_client, tls_apiagg_with};
-    use apiagg_tests::wire::{trickle_tls, RawBackend};
-    let backend = RawBackend::start(GV).await;
-    let delegate = kube_delegate(false, &[]);
-    let config = format!(
-        "delegate: {{url: \"{}\"}}\nservices:\n{}apiServices:\n{}",
-        delegate.url,
-        service("raw", &backend.url()),
-        apiservice(G, V, "raw", ""),
-    );
-    let (gw, ca) = tls_apiagg_with(&config, &["--request-timeout", "3s"]).await;
-    let base = format!("https://127.0.0.1:{}", gw.port);
-    let h1 = https_client(&ca);
-    wait_until(
-        "the backend's APIService to be available",
-        Duration::from_secs(20),
-        || answer_code(h1.get(format!("{base}{GV}/ping"))),
-        |code| *code == 200,
-    )
-    .await;
+    use apiagg_tests::wire::{h2_connect, h2_request, trickle_tls};
+    let (backend, _delegate, gw, ca, _, _) =
+        raw_backend_behind_tls_with(&["--request-timeout", "3s"]).await;
 
     // Informational heads every 100 ms, never a final one, to an HTTP/2 client.
     let h2 = h2_connect(gw.port, &ca).await;

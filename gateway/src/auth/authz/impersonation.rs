@@ -28,6 +28,11 @@ pub(super) enum ImpersonationError {
     /// The impersonated identity cannot be forwarded exactly. Not retryable.
     #[error("impersonation: {0}")]
     Identity(InvalidIdentity),
+    /// More values than [`MAX_IMPERSONATION_VALUES`] (duplicates removed). Not retryable.
+    #[error(
+        "{0} Impersonate-* values (duplicates removed) are more than the limit of {MAX_IMPERSONATION_VALUES}"
+    )]
+    TooMany(usize),
 }
 
 /// What the headers ask for.
@@ -63,12 +68,16 @@ pub(super) fn wanted(headers: &HeaderMap) -> Result<Option<Wanted>, Impersonatio
         return Err(ImpersonationError::NotText);
     }
     let text = |v: &http::HeaderValue| String::from_utf8_lossy(v.as_bytes()).into_owned();
+    // Each value costs an access check: a name sent twice is checked once, and past the cap
+    // nothing is checked at all.
+    let mut groups: Vec<String> = Vec::new();
+    for group in headers.get_all(IMPERSONATE_GROUP).iter().map(text) {
+        if !groups.contains(&group) {
+            groups.push(group);
+        }
+    }
     let mut wanted = Wanted {
-        groups: headers
-            .get_all(IMPERSONATE_GROUP)
-            .iter()
-            .map(text)
-            .collect(),
+        groups,
         uid: headers
             .get(IMPERSONATE_UID)
             .map(text)
@@ -80,10 +89,17 @@ pub(super) fn wanted(headers: &HeaderMap) -> Result<Option<Wanted>, Impersonatio
             continue;
         };
         let key = unescape_key(escaped);
+        let value = text(value);
         match wanted.extra.iter_mut().find(|(k, _)| *k == key) {
-            Some((_, values)) => values.push(text(value)),
-            None => wanted.extra.push((key, vec![text(value)])),
+            Some((_, values)) if values.contains(&value) => {}
+            Some((_, values)) => values.push(value),
+            None => wanted.extra.push((key, vec![value])),
         }
+    }
+    let values = 2 + wanted.groups.len() + wanted.extra.iter().map(|(_, v)| v.len()).sum::<usize>();
+    if values > MAX_IMPERSONATION_VALUES {
+        // The user and UID count once each, whether sent or not.
+        return Err(ImpersonationError::TooMany(values));
     }
     match headers
         .get(IMPERSONATE_USER)

@@ -43,6 +43,12 @@ use self::webhook::Webhook;
 
 /// Upper bound of one SubjectAccessReview of `authorization.mode: Webhook`.
 const REVIEW_TIMEOUT: Duration = Duration::from_secs(10);
+/// Every access check of one request (each impersonated name, group and extra value, then the
+/// request itself) ends within this long of the request's arrival.
+pub const ACCESS_CHECKS: Duration = Duration::from_secs(30);
+/// The most `Impersonate-*` values one request may carry, duplicates removed (each costs an
+/// access check): past it, 431.
+pub const MAX_IMPERSONATION_VALUES: usize = 64;
 /// Members may do anything without a review (kube-apiserver's privileged-group authorizer).
 const PRIVILEGED_GROUP: &str = "system:masters";
 /// The prefix of every impersonation header (lower case, as `http` stores names).
@@ -69,6 +75,10 @@ pub enum Refusal {
     /// Retryable: the webhook may answer next time.
     #[error("{0}")]
     Internal(String),
+    /// More `Impersonate-*` values than [`MAX_IMPERSONATION_VALUES`]: 431. Not retryable: the
+    /// request must change.
+    #[error("{0}")]
+    TooManyValues(String),
 }
 
 /// A request as the authorizer sees it.
@@ -89,6 +99,8 @@ pub struct Reviewer<'a> {
     pub clients: &'a Clients,
     /// `apiagg_authorization_decisions_total`.
     pub metrics: &'a Metrics,
+    /// When the request's access checks must have ended ([`ACCESS_CHECKS`] after it arrived).
+    pub until: std::time::Instant,
 }
 
 /// The configured authorizer: a chain, or apiagg's built-in rule.
@@ -210,13 +222,17 @@ impl Authorizer {
         if self.chain.is_none() || always_allowed(request.info.path) {
             return Ok(None);
         }
-        let Some(wanted) = wanted(request.headers).map_err(|e| internal(request, &e))? else {
-            return Ok(None);
+        let wanted = match wanted(request.headers) {
+            Ok(Some(wanted)) => wanted,
+            Ok(None) => return Ok(None),
+            Err(e @ ImpersonationError::TooMany(_)) => {
+                return Err(Refusal::TooManyValues(e.to_string()))
+            }
+            Err(e) => return Err(internal(request, &e)),
         };
         let attributes = apiagg_authz::request::attributes(request.info);
-        let grant = self
-            .impersonated(&wanted, &caller.user, &attributes, reviewer)
-            .await?;
+        let checks = self.impersonated(&wanted, &caller.user, &attributes, reviewer);
+        let grant = within(reviewer, request, checks).await?;
         if grant.blanket {
             // Only AlwaysAllow said yes: apiagg's own `impersonate` right is never lent on a
             // decision no policy made. The headers stay; only the delegate, asked with the
@@ -248,6 +264,21 @@ impl Authorizer {
         if always_allowed(request.info.path) {
             return Ok(());
         }
+        within(
+            reviewer,
+            request,
+            self.decide_request(request, caller, reviewer),
+        )
+        .await
+    }
+
+    /// The chain's decisions on the request itself.
+    async fn decide_request(
+        &self,
+        request: &AuthzRequest<'_>,
+        caller: &Authenticated,
+        reviewer: Reviewer<'_>,
+    ) -> Result<(), Refusal> {
         let user = &caller.user;
         let mut attributes = apiagg_authz::request::attributes(request.info);
         let verdict = self.decide(&subject(user), &attributes, reviewer).await;
@@ -266,6 +297,26 @@ impl Authorizer {
         }
         Ok(())
     }
+}
+
+/// `checks`, ended at the request's one deadline for access checks (`reviewer.until`): past
+/// it, a 500 (nobody decided), as upstream's request context ends its reviews.
+async fn within<T>(
+    reviewer: Reviewer<'_>,
+    request: &AuthzRequest<'_>,
+    checks: impl std::future::Future<Output = Result<T, Refusal>>,
+) -> Result<T, Refusal> {
+    let expired = || {
+        let why = format!("the access checks did not end within {ACCESS_CHECKS:?}");
+        internal(request, &why)
+    };
+    // Checks that would start after the deadline do not start.
+    if std::time::Instant::now() >= reviewer.until {
+        return Err(expired());
+    }
+    tokio::time::timeout_at(reviewer.until.into(), checks)
+        .await
+        .unwrap_or_else(|_| Err(expired()))
 }
 
 /// `Ok` when `verdict` allows; else the 403, or the 500 when the chain met an error and

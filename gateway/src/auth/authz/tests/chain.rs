@@ -63,6 +63,7 @@ impl World {
             delegate: None,
             clients: &self.clients,
             metrics: &self.metrics,
+            until: std::time::Instant::now() + ACCESS_CHECKS,
         }
     }
 }
@@ -369,6 +370,78 @@ fn legacy_checks_name_each_thing_asked_for() {
     assert!(super::super::impersonation::wanted(&headers(&[]))
         .expect("none")
         .is_none());
+}
+
+/// Issue 46, item 2: values sent twice are checked once; past the cap nothing is checked (431).
+#[test]
+fn impersonation_values_are_deduplicated_and_capped() {
+    let wanted = wanted(&headers(&[
+        ("Impersonate-User", "bob"),
+        ("Impersonate-Group", "dev"),
+        ("Impersonate-Group", "dev"),
+        ("Impersonate-Group", "ops"),
+        ("Impersonate-Extra-Scopes", "read"),
+        ("Impersonate-Extra-Scopes", "read"),
+    ]))
+    .expect("valid")
+    .expect("some");
+    assert_eq!(wanted.groups, ["dev", "ops"]);
+    assert_eq!(
+        wanted.extra,
+        [("scopes".to_string(), vec!["read".to_string()])]
+    );
+    let at_cap: Vec<String> = (0..MAX_IMPERSONATION_VALUES - 2)
+        .map(|i| format!("g{i}"))
+        .collect();
+    let mut pairs = vec![("Impersonate-User", "bob")];
+    pairs.extend(at_cap.iter().map(|g| ("Impersonate-Group", g.as_str())));
+    // The same group again and again is one value.
+    pairs.extend(std::iter::repeat_n(("Impersonate-Group", "g0"), 500));
+    assert!(wanted_error(&pairs).is_none(), "at the cap");
+    pairs.push(("Impersonate-Group", "one-more"));
+    assert_eq!(
+        wanted_error(&pairs),
+        Some(ImpersonationError::TooMany(MAX_IMPERSONATION_VALUES + 1))
+    );
+}
+
+/// Issue 46, item 2: the access checks of one request share one deadline; past it, 500.
+#[tokio::test]
+async fn access_checks_end_at_the_requests_deadline() {
+    let chain = authorizer(vec![Link::AlwaysAllow]);
+    let info = RequestInfo::new("GET", "/api/v1/namespaces/a/pods", None).expect("info");
+    let world = World::new();
+    let asked = headers(&[("Impersonate-User", "bob")]);
+    let request = AuthzRequest {
+        info: &info,
+        headers: &asked,
+    };
+    let past = Reviewer {
+        until: std::time::Instant::now(),
+        ..world.reviewer()
+    };
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let refused = chain.authorize(&request, &caller("alice", &[]), past).await;
+    assert!(
+        matches!(&refused, Err(Refusal::Internal(m)) if m.contains("did not end within")),
+        "{refused:?}"
+    );
+    let many: Vec<(&str, String)> = std::iter::once(("Impersonate-User", "bob".to_string()))
+        .chain((0..MAX_IMPERSONATION_VALUES).map(|i| ("Impersonate-Group", format!("g{i}"))))
+        .collect();
+    let many: Vec<(&str, &str)> = many.iter().map(|(n, v)| (*n, v.as_str())).collect();
+    let too_many = headers(&many);
+    let request = AuthzRequest {
+        info: &info,
+        headers: &too_many,
+    };
+    let refused = chain
+        .impersonate(&request, &caller("alice", &[]), world.reviewer())
+        .await;
+    assert!(
+        matches!(&refused, Err(Refusal::TooManyValues(m)) if m.contains("limit of 64")),
+        "{refused:?}"
+    );
 }
 
 fn wanted_error(pairs: &[(&str, &str)]) -> Option<ImpersonationError> {

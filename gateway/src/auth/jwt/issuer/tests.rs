@@ -202,44 +202,71 @@ async fn a_fetch_takes_only_what_the_issuer_itself_publishes_over_https() {
     assert!(err.contains("discovery"), "{err}");
 }
 
+/// An issuer running against a provider that publishes one ES256 key under `kid`, and claims
+/// it accepts.
+struct Running {
+    p: Provider,
+    issuer: Arc<Issuer>,
+    key: jsonwebtoken::EncodingKey,
+    claims: serde_json::Value,
+    _stop: watch::Sender<()>,
+}
+
+impl Running {
+    async fn start(kid: &str) -> Running {
+        let p = Provider::start().await;
+        let (jwk, key) = signing_key(kid);
+        p.serve("/keys", 200, json!({"keys": [jwk]}).to_string());
+        p.discovery(&p.url, &format!("{}/keys", p.url));
+        let issuer = p.issuer(&p.ca_pem);
+        let (stop, stopped) = watch::channel(());
+        tokio::spawn(issuer.clone().run(stopped));
+        let now = SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("epoch")
+            .as_secs();
+        let claims = json!({"iss": p.url, "aud": "k", "sub": "alice", "exp": now + 300});
+        Running {
+            p,
+            issuer,
+            key,
+            claims,
+            _stop: stop,
+        }
+    }
+
+    /// The claims signed by `key` (the published one when `None`), naming `kid` when given.
+    fn sign(&self, kid: Option<&str>, key: Option<&jsonwebtoken::EncodingKey>) -> String {
+        let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::ES256);
+        header.kid = kid.map(str::to_string);
+        jsonwebtoken::encode(&header, &self.claims, key.unwrap_or(&self.key)).expect("sign")
+    }
+
+    /// Authenticates `token` once the key set was fetched (the loop fetches it at start).
+    async fn first(&self, token: &str) -> Option<Arc<User>> {
+        for _ in 0..100 {
+            if let Ok(user) = self.issuer.authenticate(token).await {
+                return Some(user);
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        None
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn forged_kids_reach_the_provider_at_most_once_per_interval() {
-    let p = Provider::start().await;
-    let (jwk, key) = signing_key("real");
-    p.serve("/keys", 200, json!({"keys": [jwk]}).to_string());
-    p.discovery(&p.url, &format!("{}/keys", p.url));
-    let issuer = p.issuer(&p.ca_pem);
-    let (stop, stopped) = watch::channel(());
-    tokio::spawn(issuer.clone().run(stopped));
-    let now = SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("epoch")
-        .as_secs();
-    let claims = json!({"iss": p.url, "aud": "k", "sub": "alice", "exp": now + 300});
-    let token = |kid: &str| {
-        let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::ES256);
-        header.kid = Some(kid.to_string());
-        jsonwebtoken::encode(&header, &claims, &key).expect("sign")
-    };
-    let real = token("real");
-    let mut ok = None;
-    for _ in 0..100 {
-        ok = issuer.authenticate(&real).await.ok();
-        if ok.is_some() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let r = Running::start("real").await;
+    let ok = r.first(&r.sign(Some("real"), None)).await;
     assert_eq!(ok.map(|u| u.name.clone()).as_deref(), Some("alice"));
-    let before = p.hits("/keys");
+    let before = r.p.hits("/keys");
     for i in 0..50 {
-        let forged = token(&format!("forged-{i}"));
-        let refused = issuer.authenticate(&forged).await;
+        let forged = r.sign(Some(&format!("forged-{i}")), None);
+        let refused = r.issuer.authenticate(&forged).await;
         assert!(refused.is_err());
     }
-    let fetched = p.hits("/keys") - before;
+    let fetched = r.p.hits("/keys") - before;
     assert!(fetched <= 1, "{fetched} key set fetches for 50 forged kids");
-    drop(stop);
 }
 
 /// Security issue 42, finding 4: a cached token holds only while the very key that verified
@@ -247,61 +274,39 @@ async fn forged_kids_reach_the_provider_at_most_once_per_interval() {
 /// `kid`, end at the next fetch of the key set (they held for up to an hour before).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cached_token_ends_with_the_key_that_verified_it() {
-    let p = Provider::start().await;
-    let (jwk, key) = signing_key("k1");
-    p.serve("/keys", 200, json!({"keys": [jwk]}).to_string());
-    p.discovery(&p.url, &format!("{}/keys", p.url));
-    let issuer = p.issuer(&p.ca_pem);
-    let (stop, stopped) = watch::channel(());
-    tokio::spawn(issuer.clone().run(stopped));
-    let now = SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("epoch")
-        .as_secs();
-    let claims = json!({"iss": p.url, "aud": "k", "sub": "alice", "exp": now + 300});
-    let sign = |kid: Option<&str>, key: &jsonwebtoken::EncodingKey| {
-        let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::ES256);
-        header.kid = kid.map(str::to_string);
-        jsonwebtoken::encode(&header, &claims, key).expect("sign")
-    };
-    let without_kid = sign(None, &key);
-    let with_kid = sign(Some("k1"), &key);
-    let mut ok = None;
-    for _ in 0..100 {
-        ok = issuer.authenticate(&without_kid).await.ok();
-        if ok.is_some() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(ok.is_some(), "the key set was fetched");
-    assert!(issuer.authenticate(&with_kid).await.is_ok());
-    assert!(issuer.cached(&without_kid).await.is_some());
-    assert!(issuer.cached(&with_kid).await.is_some());
+    let r = Running::start("k1").await;
+    let (without_kid, with_kid) = (r.sign(None, None), r.sign(Some("k1"), None));
+    assert!(
+        r.first(&without_kid).await.is_some(),
+        "the key set was fetched"
+    );
+    assert!(r.issuer.authenticate(&with_kid).await.is_ok());
+    assert!(r.issuer.cached(&without_kid).await.is_some());
+    assert!(r.issuer.cached(&with_kid).await.is_some());
 
     // The operator replaces the key under the same kid; a token naming an unknown kid makes
     // apiagg fetch the key set now.
     let (replacement, new_key) = signing_key("k1");
-    p.serve("/keys", 200, json!({"keys": [replacement]}).to_string());
-    let before = p.hits("/keys");
-    assert!(issuer
-        .authenticate(&sign(Some("unknown"), &new_key))
-        .await
-        .is_err());
+    r.p.serve("/keys", 200, json!({"keys": [replacement]}).to_string());
+    let before = r.p.hits("/keys");
+    let unknown = r.sign(Some("unknown"), Some(&new_key));
+    assert!(r.issuer.authenticate(&unknown).await.is_err());
     assert!(
-        p.hits("/keys") > before,
+        r.p.hits("/keys") > before,
         "the unknown kid fetched the key set"
     );
-    assert!(issuer.cached(&without_kid).await.is_none(), "no kid: ended");
     assert!(
-        issuer.cached(&with_kid).await.is_none(),
+        r.issuer.cached(&without_kid).await.is_none(),
+        "no kid: ended"
+    );
+    assert!(
+        r.issuer.cached(&with_kid).await.is_none(),
         "same kid, other key: ended"
     );
-    assert!(issuer.authenticate(&with_kid).await.is_err());
-    assert!(issuer.authenticate(&without_kid).await.is_err());
+    assert!(r.issuer.authenticate(&with_kid).await.is_err());
+    assert!(r.issuer.authenticate(&without_kid).await.is_err());
     // The new key's tokens are accepted, and cached.
-    let fresh = sign(Some("k1"), &new_key);
-    assert!(issuer.authenticate(&fresh).await.is_ok());
-    assert!(issuer.cached(&fresh).await.is_some());
-    drop(stop);
+    let fresh = r.sign(Some("k1"), Some(&new_key));
+    assert!(r.issuer.authenticate(&fresh).await.is_ok());
+    assert!(r.issuer.cached(&fresh).await.is_some());
 }
