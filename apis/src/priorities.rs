@@ -2,6 +2,9 @@
 
 /// kube-apiserver's `groupPriorityMinimum` of its built-in groups (core `""` is 18000), the
 /// table [`builtin_priority`] reads (and `apiagg-config` for the groups it keeps for Kubernetes).
+/// As kube-apiserver v1.37 (`pkg/controlplane/apiserver/aggregator.go`
+/// `DefaultGenericAPIServicePriorities`, merged with `cmd/kube-apiserver/app/aggregator.go`),
+/// highest first; discovery lists groups in this order (ties by APIService name).
 pub const GROUP_PRIORITIES: &[(&str, i32)] = &[
     ("apps", 17800),
     ("events.k8s.io", 17750),
@@ -20,10 +23,43 @@ pub const GROUP_PRIORITIES: &[(&str, i32)] = &[
     ("coordination.k8s.io", 16500),
     ("node.k8s.io", 16300),
     ("discovery.k8s.io", 16200),
+    ("resource.k8s.io", 16200),
     ("flowcontrol.apiserver.k8s.io", 16100),
     ("internal.apiserver.k8s.io", 16000),
-    ("resource.k8s.io", 15900),
     ("storagemigration.k8s.io", 15800),
+    ("lifecycle.k8s.io", 15700),
+];
+
+/// kube-apiserver's `versionPriority` of the built-in group-versions it names (same sources as
+/// [`GROUP_PRIORITIES`]); a version of a built-in group it does not name gets 15 for `v1`, 9
+/// for a beta and 1 otherwise.
+const VERSION_PRIORITIES: &[(&str, &str, i32)] = &[
+    ("events.k8s.io", "v1beta1", 5),
+    ("authentication.k8s.io", "v1alpha1", 1),
+    ("autoscaling", "v2", 30),
+    ("autoscaling", "v2beta1", 9),
+    ("autoscaling", "v2beta2", 1),
+    ("batch", "v2alpha1", 9),
+    ("certificates.k8s.io", "v1alpha1", 1),
+    ("storage.k8s.io", "v1alpha1", 1),
+    ("admissionregistration.k8s.io", "v1beta1", 12),
+    ("admissionregistration.k8s.io", "v1alpha1", 9),
+    ("scheduling.k8s.io", "v1alpha3", 3),
+    ("coordination.k8s.io", "v1beta1", 13),
+    ("coordination.k8s.io", "v1alpha2", 12),
+    ("node.k8s.io", "v1alpha1", 1),
+    ("discovery.k8s.io", "v1beta1", 12),
+    ("resource.k8s.io", "v1", 21),
+    ("resource.k8s.io", "v1beta2", 15),
+    ("resource.k8s.io", "v1beta1", 9),
+    ("resource.k8s.io", "v1alpha3", 1),
+    ("flowcontrol.apiserver.k8s.io", "v1", 21),
+    ("flowcontrol.apiserver.k8s.io", "v1beta3", 18),
+    ("flowcontrol.apiserver.k8s.io", "v1beta2", 15),
+    ("flowcontrol.apiserver.k8s.io", "v1beta1", 12),
+    ("flowcontrol.apiserver.k8s.io", "v1alpha1", 9),
+    ("internal.apiserver.k8s.io", "v1alpha1", 9),
+    ("lifecycle.k8s.io", "v1alpha1", 1),
 ];
 
 fn group_priority(group: &str) -> Option<i32> {
@@ -42,26 +78,14 @@ pub fn builtin_priority(group: &str, version: &str) -> (i32, i32) {
     let Some(group_priority) = group_priority(group) else {
         return (1000, 100);
     };
-    let version_priority = match (group, version) {
-        ("autoscaling", "v2") => 30,
-        ("autoscaling", "v2beta1") => 9,
-        ("autoscaling", "v2beta2") => 1,
-        ("flowcontrol.apiserver.k8s.io", "v1") => 21,
-        ("flowcontrol.apiserver.k8s.io", "v1beta3") => 18,
-        ("flowcontrol.apiserver.k8s.io", "v1beta2") => 15,
-        ("events.k8s.io", "v1beta1") => 5,
-        ("coordination.k8s.io", "v1beta1") => 13,
-        ("coordination.k8s.io", "v1alpha2") => 12,
-        ("admissionregistration.k8s.io", "v1beta1") | ("discovery.k8s.io", "v1beta1") => 12,
-        ("flowcontrol.apiserver.k8s.io", "v1beta1") => 12,
-        (_, "v1") => 15,
-        (_, v) if v.contains("beta") => 9,
-        ("admissionregistration.k8s.io", "v1alpha1")
-        | ("flowcontrol.apiserver.k8s.io", "v1alpha1")
-        | ("internal.apiserver.k8s.io", "v1alpha1")
-        | ("resource.k8s.io", _)
-        | ("storagemigration.k8s.io", _) => 9,
-        _ => 1,
+    let named = VERSION_PRIORITIES
+        .iter()
+        .find(|(g, v, _)| *g == group && *v == version);
+    let version_priority = match named {
+        Some((_, _, priority)) => *priority,
+        None if version == "v1" => 15,
+        None if version.contains("beta") => 9,
+        None => 1,
     };
     (group_priority, version_priority)
 }
@@ -81,6 +105,23 @@ mod tests {
             (16100, 21)
         );
         assert_eq!(builtin_priority("storage.k8s.io", "v1alpha1"), (16800, 1));
+        // kube-apiserver 1.37 (the real_kube:: discovery rows compare the order).
+        assert_eq!(builtin_priority("resource.k8s.io", "v1"), (16200, 21));
+        assert_eq!(builtin_priority("resource.k8s.io", "v1beta2"), (16200, 15));
+        assert_eq!(builtin_priority("resource.k8s.io", "v1alpha3"), (16200, 1));
+        assert_eq!(
+            builtin_priority("scheduling.k8s.io", "v1alpha3"),
+            (16600, 3)
+        );
+        assert_eq!(
+            builtin_priority("storagemigration.k8s.io", "v1beta1"),
+            (15800, 9)
+        );
+        assert_eq!(builtin_priority("lifecycle.k8s.io", "v1alpha1"), (15700, 1));
+        assert_eq!(
+            builtin_priority("internal.apiserver.k8s.io", "v1alpha1"),
+            (16000, 9)
+        );
         assert_eq!(builtin_priority("stable.example.com", "v1"), (1000, 100));
     }
 }

@@ -1,6 +1,8 @@
 // The real Kubernetes servers the e2e suite `real_kube::` runs apiagg against: kube-apiserver,
 // sample-apiserver and etcd, built from Go modules (never downloaded as binaries) by build.sh,
 // which scripts/need.sh kube runs once per version. The tool block names their main packages.
+// cmd/kube-client, built beside them, is the suite's client-go program (direct requirements:
+// client-go, apimachinery and sample-apiserver's generated clients, the same release).
 // Every k8s.io module is pinned to one release. k8s.io/kubernetes replaces its staging modules
 // with ./staging paths that do not exist outside its repository, so a module importing it
 // replaces each of them with the published version of the same release (the list is the
@@ -15,6 +17,12 @@ tool (
 	go.etcd.io/etcd/server/v3
 	k8s.io/kubernetes/cmd/kube-apiserver
 	k8s.io/sample-apiserver
+)
+
+require (
+	k8s.io/apimachinery v0.37.2
+	k8s.io/client-go v0.37.2
+	k8s.io/sample-apiserver v0.37.2
 )
 
 require (
@@ -133,9 +141,7 @@ require (
 	gopkg.in/natefinch/lumberjack.v2 v2.2.1 // indirect
 	k8s.io/api v0.37.2 // indirect
 	k8s.io/apiextensions-apiserver v0.0.0 // indirect
-	k8s.io/apimachinery v0.37.2 // indirect
 	k8s.io/apiserver v0.37.2 // indirect
-	k8s.io/client-go v0.37.2 // indirect
 	k8s.io/cloud-provider v0.37.2 // indirect
 	k8s.io/cluster-bootstrap v0.0.0 // indirect
 	k8s.io/component-base v0.37.2 // indirect
@@ -158,7 +164,6 @@ require (
 	k8s.io/metrics v0.37.2 // indirect
 	k8s.io/mount-utils v0.0.0 // indirect
 	k8s.io/pod-security-admission v0.0.0 // indirect
-	k8s.io/sample-apiserver v0.37.2 // indirect
 	k8s.io/streaming v0.37.2 // indirect
 	k8s.io/utils v0.0.0-20260626114624-be93311217bd // indirect
 	sigs.k8s.io/apiserver-network-proxy/konnectivity-client v0.36.0 // indirect

@@ -19,6 +19,7 @@
 //! that ends, however it ends, takes them along. Their folder (logs, etcd data) is
 //! `$TMPDIR/apiagg-real-kube-<pid>`; the folders of ended processes are removed by the next start.
 
+mod clients;
 mod front;
 mod process;
 mod setup;
@@ -33,6 +34,7 @@ use serde_json::{json, Value};
 use crate::pki::Ca;
 use crate::wait_until;
 
+pub use clients::{events, kubectl, kubectl_137, GoClient};
 pub use front::{Front, APIAGG_PROXY_CN};
 pub use process::{free_port, kube_binaries};
 use process::{process_folder, spawn_lasting};
@@ -325,6 +327,22 @@ impl Drop for RealKube {
             }
         }
     }
+}
+
+/// The cluster's set of APIServices, as the tests of a process see it: a test that reads the
+/// whole cluster's discovery (kubectl api-resources, client-go's) holds it shared
+/// ([`apiservices_steady`]); a test that registers an APIService in kube-apiserver holds it alone
+/// ([`apiservices_changing`]), so an APIService it makes unavailable fails nobody else's walk.
+static APISERVICES: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
+
+/// See [`APISERVICES`].
+pub async fn apiservices_steady() -> tokio::sync::RwLockReadGuard<'static, ()> {
+    APISERVICES.read().await
+}
+
+/// See [`APISERVICES`].
+pub async fn apiservices_changing() -> tokio::sync::RwLockWriteGuard<'static, ()> {
+    APISERVICES.write().await
 }
 
 /// Sends `method url` with a JSON `body` (merge patch for PATCH); the status and the answer as

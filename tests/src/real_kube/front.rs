@@ -3,7 +3,10 @@
 //! (the same APIService kube-apiserver stores, its Service mapped to sample-apiserver's port), and
 //! apiagg's proxy client certificate comes from the front-proxy CA sample-apiserver trusts.
 
+use std::path::PathBuf;
 use std::time::Duration;
+
+use serde_json::Value;
 
 use super::{send, RealKube, WARDLE};
 use crate::pki::write_pair;
@@ -31,6 +34,26 @@ impl Front {
     pub fn log(&self) -> String {
         self.gw.log()
     }
+
+    /// Two kubeconfig files in apiagg's folder with the client certificate `identity`, named
+    /// `<name>-apiagg.kubeconfig` and `<name>-kube.kubeconfig`: one for apiagg, one for
+    /// kube-apiserver.
+    pub fn kubeconfigs(
+        &self,
+        kube: &RealKube,
+        name: &str,
+        identity: &(String, String),
+    ) -> (PathBuf, PathBuf) {
+        let write = |to: &str, server: &str| {
+            let path = self.gw.dir.path().join(format!("{name}-{to}.kubeconfig"));
+            std::fs::write(&path, kube.kubeconfig_at(server, identity)).expect("kubeconfig");
+            path
+        };
+        (
+            write("apiagg", &self.url("")),
+            write("kube", &kube.kube_url("")),
+        )
+    }
 }
 
 impl RealKube {
@@ -41,6 +64,12 @@ impl RealKube {
     /// kube-apiserver: client certificates of the same CA, service-account tokens by TokenReview,
     /// anonymous.
     pub async fn apiagg(&self, authorization: Option<&str>) -> Front {
+        self.apiagg_with(authorization, &[]).await
+    }
+
+    /// [`RealKube::apiagg`] with `more` APIServices (from [`RealKube::apiservice`]) in its
+    /// config file beside wardle's, each Service mapped to `https://127.0.0.1:<its port>`.
+    pub async fn apiagg_with(&self, authorization: Option<&str>, more: &[Value]) -> Front {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path();
         self.client_ca.write_ca(path, "client-ca");
@@ -56,17 +85,25 @@ impl RealKube {
         write_pair(path, "delegate", &delegate);
         let authorization =
             authorization.map_or_else(String::new, |a| format!("authorization: {a}\n"));
-        let port = self.sample_port;
+        let (mut services, mut apiservices) = (String::new(), String::new());
+        for apiservice in std::iter::once(&self.wardle_apiservice()).chain(more) {
+            let service = &apiservice["spec"]["service"];
+            let port = &service["port"];
+            services += &format!(
+                "  - {{namespace: wardle, name: {}, port: {port}, endpoints: [\"https://127.0.0.1:{port}\"]}}\n",
+                service["name"]
+            );
+            apiservices += &format!("  - {apiservice}\n");
+        }
         let config = format!(
             "tls: {{certFile: serving.crt, keyFile: serving.key}}\n\
              authentication: {{anonymous: true, clientCAFile: client-ca.crt, tokenReview: true}}\n\
              {authorization}\
              proxyClient: {{certFile: proxy-client.crt, keyFile: proxy-client.key}}\n\
              delegate: {{url: \"{}\", caFile: serving-ca.crt, certFile: delegate.crt, keyFile: delegate.key}}\n\
-             services:\n  - {{namespace: wardle, name: api, port: {port}, endpoints: [\"https://127.0.0.1:{port}\"]}}\n\
-             apiServices:\n  - {}\n",
+             services:\n{services}\
+             apiServices:\n{apiservices}",
             self.kube_url(""),
-            self.wardle_apiservice(),
         );
         let front = Front {
             // Flow control from the cluster's own FlowSchemas and PriorityLevelConfigurations,

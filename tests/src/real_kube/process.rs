@@ -26,7 +26,7 @@ pub fn kube_binaries() -> PathBuf {
         }
     });
     let dir = found.clone().unwrap_or_else(|e| panic!("{e}"));
-    for name in ["etcd", "kube-apiserver", "sample-apiserver"] {
+    for name in ["etcd", "kube-apiserver", "sample-apiserver", "kube-client"] {
         assert!(dir.join(name).exists(), "{} has no {name}", dir.display());
     }
     dir
