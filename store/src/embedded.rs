@@ -232,6 +232,62 @@ mod tests {
         assert!(store.watch(Some(4)).is_ok());
     }
 
+    /// kube-apiserver's `CompareResourceVersion` (KEP-5504): decimal integers without leading
+    /// zeros, compared by length, then digit by digit.
+    fn compare(a: &str, b: &str) -> std::cmp::Ordering {
+        let decimal = |s: &str| {
+            !s.is_empty()
+                && s.bytes().all(|b| b.is_ascii_digit())
+                && (s == "0" || !s.starts_with('0'))
+        };
+        assert!(decimal(a) && decimal(b), "{a:?} {b:?} are not comparable");
+        a.len().cmp(&b.len()).then_with(|| a.cmp(b))
+    }
+
+    /// Issue 46, item 3: every write gives a resourceVersion that compares greater than the one
+    /// before it, across creates, updates, deletes, other objects and a restart.
+    #[tokio::test]
+    async fn resource_versions_are_comparable_and_grow_with_every_write() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let rv = |o: &Value| {
+            o["metadata"]["resourceVersion"]
+                .as_str()
+                .expect("rv")
+                .to_string()
+        };
+        let mut last = "0".to_string();
+        let step = |last: &mut String, object: Arc<Value>| {
+            let next = rv(&object);
+            assert_eq!(
+                compare(last, &next),
+                std::cmp::Ordering::Less,
+                "{last} then {next}"
+            );
+            *last = next;
+        };
+        {
+            let store = Embedded::open(dir.path()).expect("open");
+            for i in 0..12 {
+                let name = format!("o{i}");
+                step(
+                    &mut last,
+                    store.create(&name, object(&name)).await.expect("create"),
+                );
+                let current: u64 = last.parse().expect("decimal");
+                let updated = store.update(&name, object(&name), Some(current)).await;
+                step(&mut last, updated.expect("update"));
+            }
+            step(&mut last, store.delete("o3", None).await.expect("delete"));
+        }
+        let store = Embedded::open(dir.path()).expect("reopen");
+        let after = store
+            .create("after", object("after"))
+            .await
+            .expect("create");
+        step(&mut last, after);
+        assert_eq!(last, "26");
+    }
+
     #[tokio::test]
     async fn a_watch_resumes_from_a_recent_revision() {
         let dir = tempfile::tempdir().expect("tempdir");
