@@ -7,7 +7,8 @@
 //! - a username or groups `prefix` starting with `system:` is refused (a token must not map to
 //!   a Kubernetes identity by configuration);
 //! - each `anonymous.conditions[i].path` is required and must start with `/`;
-//! - an `https` issuer or discovery URL must also parse as a WHATWG URL (the gateway fetches it).
+//! - an `https` issuer or discovery URL must also parse as a WHATWG URL (the gateway fetches it),
+//!   with its host after `//` (`https:/host`, which Go reads without a host, is refused).
 //!
 //! Allowed as upstream allows it: a username `claim` other than `email` with an empty prefix.
 //! Its values then become usernames as they are, `system:…` included when the issuer signs

@@ -17,9 +17,14 @@ fuzz_target!(|data: &[u8]| {
         let options = NegotiateOptions { serve_v2beta1 };
         for endpoint in [Endpoint::Root, Endpoint::LegacyOnly] {
             match negotiate(Some(header), endpoint, &options) {
-                Ok(Negotiated::Aggregated { version, .. }) => {
+                Ok(
+                    n @ Negotiated::Aggregated {
+                        version, format, ..
+                    },
+                ) => {
                     assert_eq!(endpoint, Endpoint::Root, "aggregated only at /apis");
-                    let _ = version.content_type();
+                    assert_eq!(n.format(), format);
+                    assert_eq!(n.content_type(), version.content_type(format));
                 }
                 Ok(n) => {
                     let _ = n.content_type();

@@ -29,6 +29,17 @@ mod state;
 pub use auth::{AuthError, InvalidIdentity, TokenCache, User};
 pub use state::{OpenApiV2, Options, ProbeOptions};
 
+/// What the fuzz targets of `fuzz/` drive and nothing else reaches from outside: the backends'
+/// HTTP/1.1 client (its answer parser and body framing, over any `AsyncRead + AsyncWrite`), and
+/// the request path's canonical-path check and route of a path. Only with the cargo feature
+/// `fuzzing`, which no build of the product enables.
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing {
+    pub use crate::backends::H1Client;
+    pub use crate::request::{classify, non_canonical, FuzzRoute as Route};
+}
+
 #[cfg(test)]
 mod tests {
     use std::path::{Path, PathBuf};

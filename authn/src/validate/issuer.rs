@@ -122,6 +122,13 @@ fn https_url(errs: &mut Errors, path: &str, raw: &str) {
         errs.invalid(path, raw, "URL scheme must be https");
     } else if let Err(e) = url::Url::parse(raw) {
         return errs.invalid(path, raw, &parse_error(&e.to_string()));
+    } else if !rest
+        .strip_prefix("//")
+        .is_some_and(|r| !r.is_empty() && !r.starts_with('/'))
+    {
+        // `https:/host` and `https:///host`: Go reads no host (kube-apiserver cannot fetch it),
+        // the WHATWG parse of the gateway's client reads `host` (and `https:/user@host` a user).
+        errs.invalid(path, raw, "URL must have a host (https://<host>/...)");
     }
     if has_user {
         errs.invalid(path, raw, "URL must not contain a username or password");

@@ -48,6 +48,9 @@ use tokio::sync::Notify;
 /// A client's request: an HTTP/1.1 request or an HTTP/2 stream.
 pub(crate) use pingora_core::protocols::http::ServerSession as Session;
 
+/// For the fuzz targets only (the `fuzzing` module of lib.rs).
+#[cfg(feature = "fuzzing")]
+pub use self::classify::{classify, non_canonical, Route as FuzzRoute};
 pub use self::deadlines::{ConnectionTimeouts, Deadlined, TimedOut};
 
 use self::classify::Route;

@@ -297,3 +297,40 @@ fn egress_selector_type() {
         ),
     ]);
 }
+
+mod fuzz_regressions {
+    use super::*;
+
+    /// Found by `fuzz/fuzz_targets/authn_config.rs`; minimized input: the documented example
+    /// with the issuer URL `https:/'token.actions.example.com` (one slash). Go's `url.Parse` reads
+    /// no host there, so kube-apiserver accepts the file and then cannot fetch the issuer; the
+    /// gateway's client parses URLs as WHATWG does, which skips the missing slash and fetched
+    /// from the host `'token.actions.example.com` (with `https:/alice@evil.example`, as `alice`
+    /// at `evil.example`): a host other than the one written. Refused at load now.
+    #[test]
+    fn an_https_url_without_its_host_is_refused() {
+        check(&[
+            (
+                "one slash",
+                |a| a.issuer.url = "https:/'token.actions.example.com".into(),
+                &[
+                    r#"jwt[0].issuer.url: Invalid value: "https:/'token.actions.example.com": URL must have a host (https://<host>/...)"#,
+                ],
+            ),
+            (
+                "three slashes",
+                |a| a.issuer.url = "https:///issuer.example".into(),
+                &[
+                    r#"jwt[0].issuer.url: Invalid value: "https:///issuer.example": URL must have a host (https://<host>/...)"#,
+                ],
+            ),
+            (
+                "one slash and a user",
+                |a| a.issuer.url = "https:/alice@evil.example".into(),
+                &[
+                    r#"jwt[0].issuer.url: Invalid value: "https:/alice@evil.example": URL must have a host (https://<host>/...)"#,
+                ],
+            ),
+        ]);
+    }
+}

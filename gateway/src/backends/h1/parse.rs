@@ -187,7 +187,14 @@ impl<S> H1Client<S> {
                         self.body = Body::Done;
                         return Ok(Some(None));
                     }
-                    chunk = Chunk::Trailers(read + line.len() + 2);
+                    // The bound counts each line with its CRLF: a line that fits without its
+                    // CRLF may still pass it, and the next line's room must not go below zero
+                    // (it wrapped around to no bound at all in a release build).
+                    let read = read + line.len() + 2;
+                    if read > MAX_TRAILERS {
+                        return too_long("trailers", MAX_TRAILERS);
+                    }
+                    chunk = Chunk::Trailers(read);
                 }
             }
         }

@@ -286,3 +286,37 @@ async fn bytes_after_the_answer_keep_the_connection_out_of_the_pool() {
         "a connection with bytes after the answer is not reused"
     );
 }
+
+mod fuzz_regressions {
+    use super::*;
+
+    /// Found by `fuzz/fuzz_targets/backend_h1.rs` (first by reading `decode_chunked`, then
+    /// reproduced by the target); minimized input: a chunked answer whose trailers hold one line
+    /// exactly as long as their bound (16 KiB, without its CRLF). The bound then went 2 bytes
+    /// below zero: an overflow panic in a debug build, and in a release build a bound that
+    /// wrapped around to none, so the backend's next trailer line was buffered without limit.
+    #[tokio::test]
+    async fn a_trailer_line_as_long_as_the_bound_ends_the_trailers_with_an_error() {
+        let line = format!("x: {}", "a".repeat(16 * 1024 - 3));
+        for after in ["\r\n", "y: b\r\n\r\n", &"z".repeat(64 * 1024)] {
+            let answer = format!(
+                "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n{line}\r\n{after}"
+            );
+            let (mut client, _backend) = asked(answer.as_bytes(), true, "GET").await;
+            client.read_response_header().await.expect("head");
+            let e = body(&mut client)
+                .await
+                .expect_err("trailers over their bound");
+            assert_eq!(e.etype(), &ErrorType::InvalidHTTPHeader, "{e}");
+        }
+        // A line that fills the bound with its CRLF, and the answer ends as sent.
+        let line = format!("x: {}", "a".repeat(16 * 1024 - 5));
+        let answer = format!(
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n{line}\r\n\r\n"
+        );
+        let (mut client, _backend) = asked(answer.as_bytes(), true, "GET").await;
+        client.read_response_header().await.expect("head");
+        assert_eq!(body(&mut client).await.expect("body"), b"abc");
+        assert!(client.is_body_done());
+    }
+}
