@@ -345,14 +345,13 @@ pub async fn apiservices_changing() -> tokio::sync::RwLockWriteGuard<'static, ()
     APISERVICES.write().await
 }
 
-/// Sends `method url` with a JSON `body` (merge patch for PATCH); the status and the answer as
-/// JSON (`Value::String` of the text when it is not JSON).
-pub async fn send(
+/// Sends `method url` with a JSON `body` (merge patch for PATCH): the response.
+pub async fn sent(
     client: &reqwest::Client,
     method: &str,
     url: &str,
-    body: Option<Value>,
-) -> (u16, Value) {
+    body: Option<&Value>,
+) -> reqwest::Response {
     let method = reqwest::Method::from_bytes(method.as_bytes()).expect("method");
     let content_type = if method == reqwest::Method::PATCH {
         "application/merge-patch+json"
@@ -365,10 +364,21 @@ pub async fn send(
             .header("Content-Type", content_type)
             .body(body.to_string());
     }
-    let response = request
+    request
         .send()
         .await
-        .unwrap_or_else(|e| panic!("{url}: {e}"));
+        .unwrap_or_else(|e| panic!("{url}: {e}"))
+}
+
+/// Sends `method url` with a JSON `body` (merge patch for PATCH); the status and the answer as
+/// JSON (`Value::String` of the text when it is not JSON).
+pub async fn send(
+    client: &reqwest::Client,
+    method: &str,
+    url: &str,
+    body: Option<Value>,
+) -> (u16, Value) {
+    let response = sent(client, method, url, body.as_ref()).await;
     let code = response.status().as_u16();
     let text = response.text().await.unwrap_or_default();
     (

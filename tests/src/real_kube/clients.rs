@@ -43,20 +43,9 @@ pub fn kubectl_137() -> PathBuf {
 /// Runs kubectl 1.37 with `kubeconfig` (a file) and `args`, a fresh cache folder each time (its
 /// disk cache never answers for a server); success, stdout and stderr.
 pub fn kubectl(kubeconfig: &Path, args: &[&str]) -> (bool, String, String) {
-    let cache = tempfile::tempdir().expect("cache dir");
-    let out = Command::new(kubectl_137())
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .arg("--cache-dir")
-        .arg(cache.path())
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("run kubectl: {e}"));
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    let mut command = Command::new(kubectl_137());
+    command.arg("--kubeconfig").arg(kubeconfig);
+    crate::kubectl_output(command, args)
 }
 
 /// A running kube-client: its JSON lines read as they come (see `tests/kube/cmd/kube-client`),

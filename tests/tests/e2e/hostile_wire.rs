@@ -24,28 +24,22 @@ fn new_paths(now: &serde_json::Value, then: &serde_json::Value) -> Vec<String> {
 /// apiagg over TLS in front of a raw backend (`test/raw`, wardle) and a delegate, once the
 /// backend's APIService is available: the backend, the delegate, apiagg, its CA's PEM, its base
 /// URL and an HTTPS client.
-async fn raw_backend_behind_tls() -> (
-    apiagg_tests::wire::RawBackend,
-    Sample,
-    Apiagg,
-    String,
-    String,
-    reqwest::Client,
-) {
+async fn raw_backend_behind_tls() -> RawSetup {
     raw_backend_behind_tls_with(&[]).await
 }
 
-/// [`raw_backend_behind_tls`] with apiagg's `extra` command-line arguments.
-async fn raw_backend_behind_tls_with(
-    extra: &[&str],
-) -> (
+/// What [`raw_backend_behind_tls`] starts.
+type RawSetup = (
     apiagg_tests::wire::RawBackend,
     Sample,
     Apiagg,
     String,
     String,
     reqwest::Client,
-) {
+);
+
+/// [`raw_backend_behind_tls`] with apiagg's `extra` command-line arguments.
+async fn raw_backend_behind_tls_with(extra: &[&str]) -> RawSetup {
     use apiagg_tests::wire::{https_client, tls_apiagg_with, RawBackend};
     let backend = RawBackend::start(GV).await;
     let delegate = kube_delegate(false, &[]);

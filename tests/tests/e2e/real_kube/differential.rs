@@ -65,21 +65,7 @@ impl Outcome {
 
 /// Sends `method url` with `body` (merge patch for PATCH) and reads the [`Outcome`].
 async fn exchange(c: &reqwest::Client, method: &str, url: &str, body: Option<&Value>) -> Outcome {
-    let method = reqwest::Method::from_bytes(method.as_bytes()).expect("method");
-    let content_type = match method {
-        reqwest::Method::PATCH => "application/merge-patch+json",
-        _ => "application/json",
-    };
-    let mut request = c.request(method, url);
-    if let Some(body) = body {
-        request = request
-            .header("Content-Type", content_type)
-            .body(body.to_string());
-    }
-    let response = request
-        .send()
-        .await
-        .unwrap_or_else(|e| panic!("{url}: {e}"));
+    let response = apiagg_tests::real_kube::sent(c, method, url, body).await;
     let code = response.status().as_u16();
     let headers = response.headers().clone();
     let text = |value: &reqwest::header::HeaderValue| {
