@@ -24,7 +24,7 @@ test:
 	cargo test --release -p apiagg-tests --test instruction_budget -- --test-threads=1
 
 lint:
-	@scripts/need.sh cmake protoc
+	@scripts/need.sh cmake protoc g++
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets -- -D warnings
 	@$(MAKE) --no-print-directory fuzz-build

@@ -51,6 +51,7 @@ declare -A package=(
   [h2load]=nghttp2-client       # drives HTTP/2 in tests/bench/instructions-h2.sh
   [openssl]=openssl             # makes the RSA keys of the JWT tests' OpenID provider
   [npm]=npm                     # installs the packages of npm:DIR (tests/oidc: the OpenID provider)
+  [g++]=g++                     # libfuzzer-sys's C++ (make fuzz-build compiles the fuzz targets)
 )
 missing=()
 for cmd in "$@"; do
