@@ -181,6 +181,12 @@ impl RequestAudit {
         self.annotate(REASON_ANNOTATION, reason.to_string());
     }
 
+    /// Records that no authorizer could decide (an error): only the reason `internal error`,
+    /// no decision, as kube-apiserver's `WithAuthorization`.
+    pub fn authorization_failed(&mut self) {
+        self.annotate(REASON_ANNOTATION, "internal error".to_string());
+    }
+
     /// Records the user the request acts as (impersonation), for the events still to come.
     pub fn impersonating(&mut self, user: Arc<dyn Identity>) {
         self.impersonated = Some(user);

@@ -98,6 +98,13 @@ impl Decision {
         }
     }
 
+    /// The reason given with it, taken.
+    pub fn into_reason(self) -> String {
+        match self {
+            Decision::Allow(r) | Decision::Deny(r) | Decision::NoOpinion(r) => r,
+        }
+    }
+
     /// Whether it allows.
     pub fn allowed(&self) -> bool {
         matches!(self, Decision::Allow(_))

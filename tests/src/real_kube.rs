@@ -188,6 +188,10 @@ impl RealKube {
         .await;
         kube.startup
             .push(("sample-apiserver to Available", at.elapsed()));
+        let at = Instant::now();
+        kube.wait_openapi_v3().await;
+        kube.startup
+            .push(("kube-apiserver's OpenAPI v3 documents", at.elapsed()));
         eprintln!(
             "real Kubernetes up in {:?} ({})",
             began.elapsed(),
@@ -299,6 +303,33 @@ impl RealKube {
             .get_mut()
             .expect("processes")
             .push((name, child));
+    }
+
+    /// Waits until kube-apiserver serves every document its `/openapi/v3` index lists: just
+    /// after it starts, some answer 502 (`apis`, `version`) or are another server's, and a
+    /// front started then would read those.
+    async fn wait_openapi_v3(&self) {
+        let admin = &self.client(Some(&self.admin));
+        let (_, index) = send(admin, "GET", &self.kube_url("/openapi/v3"), None).await;
+        let paths = index["paths"].as_object().cloned().unwrap_or_default();
+        for (key, entry) in paths {
+            let url = entry["serverRelativeURL"].as_str().unwrap_or_default();
+            let url = self.kube_url(url);
+            let read = |body: &Value| body["info"]["title"].as_str().map(str::to_string);
+            wait_until(
+                &format!("kube-apiserver to serve its /openapi/v3/{key}"),
+                Duration::from_secs(60),
+                || async { send(admin, "GET", &url, None).await },
+                // The group-versions of APIServices are the backends' documents; the rest
+                // kube-apiserver's own.
+                |(code, body)| {
+                    *code == 200
+                        && (key.starts_with("apis/wardle.example.com/")
+                            || read(body).as_deref() == Some("Kubernetes"))
+                },
+            )
+            .await;
+        }
     }
 
     async fn wait_ok(&self, name: &str, url: &str) {

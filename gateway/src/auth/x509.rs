@@ -268,6 +268,21 @@ struct Names {
     orgs: Vec<String>,
 }
 
+/// The extra `authentication.kubernetes.io/credential-id` kube-apiserver gives a client
+/// certificate's user: `X509SHA256=` and the certificate's SHA-256 in lower-case hex.
+fn credential_id(leaf: &[u8]) -> (String, Vec<String>) {
+    use sha2::Digest;
+    use std::fmt::Write;
+    let mut id = String::from("X509SHA256=");
+    for byte in sha2::Sha256::digest(leaf) {
+        let _ = write!(id, "{byte:02x}");
+    }
+    (
+        "authentication.kubernetes.io/credential-id".to_string(),
+        vec![id],
+    )
+}
+
 /// Subject CN and O values of a DER certificate.
 fn subject(der: &[u8]) -> Result<Names, CertificateRefusal> {
     let refusal = |e: &dyn std::fmt::Display| CertificateRefusal::Subject(e.to_string());
@@ -348,8 +363,9 @@ impl ClientCertificates {
             if cn.is_empty() {
                 return Err(CertificateRefusal::NoCommonName);
             }
-            // The CN is the user name, the Os the groups: all must forward exactly.
-            let user = User::new(cn, String::new(), orgs, Vec::new())?;
+            // The CN is the user name, the Os the groups: all must forward exactly. As
+            // kube-apiserver (1.30+), the certificate's SHA-256 is the credential's ID.
+            let user = User::new(cn, String::new(), orgs, vec![credential_id(leaf)])?;
             Ok(Arc::new(user))
         });
         let front_proxy = self.front_proxy.as_ref().map(|(ca, allowed)| {

@@ -123,10 +123,14 @@ impl AuditState {
         self.event.as_deref_mut()
     }
 
-    /// Notes the authorization decision (and the impersonated user).
-    fn authorized(&mut self, allowed: bool, reason: &str, impersonated: Option<Arc<User>>) {
+    /// Notes the authorization decision with its reason (none: nobody could decide, an error),
+    /// and the impersonated user.
+    fn authorized(&mut self, allowed: Option<bool>, reason: &str, impersonated: Option<Arc<User>>) {
         if let Some(audit) = self.event.as_mut() {
-            audit.authorized(if allowed { "allow" } else { "forbid" }, reason);
+            match allowed {
+                Some(allowed) => audit.authorized(if allowed { "allow" } else { "forbid" }, reason),
+                None => audit.authorization_failed(),
+            }
             if let Some(user) = impersonated {
                 audit.impersonating(user);
             }
@@ -180,8 +184,9 @@ impl AuditState {
 }
 
 impl RequestCtx {
-    /// Notes the authorization decision (and the impersonated user) in the request's audit.
-    pub(super) fn audit_authorized(&mut self, allowed: bool, reason: &str) {
+    /// Notes the authorization decision (none: an error) and its reason, and the impersonated
+    /// user, in the request's audit, as kube-apiserver's `WithAuthorization` annotates it.
+    pub(super) fn audit_authorized(&mut self, allowed: Option<bool>, reason: &str) {
         let impersonated = self
             .caller
             .as_ref()

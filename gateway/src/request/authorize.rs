@@ -57,8 +57,8 @@ impl ApiaggProxy {
         }
     }
 
-    /// Authorizes the request of `ctx.caller`. `Ok`: it goes on; `Err(reply)`: the answer
-    /// instead.
+    /// Authorizes the request of `ctx.caller` and notes the decision and its reason in its
+    /// audit. `Ok`: it goes on; `Err(reply)`: the answer instead.
     pub(super) async fn authorize(
         &self,
         session: &mut Session,
@@ -76,9 +76,8 @@ impl ApiaggProxy {
                 info,
                 headers: &header.headers,
             };
-            return authorizer
-                .check_builtin(&request, caller)
-                .map_err(|refusal| self.refused(session, refusal));
+            let checked = authorizer.check_builtin(&request, caller);
+            return self.decided(session, ctx, checked.map(|()| String::new()));
         }
         let routes = self.gateway.routes.load();
         let outcome = {
@@ -86,7 +85,32 @@ impl ApiaggProxy {
             // Boxed, as above.
             Box::pin(authorizer.authorize(&request, caller, reviewer)).await
         };
-        outcome.map_err(|refusal| self.refused(session, refusal))
+        self.decided(session, ctx, outcome)
+    }
+
+    /// Notes `outcome` in the audit (kube-apiserver's annotations: `allow` or `forbid` with the
+    /// authorizer's reason, or for an error only the reason `internal error`) and answers a
+    /// refusal.
+    fn decided(
+        &self,
+        session: &Session,
+        ctx: &mut RequestCtx,
+        outcome: Result<String, Refusal>,
+    ) -> Result<(), Reply> {
+        match outcome {
+            Ok(reason) => {
+                ctx.audit_authorized(Some(true), &reason);
+                Ok(())
+            }
+            Err(refusal) => {
+                match &refusal {
+                    Refusal::Forbidden { reason, .. } => ctx.audit_authorized(Some(false), reason),
+                    Refusal::Internal(_) => ctx.audit_authorized(None, ""),
+                    Refusal::TooManyValues(_) => ctx.audit_authorized(Some(false), ""),
+                }
+                Err(self.refused(session, refusal))
+            }
+        }
     }
 
     /// The request in `session` as the authorizer sees it, and where its reviews go (the
@@ -114,7 +138,9 @@ impl ApiaggProxy {
     /// The answer to a refusal: 403 `Forbidden`, or 500 when nobody could decide.
     fn refused(&self, session: &Session, refusal: Refusal) -> Reply {
         match refusal {
-            Refusal::Forbidden { message, details } => {
+            Refusal::Forbidden {
+                message, details, ..
+            } => {
                 tracing::debug!(
                     path = session.req_header().uri.path(),
                     "forbidden: {message}"

@@ -120,7 +120,7 @@ impl ApiaggProxy {
         // control sees only an identity apiagg has authorized.
         let impersonated = self.impersonate(session, ctx, &info).await;
         if let Err(reply) = impersonated {
-            ctx.audit_authorized(false, "");
+            ctx.audit_authorized(Some(false), "");
             return Ok(Step::Answer(RouteKind::Refused, reply));
         }
 
@@ -141,10 +141,8 @@ impl ApiaggProxy {
         let authorized = self.authorize(session, ctx, &info).await;
         ctx.trace_step_end();
         if let Err(reply) = authorized {
-            ctx.audit_authorized(false, "");
             return Ok(Step::Answer(RouteKind::Refused, reply));
         }
-        ctx.audit_authorized(true, "");
         // Whose trace the request joins: the caller's only when it is privileged.
         ctx.trace_authorized();
 

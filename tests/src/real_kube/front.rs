@@ -70,8 +70,24 @@ impl RealKube {
     /// [`RealKube::apiagg`] with `more` APIServices (from [`RealKube::apiservice`]) in its
     /// config file beside wardle's, each Service mapped to `https://127.0.0.1:<its port>`.
     pub async fn apiagg_with(&self, authorization: Option<&str>, more: &[Value]) -> Front {
+        self.apiagg_configured(authorization, more, &[], &[]).await
+    }
+
+    /// [`RealKube::apiagg_with`] with `files` (name, contents) written beside its config and
+    /// `args` added to its command line (e.g. `--authorization-config`, `--audit-policy-file`),
+    /// where `{dir}` stands for apiagg's folder.
+    pub async fn apiagg_configured(
+        &self,
+        authorization: Option<&str>,
+        more: &[Value],
+        files: &[(&str, &str)],
+        args: &[&str],
+    ) -> Front {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path();
+        for (name, contents) in files {
+            std::fs::write(path.join(name), contents).expect("file");
+        }
         self.client_ca.write_ca(path, "client-ca");
         self.serving_ca.write_ca(path, "serving-ca");
         write_pair(
@@ -105,10 +121,17 @@ impl RealKube {
              apiServices:\n{apiservices}",
             self.kube_url(""),
         );
+        let folder = path.display().to_string();
+        let args: Vec<String> = args.iter().map(|a| a.replace("{dir}", &folder)).collect();
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let front = Front {
             // Flow control from the cluster's own FlowSchemas and PriorityLevelConfigurations,
             // as in front of a real cluster: the X-Kubernetes-PF-* UIDs are the cluster's.
-            gw: Apiagg::start_in_secure(dir, &config, &["--flow-control-from-cluster"]),
+            gw: Apiagg::start_in_secure(
+                dir,
+                &config,
+                &[&["--flow-control-from-cluster"], &args[..]].concat(),
+            ),
         };
         let began = std::time::Instant::now();
         let admin = &self.client(Some(&self.admin));

@@ -12,10 +12,13 @@
 //! The control plane is shared by the tests of the process; each test works in namespaces of its
 //! own.
 
+mod authentication;
+mod authorization;
 mod client_go;
 mod differential;
 mod documents;
 mod kubectl_137;
+mod openapi;
 mod unavailable;
 
 use std::time::{Duration, Instant};

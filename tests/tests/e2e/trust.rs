@@ -25,12 +25,24 @@ fn groups(v: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// The SHA-256 of the certificate `pem`'s DER, in lower-case hex.
+fn sha256_hex(pem: &str) -> String {
+    use base64::Engine;
+    let base64: String = pem.lines().filter(|l| !l.starts_with("-----")).collect();
+    let der = base64::engine::general_purpose::STANDARD
+        .decode(base64)
+        .expect("PEM");
+    let digest = ring::digest::digest(&ring::digest::SHA256, &der);
+    digest.as_ref().iter().map(|b| format!("{b:02x}")).collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn backends_receive_the_exact_caller_and_nothing_forged() {
     let c = Cluster::start(false).await;
 
     // Client certificate: user = CN, groups = O; forged identity headers are dropped.
-    let alice = c.client(Some(&c.client_ca.client("alice", &["dev", "ops"])));
+    let certificate = c.client_ca.client("alice", &["dev", "ops"]);
+    let alice = c.client(Some(&certificate));
     let forged = [
         ("X-Remote-User", "admin"),
         ("X-Remote-Group", "system:masters"),
@@ -44,7 +56,10 @@ async fn backends_receive_the_exact_caller_and_nothing_forged() {
         ["dev", "ops", "system:authenticated"],
         "{who}"
     );
-    assert_eq!(who["extra"], json!({}), "{who}");
+    // As kube-apiserver 1.30+: the certificate's SHA-256 is the credential's ID.
+    let id = format!("X509SHA256={}", sha256_hex(&certificate.0));
+    let extra = json!({"authentication.kubernetes.io/credential-id": [id]});
+    assert_eq!(who["extra"], extra, "{who}");
 
     // A token from apiagg's static token file.
     let plain = c.client(None);
@@ -120,7 +135,14 @@ async fn backends_receive_the_exact_caller_and_nothing_forged() {
     // The same headers from a caller that is no trusted front proxy count for nothing.
     let (_, who) = c.get(&alice, &whoami(), &stated).await;
     assert_eq!(who["user"], "alice", "{who}");
-    assert_eq!(who["extra"], json!({}), "{who}");
+    // Only what apiagg derives from the certificate (its ID), nothing stated.
+    let extra = who["extra"].as_object().expect("extra");
+    let keys: Vec<&String> = extra.keys().collect();
+    assert_eq!(
+        keys,
+        ["authentication.kubernetes.io/credential-id"],
+        "{who}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

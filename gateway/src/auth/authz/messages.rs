@@ -55,6 +55,7 @@ pub(super) fn forbidden(user: &User, a: &Attributes, reason: &str) -> Refusal {
     Refusal::Forbidden {
         message,
         details: details(a),
+        reason: reason.to_string(),
     }
 }
 
@@ -100,5 +101,6 @@ pub(super) fn connect_forbidden(a: &Attributes, reason: &str) -> Refusal {
     Refusal::Forbidden {
         message,
         details: details(a),
+        reason: reason.to_string(),
     }
 }

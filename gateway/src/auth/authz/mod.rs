@@ -69,6 +69,8 @@ pub enum Refusal {
         message: String,
         /// `details` of the Status: `name`, `group`, `kind` (each only when not empty).
         details: Value,
+        /// The deciding authorizer's reason (RBAC gives none), for the audit.
+        reason: String,
     },
     /// The authorizer could not decide (a webhook could not be asked, the cluster's RBAC
     /// objects are not listed yet, or the request cannot be described): 500 `InternalError`.
@@ -210,8 +212,7 @@ impl Authorizer {
     /// Authorizes the `Impersonate-*` headers of `request` for `caller` (kube-apiserver's
     /// impersonation filter, which runs before flow control). `Ok(Some(user))`: allowed, the
     /// request now acts as that user (the headers are honoured and must not pass on);
-    /// `Ok(None)`: nothing to impersonate here (no headers, the path is open to all, no
-    /// chain, or only `AlwaysAllow` allowed it: then the headers go to the delegate, which
+    /// `Ok(None)`: nothing to impersonate here (no headers, no chain, or only `AlwaysAllow` allowed it: then the headers go to the delegate, which
     /// decides, with the caller's own credentials).
     pub async fn impersonate(
         &self,
@@ -219,7 +220,7 @@ impl Authorizer {
         caller: &Authenticated,
         reviewer: Reviewer<'_>,
     ) -> Result<Option<Authenticated>, Refusal> {
-        if self.chain.is_none() || always_allowed(request.info.path) {
+        if self.chain.is_none() {
             return Ok(None);
         }
         let wanted = match wanted(request.headers) {
@@ -251,18 +252,19 @@ impl Authorizer {
 
     /// Authorizes `request` of `caller` (the impersonated user once impersonation was
     /// allowed): the chain's decision, or the built-in rule without one. Runs after flow
-    /// control, so a flood is throttled before it costs reviews.
+    /// control, so a flood is throttled before it costs reviews. `Ok`: the allowing
+    /// authorizer's reason (none for the built-in rule and the paths open to all).
     pub async fn authorize(
         &self,
         request: &AuthzRequest<'_>,
         caller: &Authenticated,
         reviewer: Reviewer<'_>,
-    ) -> Result<(), Refusal> {
+    ) -> Result<String, Refusal> {
         if self.chain.is_none() {
-            return self.builtin.check(request, &caller.user);
+            return (self.builtin.check(request, &caller.user)).map(|()| String::new());
         }
         if always_allowed(request.info.path) {
-            return Ok(());
+            return Ok(String::new());
         }
         within(
             reviewer,
@@ -278,11 +280,11 @@ impl Authorizer {
         request: &AuthzRequest<'_>,
         caller: &Authenticated,
         reviewer: Reviewer<'_>,
-    ) -> Result<(), Refusal> {
+    ) -> Result<String, Refusal> {
         let user = &caller.user;
         let mut attributes = apiagg_authz::request::attributes(request.info);
         let verdict = self.decide(&subject(user), &attributes, reviewer).await;
-        refused(request, user, &attributes, verdict)?;
+        let reason = refused(request, user, &attributes, verdict)?;
         // A GET of pods/exec|attach|portforward (a WebSocket upgrade) also needs `create`, as
         // kube-apiserver 1.35 asks (`AuthorizePodWebsocketUpgradeCreatePermission`).
         if is_pod_connect_get(&attributes) {
@@ -295,7 +297,7 @@ impl Authorizer {
                 return Err(connect_forbidden(&attributes, verdict.decision.reason()));
             }
         }
-        Ok(())
+        Ok(reason)
     }
 }
 
@@ -319,16 +321,16 @@ async fn within<T>(
         .unwrap_or_else(|_| Err(expired()))
 }
 
-/// `Ok` when `verdict` allows; else the 403, or the 500 when the chain met an error and
-/// nobody allowed (upstream's `WithAuthorization`).
+/// `Ok` with the reason when `verdict` allows; else the 403, or the 500 when the chain met an
+/// error and nobody allowed (upstream's `WithAuthorization`).
 fn refused(
     request: &AuthzRequest<'_>,
     user: &User,
     a: &Attributes,
     verdict: Verdict,
-) -> Result<(), Refusal> {
+) -> Result<String, Refusal> {
     if verdict.decision.allowed() {
-        return Ok(());
+        return Ok(verdict.decision.into_reason());
     }
     if !verdict.errors.is_empty() {
         return Err(internal(request, &verdict.errors.join("; ")));

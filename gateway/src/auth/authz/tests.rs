@@ -89,7 +89,9 @@ fn user(name: &str) -> User {
 
 fn message(refusal: Refusal) -> (String, Value) {
     match refusal {
-        Refusal::Forbidden { message, details } => (message, details),
+        Refusal::Forbidden {
+            message, details, ..
+        } => (message, details),
         Refusal::Internal(m) | Refusal::TooManyValues(m) => panic!("not a 403: {m}"),
     }
 }

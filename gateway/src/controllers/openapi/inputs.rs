@@ -25,9 +25,9 @@ pub struct Inputs {
 
 /// The merge inputs of `registry` from `sources`. v2: the delegate's document (apiagg's own
 /// description of its APIService API without one), then every remote APIService's, in merge
-/// order. v3: the delegate's documents except those of remote group-versions and of
-/// `apiregistration.k8s.io/v1` (apiagg's own), then apiagg's, then the remote ones in merge
-/// order.
+/// order. v3: the delegate's documents except those of remote group-versions (its
+/// `apiregistration.k8s.io/v1` included: without it, apiagg's own), then the remote ones in
+/// merge order.
 pub fn merge_inputs(registry: &Registry, sources: &Sources) -> Inputs {
     let mut v2 = V2Inputs::default();
     match sources.local.as_ref().and_then(|l| l.spec.clone()) {
@@ -37,8 +37,15 @@ pub fn merge_inputs(registry: &Registry, sources: &Sources) -> Inputs {
         }),
         None => v2.locals.extend(own::v2()),
     }
-    let mut remote_docs = vec![own::v3()];
-    let mut remote_keys = HashSet::from([crate::apiservices::V3_KEY.to_string()]);
+    // apiregistration.k8s.io/v1 as in v2: the delegate's description of the same API when
+    // it has one (kube-apiserver's, word for word), apiagg's own without.
+    let own_key = crate::apiservices::V3_KEY;
+    let delegate_describes = (sources.local.as_ref())
+        .is_some_and(|l| l.v3.documents().any(|(_, d)| d.doc.key == own_key));
+    let (mut remote_docs, mut remote_keys) = match delegate_describes {
+        true => (Vec::new(), HashSet::new()),
+        false => (vec![own::v3()], HashSet::from([own_key.to_string()])),
+    };
     let remotes: Vec<_> = registry
         .entries()
         .iter()

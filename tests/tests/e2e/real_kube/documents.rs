@@ -14,7 +14,7 @@ const GROUP: &str = "wardle.example.com";
 const INDEX_KEY: &str = "apis/wardle.example.com/v1alpha1";
 
 /// `GET url` with `accept` as the admin: status, `Content-Type`, the body as JSON.
-async fn get(kube: &RealKube, url: &str, accept: &str) -> (u16, String, Value) {
+pub(super) async fn get(kube: &RealKube, url: &str, accept: &str) -> (u16, String, Value) {
     let admin = kube.client(Some(&kube.admin));
     let answer = admin
         .get(url)

@@ -92,7 +92,9 @@ async fn authorize(
         info: &info,
         headers: &headers,
     };
-    a.authorize(&request, who, world.reviewer()).await
+    a.authorize(&request, who, world.reviewer())
+        .await
+        .map(|_reason| ())
 }
 
 #[tokio::test]
@@ -446,4 +448,25 @@ async fn access_checks_end_at_the_requests_deadline() {
 
 fn wanted_error(pairs: &[(&str, &str)]) -> Option<ImpersonationError> {
     super::super::impersonation::wanted(&headers(pairs)).err()
+}
+
+#[tokio::test]
+async fn an_allow_carries_its_authorizers_reason_and_a_denial_rbacs_empty_one() {
+    let pods = json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]);
+    let chain = authorizer(vec![Link::Rbac(rbac(&grant("reader", "alice", pods)))]);
+    let info = RequestInfo::new("GET", "/api/v1/namespaces/a/pods/p", None).expect("info");
+    let (headers, world) = (HeaderMap::new(), World::new());
+    let request = AuthzRequest {
+        info: &info,
+        headers: &headers,
+    };
+    let (alice, bob) = (caller("alice", &[]), caller("bob", &[]));
+    let allowed = chain.authorize(&request, &alice, world.reviewer());
+    let reason = allowed.await.expect("allowed");
+    assert!(reason.starts_with("RBAC: allowed by "), "{reason}");
+    assert!(reason.ends_with(" to User \"alice\""), "{reason}");
+    match chain.authorize(&request, &bob, world.reviewer()).await {
+        Err(Refusal::Forbidden { reason, .. }) => assert_eq!(reason, ""),
+        other => panic!("bob: {other:?}"),
+    }
 }
