@@ -85,6 +85,17 @@ impl fmt::Display for Report {
 
 /// The effective configuration of `objects` (see the module documentation).
 pub fn effective(objects: Vec<Object>) -> Result<Compiled, ConfigError> {
+    effective_with(objects, true)
+}
+
+/// The effective configuration of a cluster's objects: as [`effective`], without adding the
+/// suggested objects the cluster lacks. The cluster's kube-apiserver keeps its own suggested
+/// set (its release's, which may have dropped one of ours) and honours their deletion.
+pub fn from_cluster(objects: Vec<Object>) -> Result<Compiled, ConfigError> {
+    effective_with(objects, false)
+}
+
+fn effective_with(objects: Vec<Object>, add_suggested: bool) -> Result<Compiled, ConfigError> {
     let mut levels = BTreeMap::new();
     let mut schemas = BTreeMap::new();
     for object in objects {
@@ -128,7 +139,7 @@ pub fn effective(objects: Vec<Object>) -> Result<Compiled, ConfigError> {
             }
         }
     }
-    for object in defaults::suggested() {
+    for object in defaults::suggested().into_iter().filter(|_| add_suggested) {
         let name = object.name().to_string();
         let added = match object {
             Object::FlowSchema(fs) => schemas.try_insert_absent(name, fs),

@@ -202,7 +202,17 @@ impl FlowControl {
     /// serve what they hold and go; seats are always released to the level they came from.
     /// On error nothing changes.
     pub fn configure(&self, objects: Vec<Object>) -> Result<Report, ConfigError> {
-        let compiled = config::effective(objects)?;
+        self.install(config::effective(objects)?)
+    }
+
+    /// [`Flow::configure`] with a cluster's objects: the suggested ones it lacks are not
+    /// added (see [`config::from_cluster`]).
+    pub fn configure_from_cluster(&self, objects: Vec<Object>) -> Result<Report, ConfigError> {
+        self.install(config::from_cluster(objects)?)
+    }
+
+    /// Installs `compiled` (see [`Flow::configure`]).
+    fn install(&self, compiled: config::Compiled) -> Result<Report, ConfigError> {
         let mut writer = self.writer();
         let shares: Vec<u32> = compiled.levels.iter().map(|l| l.shares).collect();
         let nominal = seats::nominal_limits(self.settings.total_seats, &shares);

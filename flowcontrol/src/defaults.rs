@@ -1,6 +1,8 @@
 //! kube-apiserver's built-in configuration (`k8s.io/apiserver/pkg/apis/flowcontrol/bootstrap`,
-//! as of Kubernetes 1.32): the mandatory objects (`exempt` and `catch-all`, always in force)
-//! and the suggested ones (in force unless an object of the same name is given).
+//! as of Kubernetes 1.37, which no longer has 1.2x's `endpoint-controller` and
+//! `workload-leader-election` flow schemas): the mandatory objects (`exempt` and `catch-all`,
+//! always in force) and the suggested ones (in force unless an object of the same name is
+//! given; not added to a cluster's objects, see `config::from_cluster`).
 
 use std::collections::BTreeMap;
 
@@ -79,18 +81,6 @@ pub fn suggested() -> Vec<Object> {
     );
     let mut leader_subjects = users(&[CONTROLLER_MANAGER, SCHEDULER]);
     leader_subjects.extend(kube_system_all.clone());
-    let mut endpoint_subjects = users(&[CONTROLLER_MANAGER]);
-    endpoint_subjects.extend(service_accounts(&[
-        "endpoint-controller",
-        "endpointslicemirroring-controller",
-    ]));
-    let endpoints = resources(&["get", "create", "update"], CORE, &["endpoints"], &[ALL]);
-    let leader_objects = resources(
-        &["get", "create", "update"],
-        CORE,
-        &["endpoints", "configmaps"],
-        &[ALL],
-    );
     let node_high = vec![
         cluster_resources(&[ALL], CORE, &["nodes", "nodes/status"]),
         resources(&[ALL], COORDINATION, &["leases"], &[ALL]),
@@ -120,23 +110,7 @@ pub fn suggested() -> Vec<Object> {
             100,
             BY_USER,
             leader_subjects,
-            (vec![leases.clone()], vec![]),
-        ),
-        schema(
-            "endpoint-controller",
-            "workload-high",
-            150,
-            BY_USER,
-            endpoint_subjects,
-            (vec![endpoints], vec![]),
-        ),
-        schema(
-            "workload-leader-election",
-            "leader-election",
-            200,
-            BY_USER,
-            kube_system_all.clone(),
-            (vec![leader_objects, leases], vec![]),
+            (vec![leases], vec![]),
         ),
         schema(
             "system-node-high",

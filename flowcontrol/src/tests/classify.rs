@@ -62,7 +62,8 @@ fn builtin_configuration_classifies_like_kube_apiserver() {
             "/metrics",
             ("system-nodes", "system"),
         ),
-        // kube-controller-manager: leader election, endpoints, then everything else.
+        // kube-controller-manager: leader election, then everything else (1.37 has no
+        // `endpoint-controller` schema any more).
         (
             KCM,
             &["system:authenticated"],
@@ -82,7 +83,7 @@ fn builtin_configuration_classifies_like_kube_apiserver() {
             &["system:authenticated"],
             "PUT",
             "/api/v1/namespaces/default/endpoints/web",
-            ("endpoint-controller", "workload-high"),
+            ("kube-controller-manager", "workload-high"),
         ),
         (
             "system:kube-scheduler",
@@ -104,14 +105,14 @@ fn builtin_configuration_classifies_like_kube_apiserver() {
             &SA_GROUPS,
             "PUT",
             "/api/v1/namespaces/team/configmaps/lock",
-            ("workload-leader-election", "leader-election"),
+            ("kube-system-service-accounts", "workload-high"),
         ),
         (
             "system:serviceaccount:kube-system:endpoint-controller",
             &SA_GROUPS,
             "PUT",
             "/api/v1/namespaces/a/endpoints/b",
-            ("endpoint-controller", "workload-high"),
+            ("kube-system-service-accounts", "workload-high"),
         ),
         // Any other service account.
         (

@@ -254,7 +254,7 @@ async fn apply(flow: Arc<FlowControl>, mut learned: mpsc::Receiver<Learned<Kind>
             changed |= known.learn(more);
         }
         if changed && known.listed.iter().all(|&l| l) {
-            let outcome = flow.configure(known.all()).map(|r| r.to_string());
+            let outcome = (flow.configure_from_cluster(known.all())).map(|r| r.to_string());
             report(&mut last, outcome);
         }
     }

@@ -17,6 +17,7 @@ mod authorization;
 mod client_go;
 mod differential;
 mod documents;
+mod flow_control;
 mod kubectl_137;
 mod openapi;
 mod unavailable;
