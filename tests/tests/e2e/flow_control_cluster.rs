@@ -90,10 +90,16 @@ impl World {
         let backend = sample(G, "wardle", false);
         let client = client();
         let mut created = Vec::new();
+        // A real cluster also holds kube-apiserver's suggested levels (245 shares in 1.37),
+        // which apiagg takes as given and does not add: one level of 245 shares stands for
+        // them, so the test's one-share levels get one seat of the 200.
+        let mut others = level("suggested-levels", queue());
+        others["spec"]["limited"]["nominalConcurrencyShares"] = json!(245);
         for (collection, object) in [
             ("prioritylevelconfigurations", level("refuser", reject())),
             ("prioritylevelconfigurations", level("tiny", queue())),
             ("flowschemas", schema("refused", "refused", "refuser", 500)),
+            ("prioritylevelconfigurations", others),
         ] {
             let url = format!("{}{FLOW}/{collection}", delegate.url);
             created.push(write(&client, reqwest::Method::POST, &url, &object).await);
