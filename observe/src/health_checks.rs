@@ -134,6 +134,15 @@ const INFORMER_SYNC: Check = Check::new(
     "the cluster's RBAC objects are not listed yet",
 );
 
+/// `/readyz` only: red until the cluster's FlowSchemas and PriorityLevelConfigurations are
+/// applied (`--flow-control-from-cluster`; kube-apiserver's hook of the same name waits for
+/// its flow-control informers): before, requests are classified by the built-in objects.
+const FLOW_CONTROL_SYNC: Check = Check::new(
+    "poststarthook/priority-and-fairness-config-consumer",
+    &[FlowControlSynced],
+    "the cluster's flow-control objects are not applied yet",
+);
+
 /// `/readyz` only: red from SIGTERM on.
 const SHUTDOWN: Check = Check {
     name: "shutdown",
@@ -150,6 +159,7 @@ fn checks(endpoint: Endpoint) -> Vec<&'static Check> {
     }
     if endpoint == Endpoint::Readyz {
         list.push(&INFORMER_SYNC);
+        list.push(&FLOW_CONTROL_SYNC);
         list.push(&SHUTDOWN);
     }
     list
@@ -232,6 +242,7 @@ mod tests {
             DiscoverySynced,
             OpenApiSynced,
             AuthorizerSynced,
+            FlowControlSynced,
         ] {
             lc.reach(m);
         }
@@ -285,8 +296,12 @@ mod tests {
         let a = answer(Endpoint::Readyz, "", Some("verbose"), &lc);
         assert_eq!(a.code, 500, "{}", a.body);
         assert!(a.body.contains("[-]informer-sync failed"), "{}", a.body);
+        let flow = "[-]poststarthook/priority-and-fairness-config-consumer failed";
+        assert!(a.body.contains(flow), "{}", a.body);
         assert_eq!(answer(Endpoint::Healthz, "", None, &lc).code, 200);
         lc.reach(AuthorizerSynced);
+        assert_eq!(answer(Endpoint::Readyz, "", None, &lc).code, 500);
+        lc.reach(FlowControlSynced);
         assert_eq!(answer(Endpoint::Readyz, "", None, &lc).code, 200);
     }
 

@@ -20,13 +20,16 @@ pub enum Milestone {
     OpenApiSynced,
     /// The cluster objects the authorizers decide from (RBAC) are listed, or none are needed.
     AuthorizerSynced,
+    /// The cluster's flow-control objects are listed and applied once, or apiagg does not
+    /// follow a cluster's.
+    FlowControlSynced,
     /// SIGTERM arrived: readyz fails from now on.
     ShuttingDown,
     /// The shutdown delay is over: new requests are refused with 429.
     Rejecting,
 }
 
-const MILESTONES: usize = 7;
+const MILESTONES: usize = 8;
 
 /// Lifecycle flags, read lock-free on the request path.
 #[derive(Default)]

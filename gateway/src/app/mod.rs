@@ -204,12 +204,18 @@ pub fn serve(launch: Launch) -> anyhow::Result<()> {
         watched,
         (path, sources, config),
     )?;
+    let from_cluster = flow.is_some() && launch.flow.source == FlowSource::Cluster;
+    if !from_cluster {
+        // The flow-control objects are the file's or the built-in ones, in force already.
+        gateway.lifecycle.reach(Milestone::FlowControlSynced);
+    }
     if let Some(flow) = flow {
         let controller = FlowControlController::new(FlowControlHandles {
             flow,
             routes: gateway.routes.clone(),
             clients: gateway.clients.clone(),
-            from_cluster: launch.flow.source == FlowSource::Cluster,
+            from_cluster,
+            lifecycle: gateway.lifecycle.clone(),
         });
         server.add_service(background_service("flow-control controller", controller));
     }

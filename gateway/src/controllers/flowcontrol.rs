@@ -23,6 +23,7 @@ use super::reflector::{Group, Learned};
 use crate::backends::{Clients, Upstream};
 use crate::state::Routes;
 use apiagg_flowcontrol::{FlowControl, Object, API_VERSION};
+use apiagg_observe::{Lifecycle, Milestone};
 
 /// Changes closer together than this are applied together.
 const DEBOUNCE: Duration = Duration::from_millis(250);
@@ -155,6 +156,8 @@ pub struct Handles {
     pub clients: Arc<Clients>,
     /// Follow the delegate's cluster objects (`FlowSource::Cluster`); otherwise only upkeep.
     pub from_cluster: bool,
+    /// Where `FlowControlSynced` is reached: once the cluster's objects are applied.
+    pub lifecycle: Arc<Lifecycle>,
 }
 
 /// Flow control's upkeep (seat borrowing every 10 s) and, when the objects come from the
@@ -182,17 +185,19 @@ impl FlowControlController {
             return;
         }
         *watch = delegate.map(|delegate| {
-            let flow = self.handles.flow.clone();
+            let (flow, lifecycle) = (self.handles.flow.clone(), self.handles.lifecycle.clone());
             let reflectors = Group::spawn(
                 &Kind::ALL,
                 Kind::path,
                 "flow-control objects",
                 (delegate.clone(), self.handles.clients.clone()),
-                |learned| apply(flow, learned),
+                |learned| apply(flow, lifecycle, learned),
             );
             (delegate, reflectors)
         });
         if watch.is_none() {
+            // Nothing to wait for: the built-in objects stay in force.
+            self.handles.lifecycle.reach(Milestone::FlowControlSynced);
             tracing::warn!("flow control from the cluster: no delegate is configured");
         }
     }
@@ -243,8 +248,13 @@ fn report(last: &mut Option<String>, outcome: Result<String, apiagg_flowcontrol:
 }
 
 /// Applies what the reflectors learn, changes closer than [`DEBOUNCE`] together, to `flow` once
-/// both kinds are listed.
-async fn apply(flow: Arc<FlowControl>, mut learned: mpsc::Receiver<Learned<Kind>>) {
+/// both kinds are listed; the first time, readyz's flow-control check turns green (whether the
+/// objects were accepted or the last good configuration stays, as the log says).
+async fn apply(
+    flow: Arc<FlowControl>,
+    lifecycle: Arc<Lifecycle>,
+    mut learned: mpsc::Receiver<Learned<Kind>>,
+) {
     let mut known = Known::default();
     let mut last: Option<String> = None;
     while let Some(first) = learned.recv().await {
@@ -256,6 +266,7 @@ async fn apply(flow: Arc<FlowControl>, mut learned: mpsc::Receiver<Learned<Kind>
         if changed && known.listed.iter().all(|&l| l) {
             let outcome = (flow.configure_from_cluster(known.all())).map(|r| r.to_string());
             report(&mut last, outcome);
+            lifecycle.reach(Milestone::FlowControlSynced);
         }
     }
 }
