@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use apiagg_apis::{builtin_priority, compare_apiservices, WatchListMode, DEFAULT_SERVICE_PORT};
 
-use crate::cluster::{ClusterServices, Unresolved};
+use crate::cluster::{ClusterServices, ServiceResolution, Unresolved};
 use crate::endpoint::{parse_endpoint, Endpoint};
 use crate::file::{DelegateConfig, GatewayConfig, ServiceEntry, SourcedApiService};
 
@@ -194,11 +194,16 @@ impl Registry {
                         None if loopback && config.delegate.is_some() => {
                             parse_all(&delegate_urls(config.delegate.as_ref()))
                         }
-                        None => match cluster {
-                            Some(c) => {
-                                c.resolve(config.service_resolution, &namespace, &service, port)
+                        None => match (cluster, config.service_resolution) {
+                            (Some(c), mode) => c.resolve(mode, &namespace, &service, port),
+                            (None, ServiceResolution::Config) => {
+                                Err(Unresolved::not_found(&namespace, &service))
                             }
-                            None => Err(Unresolved::not_found(&namespace, &service)),
+                            // Looked up in the cluster, whose Services are not listed yet:
+                            // `Unknown`, not a Service said to be missing.
+                            (None, mode) => {
+                                ClusterServices::default().resolve(mode, &namespace, &service, port)
+                            }
                         },
                     };
                     Backend::Remote(RemoteBackend {
@@ -365,6 +370,24 @@ mod tests {
         };
         let missing = remote.endpoints.as_ref().unwrap_err();
         assert_eq!(missing.reason, "ServiceNotFound");
+        // Looked up in the cluster before its Services are listed: not known to be missing.
+        let yaml = format!(
+            "delegate: {{url: \"https://10.0.0.1:6443\"}}\nserviceResolution: cluster\napiServices:\n{}",
+            svc("v1.a.io", 100, 10)
+        );
+        let reg = Registry::build(&config(&yaml), &[]);
+        let Backend::Remote(remote) = &reg.entries()[0].backend else {
+            panic!()
+        };
+        let unknown = remote.endpoints.as_ref().unwrap_err();
+        assert_eq!(
+            (unknown.status, unknown.reason),
+            ("Unknown", "ServiceAccessError")
+        );
+        assert_eq!(
+            unknown.message,
+            "service/s in \"ns\" cannot be checked due to: the Services are not listed yet"
+        );
 
         let yaml = "services: [{namespace: ns, name: s, endpoints: [\"https://127.0.0.1:1\"]}]\napiServices:\n  - {apiVersion: apiregistration.k8s.io/v1, kind: APIService, metadata: {name: v1.a.io}, spec: {group: a.io, version: v1, groupPriorityMinimum: 1, versionPriority: 1, caBundle: bm90IGEgY2VydA==, service: {namespace: ns, name: s}}}\n";
         let reg = Registry::build(&config(yaml), &[]);

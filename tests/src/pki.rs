@@ -92,14 +92,19 @@ impl Ca {
     /// A serving certificate (serverAuth EKU) for DNS names / IPs (IP literals become IP SANs):
     /// (cert_pem, key_pem).
     pub fn server(&self, names: &[&str]) -> (String, String) {
-        let sans: Vec<String> = names.iter().map(|n| n.to_string()).collect();
-        let mut params = CertificateParams::new(sans).expect("server names");
-        params.distinguished_name = common_name_dn(names.first().copied().unwrap_or("server"));
-        params.key_usages = vec![
-            KeyUsagePurpose::DigitalSignature,
-            KeyUsagePurpose::KeyEncipherment,
-        ];
-        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        let params = server_params(names);
+        let key = KeyPair::generate().expect("server key");
+        let cert = params
+            .signed_by(&key, &self.issuer)
+            .expect("sign server cert");
+        (cert.pem(), key.serialize_pem())
+    }
+
+    /// [`Ca::server`] that expired: valid from 2020-01-01 to 2021-01-01 (00:00 UTC).
+    pub fn expired_server(&self, names: &[&str]) -> (String, String) {
+        let mut params = server_params(names);
+        params.not_before = rcgen::date_time_ymd(2020, 1, 1);
+        params.not_after = rcgen::date_time_ymd(2021, 1, 1);
         let key = KeyPair::generate().expect("server key");
         let cert = params
             .signed_by(&key, &self.issuer)
@@ -113,6 +118,31 @@ impl Ca {
         std::fs::write(&path, &self.cert_pem).expect("write CA cert");
         path
     }
+}
+
+/// A self-signed CA certificate (basic constraints `CA:TRUE`) for `names`, to be served as a
+/// server's own and trusted as its own CA: (cert_pem, key_pem). Go's `crypto/x509` accepts it,
+/// webpki does not.
+pub fn ca_as_server(names: &[&str]) -> (String, String) {
+    let mut params = server_params(names);
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    params.key_usages.push(KeyUsagePurpose::KeyCertSign);
+    let key = KeyPair::generate().expect("key");
+    let cert = params.self_signed(&key).expect("self-signed");
+    (cert.pem(), key.serialize_pem())
+}
+
+/// What a serving certificate for `names` holds (IP literals become IP SANs).
+fn server_params(names: &[&str]) -> CertificateParams {
+    let sans: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+    let mut params = CertificateParams::new(sans).expect("server names");
+    params.distinguished_name = common_name_dn(names.first().copied().unwrap_or("server"));
+    params.key_usages = vec![
+        KeyUsagePurpose::DigitalSignature,
+        KeyUsagePurpose::KeyEncipherment,
+    ];
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    params
 }
 
 /// Writes a (cert, key) pair to `dir/<name>.crt` and `dir/<name>.key`; returns both paths.

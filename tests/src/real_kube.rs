@@ -35,7 +35,7 @@ use crate::pki::Ca;
 use crate::wait_until;
 
 pub use clients::{events, kubectl, kubectl_137, GoClient};
-pub use front::{Front, APIAGG_PROXY_CN};
+pub use front::{Front, Lookup, APIAGG_PROXY_CN};
 pub use process::{free_port, kube_binaries};
 use process::{process_folder, spawn_lasting};
 use setup::requestheader;

@@ -4,7 +4,7 @@
 //! connections and TLS sessions are reused. Every body read is capped.
 
 use std::collections::HashSet;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,6 +12,7 @@ use bytes::{Bytes, BytesMut};
 use dashmap::DashMap;
 
 mod caller;
+mod described;
 mod lines;
 
 pub use lines::Lines;
@@ -171,6 +172,8 @@ pub struct Client {
     base: Arc<str>,
     body_limit: u64,
     caller: Caller,
+    /// The endpoint's address (what a refused connection names).
+    addr: SocketAddr,
 }
 
 impl Client {
@@ -215,6 +218,7 @@ impl Client {
             base: base.into(),
             body_limit,
             caller,
+            addr: endpoint.addr,
         })
     }
 
@@ -277,7 +281,7 @@ impl Client {
     ) -> Result<Fetched, FetchError> {
         let failed = |url: &str, e: reqwest::Error| FetchError::Request {
             url: url.to_string(),
-            message: error_chain(&e),
+            message: described::cause(&e, self.addr),
         };
         let response = self
             .identified(request)
@@ -333,7 +337,8 @@ impl Client {
     }
 
     /// Availability probe: `GET path` as the aggregator identity; returns the status code.
-    /// The caller bounds it.
+    /// The caller bounds it. A failure's message is its cause in the words of Go's HTTP client
+    /// (kube-aggregator's probe messages).
     pub async fn probe(&self, path: &str) -> Result<u16, FetchError> {
         let url = format!("{}{path}", self.base);
         let request = self.http.get(&url).header("Accept", "application/json");
@@ -341,7 +346,7 @@ impl Client {
             if let Some(why) = super::own_exhaustion(&e) {
                 return FetchError::Exhausted { url, why };
             }
-            let message = error_chain(&e);
+            let message = described::cause(&e, self.addr);
             if e.is_connect() {
                 FetchError::Connect { url, message }
             } else {

@@ -18,6 +18,9 @@ use apiagg_apis::WatchListMode;
 /// Health of one backend endpoint.
 pub struct EndpointHealth {
     healthy: AtomicBool,
+    /// A probe has passed, or a probe or a request has failed, since the record was made: the
+    /// health is no longer only the default.
+    judged: AtomicBool,
     last_error: ArcSwapOption<String>,
     /// Probes failed in a row (reset by a success).
     failed_probes: AtomicU32,
@@ -32,6 +35,7 @@ impl Default for EndpointHealth {
     fn default() -> Self {
         EndpointHealth {
             healthy: AtomicBool::new(true),
+            judged: AtomicBool::new(false),
             last_error: ArcSwapOption::empty(),
             failed_probes: AtomicU32::new(0),
             slots: Arc::default(),
@@ -46,8 +50,15 @@ impl EndpointHealth {
         self.healthy.load(Ordering::Acquire)
     }
 
-    /// Marks the endpoint healthy; returns whether that changed anything.
+    /// Whether the endpoint is healthy because a probe passed (not only by default, as a new
+    /// endpoint is until its first probe).
+    pub fn passed_probe(&self) -> bool {
+        self.judged.load(Ordering::Acquire) && self.is_healthy()
+    }
+
+    /// Marks the endpoint healthy (a probe passed); returns whether that changed anything.
     pub fn mark_healthy(&self) -> bool {
+        self.judged.store(true, Ordering::Release);
         self.failed_probes.store(0, Ordering::Relaxed);
         self.last_error.store(None);
         !self.healthy.swap(true, Ordering::AcqRel)
@@ -55,6 +66,7 @@ impl EndpointHealth {
 
     /// Marks the endpoint failed with `error`; returns whether it was healthy before.
     pub fn mark_failed(&self, error: String) -> bool {
+        self.judged.store(true, Ordering::Release);
         self.last_error.store(Some(Arc::new(error)));
         let was_healthy = self.healthy.swap(false, Ordering::AcqRel);
         if was_healthy {
@@ -177,9 +189,12 @@ impl HealthBook {
         fresh
     }
 
-    /// Forgets endpoints no longer in use.
+    /// Forgets endpoints no longer in use: not in `live` (the keys of the routes just
+    /// probed) and held by no route table (one built while they were probed may be published
+    /// later: its endpoints keep what is known of them).
     pub fn retain(&self, live: &std::collections::HashSet<u64>) {
-        self.endpoints.retain(|k, _| live.contains(k));
+        self.endpoints
+            .retain(|k, health| live.contains(k) || Arc::strong_count(health) > 1);
     }
 
     /// Forgets the counts of APIServices no longer routed (a count in use stays with the
@@ -213,6 +228,35 @@ mod tests {
             health.mark_failed("refused".into()),
             "a passive failure ejects at once"
         );
+    }
+
+    #[test]
+    fn a_new_endpoint_is_healthy_but_has_passed_no_probe() {
+        let health = EndpointHealth::default();
+        assert!(health.is_healthy() && !health.passed_probe());
+        assert!(!health.probe_failed("slow".into(), 3));
+        assert!(!health.passed_probe(), "a slow answer passes nothing");
+        assert!(!health.mark_healthy());
+        assert!(health.passed_probe());
+        assert!(health.mark_failed("refused".into()));
+        assert!(!health.passed_probe());
+    }
+
+    #[test]
+    fn a_record_a_route_table_holds_is_kept_when_another_tables_keys_are_retained() {
+        let book = HealthBook::default();
+        let held = book.endpoint(1);
+        drop(book.endpoint(2));
+        held.mark_failed("refused".into());
+        book.retain(&std::collections::HashSet::new());
+        assert!(
+            !book.endpoint(1).is_healthy(),
+            "the held record and its failure stay"
+        );
+        drop(held);
+        book.retain(&std::collections::HashSet::new());
+        assert!(book.endpoint(1).is_healthy(), "no longer held: forgotten");
+        assert!(book.endpoint(2).is_healthy());
     }
 
     #[tokio::test]

@@ -1,5 +1,6 @@
 //! TLS client settings for backends: CA bundles, insecure mode, and rustls configs for the
-//! connections apiagg opens itself (upgrade tunnels, delegate discovery).
+//! connections apiagg opens itself (upgrade tunnels, delegate discovery), whose refusals of a
+//! server's certificate say what the certificates show ([`explained`]).
 
 use std::sync::Arc;
 
@@ -9,6 +10,11 @@ use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
 
 use super::credentials::ClientIdentity;
+
+mod explained;
+
+pub(super) use explained::go_words;
+use explained::{subject_of, ExplainingVerifier, Trusted};
 
 /// Why TLS settings are unusable. None of these is retryable: the input must change.
 #[derive(Debug, thiserror::Error)]
@@ -22,6 +28,9 @@ pub enum TlsError {
     /// rustls refused a certificate or the settings.
     #[error("invalid TLS settings: {0}")]
     Rustls(#[from] rustls::Error),
+    /// The certificate verifier cannot be built from the trusted CAs.
+    #[error("invalid trusted CAs: {0}")]
+    Verifier(#[from] rustls::client::VerifierBuilderError),
 }
 
 /// Parses a PEM bundle into DER certificates that rustls accepts as trust anchors.
@@ -65,17 +74,26 @@ pub fn client_config(
             .dangerous()
             .with_custom_certificate_verifier(Arc::new(AcceptAnyCert(provider())))
     } else {
-        let roots = match ca {
+        let (roots, trusted) = match ca {
             Some(certs) => {
                 let mut store = RootCertStore::empty();
                 for cert in certs {
                     store.add(cert.clone())?;
                 }
-                store
+                let subjects = certs.iter().map(|c| subject_of(c)).collect();
+                (store, Trusted::Bundle(subjects))
             }
-            None => system_roots(),
+            None => (system_roots(), Trusted::System),
         };
-        builder.with_root_certificates(roots)
+        if roots.is_empty() {
+            // Nothing to trust (a machine without system roots): every certificate is refused.
+            builder.with_root_certificates(roots)
+        } else {
+            let verifier = ExplainingVerifier::new(roots, trusted, provider())?;
+            builder
+                .dangerous()
+                .with_custom_certificate_verifier(Arc::new(verifier))
+        }
     };
     let mut config = match identity {
         Some(identity) => {

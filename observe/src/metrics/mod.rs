@@ -109,12 +109,18 @@ const AUTHORIZATION_SERIES: [(&str, &str); 5] = [
     ("error", "miss"),
 ];
 
-/// Reasons an `aggregator_unavailable_apiservice_total` series can carry.
-const REASONS: [&str; 5] = [
+/// Reasons an `aggregator_unavailable_apiservice_total` series can carry: those of an
+/// `Available` condition that is not `True` (kube-aggregator's
+/// `pkg/controllers/status/remote/remote_available_controller.go`), and `UnknownReason` for
+/// any other (upstream's `metrics.go` for a condition without one).
+const REASONS: [&str; 8] = [
     "ServiceNotFound",
+    "ServiceAccessError",
+    "ServicePortError",
+    "EndpointsNotFound",
+    "EndpointsAccessError",
     "MissingEndpoints",
     "FailedDiscoveryCheck",
-    "ServiceAccessError",
     "UnknownReason",
 ];
 

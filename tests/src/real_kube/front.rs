@@ -18,6 +18,21 @@ pub const APIAGG_PROXY_CN: &str = "apiagg-front-proxy";
 
 const FLOW_SCHEMAS: &str = "/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas";
 
+/// Where apiagg finds the Services of the APIServices [`RealKube::apiagg_finding`] adds to its
+/// config file (wardle's is always in its `services` table).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lookup<'a> {
+    /// Its `services` table maps each to `https://127.0.0.1:<port>`, but for the Services named
+    /// here, which the table lacks.
+    Table {
+        /// Services left out of the table.
+        missing: &'a [&'a str],
+    },
+    /// `serviceResolution: cluster`: apiagg looks them up in kube-apiserver, as kube-aggregator
+    /// does.
+    Cluster,
+}
+
 /// A running apiagg in front of [`RealKube`], killed when dropped.
 pub struct Front {
     /// The process (its folder holds `apiagg.yaml` and `apiagg.log`).
@@ -70,7 +85,19 @@ impl RealKube {
     /// [`RealKube::apiagg`] with `more` APIServices (from [`RealKube::apiservice`]) in its
     /// config file beside wardle's, each Service mapped to `https://127.0.0.1:<its port>`.
     pub async fn apiagg_with(&self, authorization: Option<&str>, more: &[Value]) -> Front {
-        self.apiagg_configured(authorization, more, &[], &[]).await
+        let table = Lookup::Table { missing: &[] };
+        self.apiagg_finding(authorization, more, table).await
+    }
+
+    /// [`RealKube::apiagg_with`], the Services of `more` found as `lookup` says.
+    pub async fn apiagg_finding(
+        &self,
+        authorization: Option<&str>,
+        more: &[Value],
+        lookup: Lookup<'_>,
+    ) -> Front {
+        self.start_front(authorization, more, lookup, &[], &[])
+            .await
     }
 
     /// [`RealKube::apiagg_with`] with `files` (name, contents) written beside its config and
@@ -80,6 +107,19 @@ impl RealKube {
         &self,
         authorization: Option<&str>,
         more: &[Value],
+        files: &[(&str, &str)],
+        args: &[&str],
+    ) -> Front {
+        let table = Lookup::Table { missing: &[] };
+        self.start_front(authorization, more, table, files, args)
+            .await
+    }
+
+    async fn start_front(
+        &self,
+        authorization: Option<&str>,
+        more: &[Value],
+        lookup: Lookup<'_>,
         files: &[(&str, &str)],
         args: &[&str],
     ) -> Front {
@@ -102,19 +142,33 @@ impl RealKube {
         let authorization =
             authorization.map_or_else(String::new, |a| format!("authorization: {a}\n"));
         let (mut services, mut apiservices) = (String::new(), String::new());
-        for apiservice in std::iter::once(&self.wardle_apiservice()).chain(more) {
+        let wardle = self.wardle_apiservice();
+        for apiservice in std::iter::once(&wardle).chain(more) {
             let service = &apiservice["spec"]["service"];
             let port = &service["port"];
-            services += &format!(
+            let listed = match lookup {
+                _ if apiservice == &wardle => true,
+                Lookup::Table { missing } => !missing.iter().any(|m| service["name"] == *m),
+                Lookup::Cluster => false,
+            };
+            let entry = format!(
                 "  - {{namespace: wardle, name: {}, port: {port}, endpoints: [\"https://127.0.0.1:{port}\"]}}\n",
                 service["name"]
             );
+            // A Service of several APIServices is listed once.
+            if listed && !services.contains(&entry) {
+                services += &entry;
+            }
             apiservices += &format!("  - {apiservice}\n");
         }
+        let resolution = match lookup {
+            Lookup::Table { .. } => "",
+            Lookup::Cluster => "serviceResolution: cluster\n",
+        };
         let config = format!(
             "tls: {{certFile: serving.crt, keyFile: serving.key}}\n\
              authentication: {{anonymous: true, clientCAFile: client-ca.crt, tokenReview: true}}\n\
-             {authorization}\
+             {authorization}{resolution}\
              proxyClient: {{certFile: proxy-client.crt, keyFile: proxy-client.key}}\n\
              delegate: {{url: \"{}\", caFile: serving-ca.crt, certFile: delegate.crt, keyFile: delegate.key}}\n\
              services:\n{services}\

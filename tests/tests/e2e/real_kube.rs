@@ -5,7 +5,9 @@
 //! identity reaching sample-apiserver through its request-header authenticator and its
 //! SubjectAccessReview decided by the real RBAC. Beside them: the same requests sent to
 //! kube-apiserver's own aggregator and to apiagg (`differential`), discovery and OpenAPI
-//! documents (`documents`), an unavailable APIService (`unavailable`), client-go v0.37.2
+//! documents (`documents`), an unavailable APIService (`unavailable`), the `Available` condition
+//! of a backend up, down, behind a wrong CA or SAN, expired, and a missing Service
+//! (`availability`), client-go v0.37.2
 //! (`client_go`: an informer with WatchListClient, discovery v2, a RESTMapper) and kubectl 1.37
 //! (`kubectl_137`) through both.
 //!
@@ -14,6 +16,7 @@
 
 mod authentication;
 mod authorization;
+mod availability;
 mod client_go;
 mod differential;
 mod documents;

@@ -8,7 +8,6 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::{Client, FetchError, Fetched, Lines};
-use apiagg_observe::error_chain;
 
 impl Client {
     /// `GET path` with exactly `headers`; the answer's head must arrive within `within`. The
@@ -21,7 +20,7 @@ impl Client {
     ) -> Result<(String, reqwest::Response), FetchError> {
         let url = format!("{}{path}", self.base);
         let request = self.http.get(&url).headers(headers);
-        Self::opened(url, request, within).await
+        self.opened(url, request, within).await
     }
 
     /// `GET path` in apiagg's own name (the controllers' identity); the answer's head must
@@ -33,11 +32,12 @@ impl Client {
     ) -> Result<(String, reqwest::Response), FetchError> {
         let url = format!("{}{path}", self.base);
         let request = self.identified(self.http.get(&url));
-        Self::opened(url, request, within).await
+        self.opened(url, request, within).await
     }
 
     /// Sends `request` to `url`, its answer's head due within `within`.
     async fn opened(
+        &self,
         url: String,
         request: reqwest::RequestBuilder,
         within: Duration,
@@ -49,12 +49,12 @@ impl Client {
             } else if e.is_connect() {
                 FetchError::Connect {
                     url,
-                    message: error_chain(&e),
+                    message: super::described::cause(&e, self.addr),
                 }
             } else {
                 FetchError::Request {
                     url,
-                    message: error_chain(&e),
+                    message: super::described::cause(&e, self.addr),
                 }
             }),
             Err(_) => Err(FetchError::Request {

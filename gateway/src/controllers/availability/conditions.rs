@@ -18,6 +18,10 @@ pub struct Observed<'a> {
     pub endpoints: Option<Vec<EndpointStatus>>,
     /// Why it has no upstream although its Service resolved (`RouteTable::broken`).
     pub broken: Option<&'a str>,
+    /// Some endpoint is healthy because a probe passed, not only by default: a new endpoint
+    /// takes requests before its first probe, but is not called available before it passes
+    /// one (kube-aggregator sets no condition before its first check).
+    pub probed: bool,
 }
 
 /// What the checks decided for one APIService, before time stamps.
@@ -87,8 +91,11 @@ pub struct Update {
     pub name: String,
     /// Its new status.
     pub status: ApiServiceStatus,
-    /// The condition's status is new or differs from the previous one (logged, announced).
+    /// The condition's status is new or differs from the previous one (announced).
     pub flipped: bool,
+    /// The condition's status, reason or message is new or differs from the previous one
+    /// (logged once, as kube-aggregator logs `changing APIService availability`).
+    pub told: bool,
     /// It was `True` and is not any more (counted in `aggregator_unavailable_apiservice_total`;
     /// a new APIService that is not available yet is not).
     pub lost: bool,
@@ -123,6 +130,10 @@ pub fn evaluate(
     for o in observed {
         let entry = o.entry;
         let v = verdict(o);
+        if v.reason == "Passed" && !o.probed {
+            // Not judged yet: the previous status (or none) stays until a probe passes.
+            continue;
+        }
         let (service, endpoints) = match &entry.backend {
             Backend::Delegate => ("Local".to_string(), Vec::new()),
             Backend::Remote(r) => (
@@ -147,6 +158,10 @@ pub fn evaluate(
             _ => now.to_string(),
         };
         let flipped = before.map(|p| p.condition.status) != Some(v.status);
+        let told = before.is_none_or(|p| {
+            let c = &p.condition;
+            (c.status, c.reason, c.message.as_str()) != (v.status, v.reason, v.message.as_str())
+        });
         let lost = flipped && before.is_some_and(|p| p.condition.status == "True");
         let gone_endpoints = before
             .map(|b| {
@@ -171,6 +186,7 @@ pub fn evaluate(
                 endpoints,
             },
             flipped,
+            told,
             lost,
             gone_endpoints,
         });

@@ -243,14 +243,15 @@ fn observe(routes: &RouteTable) -> Vec<Observed<'_>> {
     };
     let entries = routes.registry.entries().iter().enumerate();
     entries
-        .map(|(index, entry)| Observed {
-            entry,
-            endpoints: routes
-                .upstreams
-                .get(index)
-                .and_then(|u| u.as_deref())
-                .map(health),
-            broken: routes.broken.get(&index).map(String::as_str),
+        .map(|(index, entry)| {
+            let upstream = routes.upstreams.get(index).and_then(|u| u.as_deref());
+            Observed {
+                entry,
+                endpoints: upstream.map(health),
+                broken: routes.broken.get(&index).map(String::as_str),
+                probed: upstream
+                    .is_some_and(|u| u.endpoints.iter().any(|e| e.health.passed_probe())),
+            }
         })
         .collect()
 }
@@ -285,16 +286,14 @@ impl AvailabilityController {
         let metrics = &self.handles.metrics;
         for update in evaluation.updates {
             let (name, c) = (&update.name, &update.status.condition);
-            if update.flipped && c.reason == "Local" {
+            // Once per change of the condition, with the condition's own message.
+            if update.told && c.reason == "Local" {
                 tracing::debug!(apiservice = %name, "{}", c.message);
-            } else if update.flipped {
+            } else if update.told {
                 tracing::info!(apiservice = %name, status = c.status, reason = c.reason, "{}", c.message);
             }
             if update.lost {
-                metrics
-                    .unavailable_total
-                    .with_label_values(&[name, c.reason])
-                    .inc();
+                metrics.unavailable_transition(name, c.reason);
             }
             metrics
                 .unavailable

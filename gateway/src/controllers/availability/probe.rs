@@ -24,29 +24,31 @@ impl ProbeFailure {
     }
 }
 
-/// One probe: `None` on a 2xx answer within `timeout`.
+/// One probe: `None` on a 2xx answer within `timeout`. A failure is worded as
+/// kube-aggregator's remote availability controller words it (`failing or missing response
+/// from <url>: Get "<url>": <cause>`, the cause as Go's HTTP client says it where apiagg's can).
 pub(super) async fn probe(
     client: &Client,
     url: &str,
     path: &str,
     timeout: Duration,
 ) -> Option<ProbeFailure> {
-    let failing = "failing or missing response from";
+    let failing = format!("failing or missing response from {url}{path}");
     let (message, definitive) = match tokio::time::timeout(timeout, client.probe(path)).await {
         Ok(Ok(code)) if (200..300).contains(&code) => return None,
         Ok(Ok(code)) => (
-            format!("{failing} {url}{path}: bad status from {url}{path}: {code}"),
+            format!("{failing}: bad status from {url}{path}: {code}"),
             false,
         ),
         // apiagg's own exhaustion says nothing about the endpoint: no verdict.
         Ok(Err(FetchError::Exhausted { .. })) => return Some(ProbeFailure::ours()),
         Ok(Err(FetchError::Connect { message, .. })) => {
-            (format!("{failing} {url}{path}: {message}"), true)
+            (format!("{failing}: Get \"{url}{path}\": {message}"), true)
         }
         Ok(Err(FetchError::Request { message, .. })) => {
-            (format!("{failing} {url}{path}: {message}"), false)
+            (format!("{failing}: Get \"{url}{path}\": {message}"), false)
         }
-        Ok(Err(e)) => (format!("{failing} {url}{path}: {e}"), false),
+        Ok(Err(e)) => (format!("{failing}: {e}"), false),
         Err(_) => (format!("timed out waiting for {url}{path}"), false),
     };
     Some(ProbeFailure {

@@ -69,6 +69,7 @@ fn observed(entry: &ApiServiceEntry, endpoints: Option<Vec<EndpointStatus>>) -> 
         entry,
         endpoints,
         broken: None,
+        probed: true,
     }
 }
 
@@ -178,6 +179,7 @@ fn a_resolved_service_without_upstream_is_broken_or_missing_endpoints() {
         entry: &entry,
         endpoints: None,
         broken: Some("cannot resolve wardle.example:443: not resolved yet"),
+        probed: false,
     };
     assert_eq!(
         verdict_of(&broken),
@@ -256,7 +258,7 @@ fn a_flip_stamps_the_transition_and_losing_availability_counts() {
     let evaluation = evaluate(&[observed(&entry, Some(failed.clone()))], &before, NOW);
     assert!(evaluation.changed());
     let update = &evaluation.updates[0];
-    assert!(update.flipped && update.lost);
+    assert!(update.flipped && update.lost && update.told);
     assert_eq!(
         update.status,
         status(("False", "FailedDiscoveryCheck", "refused"), NOW, failed)
@@ -282,12 +284,12 @@ fn the_transition_time_stays_while_the_status_does() {
             vec![endpoint(url, false, Some("refused"))],
         ),
     );
-    // Another message, same status: written, not a flip, the time kept.
+    // Another message, same status: written and logged, not a flip, the time kept.
     let other = vec![endpoint(url, false, Some("timed out"))];
     let evaluation = evaluate(&[observed(&entry, Some(other))], &before, NOW);
     assert!(!evaluation.changed());
     let update = &evaluation.updates[0];
-    assert!(!update.flipped && !update.lost);
+    assert!(!update.flipped && !update.lost && update.told);
     assert_eq!(update.status.condition.message, "timed out");
     assert_eq!(update.status.condition.last_transition_time, THEN);
     // Another reason, same status: the same.
@@ -316,6 +318,7 @@ fn endpoint_changes_are_written_and_removed_endpoints_listed() {
     let evaluation = evaluate(&[observed(&entry, Some(one_failed))], &before, NOW);
     let update = &evaluation.updates[0];
     assert!(!update.flipped && update.gone_endpoints.is_empty());
+    assert!(!update.told, "the condition is the same: nothing to log");
     assert_eq!(update.status.condition.last_transition_time, THEN);
     // One of two is gone.
     let evaluation = evaluate(
@@ -368,4 +371,27 @@ fn timestamps_are_rfc3339_seconds() {
     let t = now_rfc3339();
     assert_eq!(t.len(), 20, "{t}");
     assert!(t.ends_with('Z') && t.as_bytes()[10] == b'T', "{t}");
+}
+
+#[test]
+fn an_endpoint_no_probe_has_passed_yet_is_not_called_available() {
+    let entry = resolved("v1.wardle.example.com");
+    let url = "https://10.0.0.1:443";
+    let mut unprobed = observed(&entry, Some(vec![endpoint(url, true, None)]));
+    unprobed.probed = false;
+    // New: no status until a probe passes (or one fails).
+    let evaluation = evaluate(&[unprobed], &BTreeMap::new(), NOW);
+    assert_eq!(evaluation, Evaluation::default());
+    // Known: the previous status stays (not removed, not rewritten).
+    let before = previous(
+        &entry.name,
+        status(
+            ("False", "FailedDiscoveryCheck", "refused"),
+            THEN,
+            vec![endpoint(url, false, Some("refused"))],
+        ),
+    );
+    let mut unprobed = observed(&entry, Some(vec![endpoint(url, true, None)]));
+    unprobed.probed = false;
+    assert_eq!(evaluate(&[unprobed], &before, NOW), Evaluation::default());
 }
