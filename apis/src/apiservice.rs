@@ -1,85 +1,26 @@
 //! The `apiregistration.k8s.io/v1` APIService object: parsing, defaulting and validation with the
-//! messages kube-apiserver gives (kube-aggregator's
-//! `pkg/apis/apiregistration/validation/validation.go`).
+//! rules and messages kube-apiserver gives (kube-aggregator's
+//! `pkg/apis/apiregistration/validation/validation.go`, with apimachinery's rules for metadata).
 
-use std::fmt;
+mod field;
+mod meta;
+mod names;
 
 pub use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::{
     APIService, APIServiceSpec, ServiceReference,
 };
+
+pub use field::{FieldError, ValidationErrors};
+pub use names::go_quote;
+
+use field::{invalid, required};
+use names::{dns1035_label_errors, dns1123_subdomain_errors, path_segment_errors};
 
 /// Port used when `spec.service.port` is omitted.
 pub const DEFAULT_SERVICE_PORT: i32 = 443;
 
 /// The API the APIService objects belong to, as a route key (`<group>/<version>`).
 pub const GROUP_VERSION: &str = "apiregistration.k8s.io/v1";
-
-/// One field error, rendered like apimachinery's `field.Error`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FieldError {
-    /// Field path, e.g. `spec.groupPriorityMinimum`.
-    pub field: String,
-    /// `Required value`, `Invalid value: <v>`, …
-    pub kind: String,
-    /// Human detail.
-    pub detail: String,
-}
-
-impl fmt::Display for FieldError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.detail.is_empty() {
-            write!(f, "{}: {}", self.field, self.kind)
-        } else {
-            write!(f, "{}: {}: {}", self.field, self.kind, self.detail)
-        }
-    }
-}
-
-fn required(field: &str, detail: &str) -> FieldError {
-    FieldError {
-        field: field.into(),
-        kind: "Required value".into(),
-        detail: detail.into(),
-    }
-}
-
-fn invalid(field: &str, value: impl fmt::Display, detail: &str) -> FieldError {
-    FieldError {
-        field: field.into(),
-        kind: format!("Invalid value: {value}"),
-        detail: detail.into(),
-    }
-}
-
-fn forbidden(field: &str, detail: &str) -> FieldError {
-    FieldError {
-        field: field.into(),
-        kind: "Forbidden".into(),
-        detail: detail.into(),
-    }
-}
-
-/// All field errors of one APIService, shown the way kubectl prints them (`Invalid`, 422). Not
-/// retryable: the object must change.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub struct ValidationErrors {
-    /// The object's name (may be empty).
-    pub name: String,
-    /// Every failed rule, in rule order.
-    pub errors: Vec<FieldError>,
-}
-
-impl fmt::Display for ValidationErrors {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "APIService {:?} is invalid: ", self.name)?;
-        let parts: Vec<String> = self.errors.iter().map(ToString::to_string).collect();
-        if parts.len() == 1 {
-            write!(f, "{}", parts[0])
-        } else {
-            write!(f, "[{}]", parts.join(", "))
-        }
-    }
-}
 
 /// The result of a validation.
 type Result<T, E = ValidationErrors> = std::result::Result<T, E>;
@@ -91,55 +32,55 @@ pub fn apply_defaults(api_service: &mut APIService) {
     }
 }
 
-fn is_dns1123_subdomain(value: &str) -> bool {
-    value.len() <= 253
-        && value.split('.').all(|label| {
-            !label.is_empty()
-                && label
-                    .bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-                && !label.starts_with('-')
-                && !label.ends_with('-')
-        })
-}
-
-fn is_dns1035_label(value: &str) -> bool {
-    !value.is_empty()
-        && value.len() <= 63
-        && value.as_bytes()[0].is_ascii_lowercase()
-        && !value.ends_with('-')
-        && value
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-}
-
-fn is_valid_path_segment(value: &str) -> bool {
-    value != "." && value != ".." && !value.contains('/') && !value.contains('%')
-}
-
-/// Validates an APIService (after [`apply_defaults`]) with the rules and messages of
-/// kube-aggregator's `pkg/apis/apiregistration/validation/validation.go`.
+/// Validates a new APIService (after [`apply_defaults`]) as kube-apiserver validates a create:
+/// kube-aggregator's `ValidateAPIService` (the metadata by apimachinery's `ValidateObjectMeta`,
+/// the name being `<version>.<group>`, then the spec), then apiagg's own annotation.
 pub fn validate(api_service: &APIService) -> Result<()> {
+    finish(api_service, rules(api_service))
+}
+
+/// Validates an update of `old` to `new` as kube-apiserver does, once the API server has set what
+/// an update may not change (generation, timestamps, a missing UID): the metadata common to every
+/// resource (names as path segments) and its update rules, the update rules again in
+/// `ValidateAPIServiceUpdate`, then [`validate`]'s rules. Upstream checks labels, annotations and
+/// owner references four times on an update and reports each failure as often.
+pub fn validate_update(new: &APIService, old: &APIService) -> Result<()> {
+    let mut errors = meta::object_meta(&new.metadata, path_segment_errors);
+    let update = meta::object_meta_update(&new.metadata, &old.metadata);
+    errors.extend(update.iter().cloned());
+    errors.extend(update);
+    errors.extend(rules(new));
+    finish(new, errors)
+}
+
+fn finish(api_service: &APIService, errors: Vec<FieldError>) -> Result<()> {
+    if errors.is_empty() {
+        return Ok(());
+    }
     let name = api_service.metadata.name.clone().unwrap_or_default();
-    let mut errors = Vec::new();
+    Err(ValidationErrors { name, errors })
+}
+
+/// `ValidateAPIService`, then the watch-list annotation.
+fn rules(api_service: &APIService) -> Vec<FieldError> {
     let default_spec = APIServiceSpec::default();
     let spec = api_service.spec.as_ref().unwrap_or(&default_spec);
     let group = spec.group.as_deref().unwrap_or("");
     let version = spec.version.as_deref().unwrap_or("");
 
     let expected = format!("{version}.{group}");
-    if name.is_empty() {
-        errors.push(required(
-            "metadata.name",
-            "name or generateName is required",
-        ));
-    } else if !is_valid_path_segment(&name) || name != expected {
-        errors.push(invalid(
-            "metadata.name",
-            format!("{name:?}"),
-            &format!("must be `spec.version+\".\"+spec.group`: {expected:?}"),
-        ));
-    }
+    let name_rule = |name: &str| {
+        let minimal = path_segment_errors(name);
+        if !minimal.is_empty() {
+            return minimal;
+        }
+        if name != expected {
+            let shown = go_quote(&expected);
+            return vec![format!("must be `spec.version+\".\"+spec.group`: {shown}")];
+        }
+        Vec::new()
+    };
+    let mut errors = meta::object_meta(&api_service.metadata, name_rule);
 
     if group.is_empty() {
         if version != "v1" {
@@ -148,19 +89,13 @@ pub fn validate(api_service: &APIService) -> Result<()> {
                 "only v1 may have an empty group and it better be legacy kube",
             ));
         }
-    } else if !is_dns1123_subdomain(group) {
-        errors.push(invalid(
-            "spec.group",
-            format!("{group:?}"),
-            "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character",
-        ));
+    } else {
+        for message in dns1123_subdomain_errors(group) {
+            errors.push(invalid("spec.group", go_quote(group), &message));
+        }
     }
-    if !is_dns1035_label(version) {
-        errors.push(invalid(
-            "spec.version",
-            format!("{version:?}"),
-            "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character",
-        ));
+    for message in dns1035_label_errors(version) {
+        errors.push(invalid("spec.version", go_quote(version), &message));
     }
 
     if !(1..=20000).contains(&spec.group_priority_minimum) {
@@ -224,138 +159,8 @@ pub fn validate(api_service: &APIService) -> Result<()> {
     if let Err(e) = crate::WatchListMode::of(&api_service.metadata) {
         errors.push(e);
     }
-    if api_service.metadata.generate_name.is_some() && api_service.metadata.name.is_none() {
-        errors.push(forbidden(
-            "metadata.generateName",
-            "APIService names must equal <version>.<group>",
-        ));
-    }
-
-    if errors.is_empty() {
-        Ok(())
-    } else {
-        Err(ValidationErrors { name, errors })
-    }
+    errors
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn parse(json: serde_json::Value) -> APIService {
-        let mut svc: APIService = serde_json::from_value(json).expect("test object parses");
-        apply_defaults(&mut svc);
-        svc
-    }
-
-    fn remote(name: &str, group: &str, version: &str, gpm: i32, vp: i32) -> APIService {
-        parse(serde_json::json!({
-            "apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
-            "metadata": {"name": name},
-            "spec": {"group": group, "version": version, "groupPriorityMinimum": gpm,
-                     "versionPriority": vp, "insecureSkipTLSVerify": true,
-                     "service": {"namespace": "ns", "name": "svc"}}
-        }))
-    }
-
-    #[test]
-    fn defaults_port() {
-        let svc = remote("v1.a.io", "a.io", "v1", 100, 10);
-        let port = svc.spec.and_then(|s| s.service).and_then(|s| s.port);
-        assert_eq!(port, Some(443));
-    }
-
-    #[test]
-    fn accepts_inclusive_bounds() {
-        assert!(validate(&remote("v1.a.io", "a.io", "v1", 20000, 1000)).is_ok());
-        assert!(validate(&remote("v1.a.io", "a.io", "v1", 1, 1)).is_ok());
-    }
-
-    #[test]
-    fn rejects_out_of_range_priorities_with_upstream_messages() {
-        let err = validate(&remote("v1.a.io", "a.io", "v1", 20001, 0)).unwrap_err();
-        let text = err.to_string();
-        assert!(
-            text.contains("spec.groupPriorityMinimum: Invalid value: 20001: must be positive and less than 20000"),
-            "{text}"
-        );
-        assert!(
-            text.contains(
-                "spec.versionPriority: Invalid value: 0: must be positive and less than 1000"
-            ),
-            "{text}"
-        );
-    }
-
-    #[test]
-    fn name_must_match() {
-        let err = validate(&remote("wrong", "a.io", "v1", 100, 10)).unwrap_err();
-        assert_eq!(
-            err.errors[0].to_string(),
-            "metadata.name: Invalid value: \"wrong\": must be `spec.version+\".\"+spec.group`: \"v1.a.io\""
-        );
-    }
-
-    #[test]
-    fn empty_group_only_for_v1() {
-        assert!(validate(&remote("v1.", "", "v1", 100, 10)).is_ok());
-        let err = validate(&remote("v2.", "", "v2", 100, 10)).unwrap_err();
-        assert_eq!(
-            err.errors[0].to_string(),
-            "spec.group: Required value: only v1 may have an empty group and it better be legacy kube"
-        );
-    }
-
-    #[test]
-    fn local_may_not_have_tls_settings() {
-        let svc = parse(serde_json::json!({
-            "apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
-            "metadata": {"name": "v1.a.io"},
-            "spec": {"group": "a.io", "version": "v1", "groupPriorityMinimum": 100,
-                     "versionPriority": 10, "insecureSkipTLSVerify": true, "caBundle": "YWJj"}
-        }));
-        let text = validate(&svc).unwrap_err().to_string();
-        assert!(
-            text.contains("local APIServices may not have a caBundle"),
-            "{text}"
-        );
-        assert!(text.contains("\"3 bytes\""), "{text}");
-        assert!(
-            text.contains("local APIServices may not have insecureSkipTLSVerify"),
-            "{text}"
-        );
-    }
-
-    #[test]
-    fn remote_rules() {
-        let svc = parse(serde_json::json!({
-            "apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
-            "metadata": {"name": "v1.a.io"},
-            "spec": {"group": "a.io", "version": "v1", "groupPriorityMinimum": 100,
-                     "versionPriority": 10, "insecureSkipTLSVerify": true, "caBundle": "YWJj",
-                     "service": {"port": 70000}}
-        }));
-        let text = validate(&svc).unwrap_err().to_string();
-        assert!(
-            text.contains("spec.service.namespace: Required value"),
-            "{text}"
-        );
-        assert!(text.contains("spec.service.name: Required value"), "{text}");
-        assert!(
-            text.contains("port is not valid: must be between 1 and 65535, inclusive"),
-            "{text}"
-        );
-        assert!(
-            text.contains("may not be true if caBundle is present"),
-            "{text}"
-        );
-    }
-
-    #[test]
-    fn rejects_bad_group_and_version() {
-        let err = validate(&remote("V1.A_b", "A_b", "V1", 100, 10)).unwrap_err();
-        let fields: Vec<&str> = err.errors.iter().map(|e| e.field.as_str()).collect();
-        assert!(fields.contains(&"spec.group"));
-        assert!(fields.contains(&"spec.version"));
-    }
-}
+mod tests;

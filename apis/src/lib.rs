@@ -19,8 +19,8 @@ mod version;
 mod watch_list;
 
 pub use apiservice::{
-    apply_defaults, validate, APIService, APIServiceSpec, FieldError, ServiceReference,
-    ValidationErrors, DEFAULT_SERVICE_PORT, GROUP_VERSION,
+    apply_defaults, go_quote, validate, validate_update, APIService, APIServiceSpec, FieldError,
+    ServiceReference, ValidationErrors, DEFAULT_SERVICE_PORT, GROUP_VERSION,
 };
 pub use cbor::{from_cbor, json_to_cbor, to_cbor, CborError, CBOR, SELF_DESCRIBED_CBOR};
 pub use content_hash::{sha512_upper_hex, strong_etag};

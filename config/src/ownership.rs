@@ -194,7 +194,7 @@ mod tests {
         let refused = refuse_owned("v1.", "", "v1", &delegate).expect_err("core is refused");
         assert_eq!(
             refused.to_string(),
-            "APIService \"v1.\" is invalid: spec.group: Forbidden: \"\" is a built-in group of Kubernetes, served by the delegate: it cannot be registered through the API"
+            "APIService.apiregistration.k8s.io \"v1.\" is invalid: spec.group: Forbidden: \"\" is a built-in group of Kubernetes, served by the delegate: it cannot be registered through the API"
         );
         let refused = refuse_owned(
             "v1.stable.example.com",

@@ -117,7 +117,7 @@ fuzz_target!(|data: &[u8]| {
                 strategy::apply(Some(old), body, NAME, "", sub, NOW, &options)
             } else {
                 strategy::apply_patch(old, kind, body)
-                    .and_then(|patched| strategy::update(old, &patched, sub, NOW, &options))
+                    .and_then(|patched| strategy::update_patched(old, &patched, sub, NOW, &options))
             };
         }
         // Server-side apply creating the object.

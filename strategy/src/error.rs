@@ -1,7 +1,7 @@
 //! Why a write is refused: one error for the whole write path (decode, strategy, patch, apply,
 //! options), because each variant is one Kubernetes Status reason the API answers with.
 
-use apiagg_apis::ValidationErrors;
+use apiagg_apis::{go_quote, ValidationErrors};
 
 use crate::managed_fields::{ApplyError, Conflicts};
 use crate::writes::OptionsError;
@@ -14,6 +14,16 @@ pub enum WriteError {
     /// change.
     #[error(transparent)]
     Invalid(#[from] ValidationErrors),
+    /// A patched object has fields an APIService does not have and `fieldValidation=Strict`
+    /// (`Invalid` on the field `patch`, 422, quoting the patched object, as kube-apiserver
+    /// refuses it). Not retryable: the patch must change.
+    #[error(" \"\" is invalid: patch: Invalid value: {}: {why}", go_quote(.object))]
+    StrictPatch {
+        /// The patched object, as JSON.
+        object: String,
+        /// `strict decoding error: unknown field "…"`.
+        why: String,
+    },
     /// The body is not an APIService, or the patch does not apply (`BadRequest`, 400). Not
     /// retryable: the body must change.
     #[error("{0}")]

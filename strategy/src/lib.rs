@@ -16,6 +16,7 @@
 
 mod bounded;
 mod error;
+mod go_base64;
 pub mod managed_fields;
 mod patch;
 mod prepare;
@@ -28,8 +29,9 @@ pub use bounded::{yaml_body, MAX_JSON_PATCH_OPERATIONS, MAX_OBJECT_BYTES};
 pub use error::WriteError;
 pub use patch::{apply_patch, PatchKind};
 pub use prepare::{
-    condition, decode, prepare_create, prepare_status_update, prepare_update, unknown_fields,
+    condition, decode, parse, prepare_create, prepare_status_update, prepare_update, unknown_fields,
 };
 pub use writes::{
-    apply, create, update, FieldValidation, OptionsError, Prepared, Verb, WriteOptions,
+    apply, create, update, update_patched, FieldValidation, OptionsError, Prepared, Verb,
+    WriteOptions,
 };

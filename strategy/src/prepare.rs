@@ -5,9 +5,14 @@
 
 use serde_json::{json, Map, Value};
 
-use apiagg_apis::{apply_defaults, validate, APIService, FieldError, ValidationErrors};
+use apiagg_apis::{
+    apply_defaults, go_quote, validate, validate_update, APIService, FieldError, ValidationErrors,
+    GROUP_VERSION,
+};
+use base64::Engine;
 
 use crate::error::{Result, WriteError};
+use crate::go_base64;
 
 /// A condition as the API writes it.
 pub fn condition(status: &str, reason: &str, message: &str, now: &str) -> Value {
@@ -15,24 +20,68 @@ pub fn condition(status: &str, reason: &str, message: &str, now: &str) -> Value 
         "reason": reason, "message": message})
 }
 
-/// Parses a JSON body as an APIService, defaulted and validated.
-pub fn decode(value: &Value) -> Result<APIService> {
-    let kind = value
-        .get("kind")
-        .and_then(Value::as_str)
-        .unwrap_or("APIService");
+/// The kind and the version of a body (`APIService` and `v1` where it names none, as
+/// kube-apiserver defaults them from the URL).
+fn kind_and_version(value: &Value) -> (&str, &str) {
+    let text = |key: &str| value.get(key).and_then(Value::as_str).unwrap_or("");
+    let kind = Some(text("kind")).filter(|k| !k.is_empty());
+    let api_version = Some(text("apiVersion")).filter(|v| !v.is_empty());
+    let version = api_version.map_or("v1", |v| v.rsplit_once('/').map_or(v, |(_, v)| v));
+    (kind.unwrap_or("APIService"), version)
+}
+
+/// kube-apiserver's refusal of a body it cannot decode (400): `<kind> in version "<version>"
+/// cannot be handled as a APIService: <why>`.
+pub(crate) fn cannot_handle(value: &Value, why: &str) -> WriteError {
+    let (kind, version) = kind_and_version(value);
+    WriteError::BadRequest(format!(
+        "{kind} in version {} cannot be handled as a APIService: {why}",
+        go_quote(version)
+    ))
+}
+
+/// Parses a JSON body as an APIService, defaulted, not validated. The refusals are
+/// kube-apiserver's (the detail of a body of the wrong shape is serde's).
+pub fn parse(value: &Value) -> Result<APIService> {
     let api_version = value
         .get("apiVersion")
         .and_then(Value::as_str)
-        .unwrap_or("apiregistration.k8s.io/v1");
-    if kind != "APIService" || api_version != "apiregistration.k8s.io/v1" {
+        .filter(|v| !v.is_empty())
+        .unwrap_or(GROUP_VERSION);
+    let (kind, _) = kind_and_version(value);
+    if kind == "APIService" && api_version == "apiregistration.k8s.io/v1beta1" {
         return Err(WriteError::BadRequest(format!(
-            "expected apiregistration.k8s.io/v1 APIService, got {api_version} {kind}"
+            "the API version in the data ({api_version}) does not match the expected API version ({GROUP_VERSION})"
         )));
     }
-    let mut object: APIService = serde_json::from_value(value.clone())
-        .map_err(|e| WriteError::BadRequest(format!("not a valid APIService: {e}")))?;
+    if kind != "APIService" || api_version != GROUP_VERSION {
+        let why = format!(
+            "no kind {} is registered for version {} in scheme \"pkg/runtime/scheme.go:111\"",
+            go_quote(kind),
+            go_quote(api_version)
+        );
+        return Err(cannot_handle(value, &why));
+    }
+    let mut value = value.clone();
+    // Go reads bytes with line breaks and loose last bits; serde's base64 does not.
+    if let Some(bundle) = value.pointer_mut("/spec/caBundle") {
+        if let Some(text) = bundle.as_str() {
+            let bytes = go_base64::decode(text).map_err(|at| {
+                let why = format!("illegal base64 data at input byte {at}");
+                cannot_handle(&Value::Null, &why)
+            })?;
+            *bundle = json!(base64::engine::general_purpose::STANDARD.encode(bytes));
+        }
+    }
+    let mut object: APIService =
+        serde_json::from_value(value).map_err(|e| cannot_handle(&Value::Null, &e.to_string()))?;
     apply_defaults(&mut object);
+    Ok(object)
+}
+
+/// Parses a JSON body as an APIService, defaulted and validated as a new object.
+pub fn decode(value: &Value) -> Result<APIService> {
+    let object = parse(value)?;
     validate(&object)?;
     Ok(object)
 }
@@ -118,9 +167,31 @@ pub fn prepare_create(body: &Value, uid: &str, now: &str) -> Result<Value> {
 }
 
 /// The object to store for an update of the main resource: status and server-set metadata come
-/// from `old`; `generation` grows when the spec changed.
+/// from `old` (as kube-apiserver's `BeforeUpdate` sets them before validating: generation,
+/// timestamps, the UID when the body has none); `generation` grows when the spec changed.
 pub fn prepare_update(old: &Value, body: &Value) -> Result<Value> {
-    let object = decode(body)?;
+    let mut body = body.clone();
+    if let Some(meta) = body.get_mut("metadata").and_then(Value::as_object_mut) {
+        let old_meta = old["metadata"].as_object().cloned().unwrap_or_default();
+        let mut keep = vec!["generation", "creationTimestamp", "deletionTimestamp"];
+        if meta
+            .get("uid")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .is_empty()
+        {
+            keep.push("uid");
+        }
+        for key in keep {
+            match old_meta.get(key) {
+                Some(v) => meta.insert(key.into(), v.clone()),
+                None => meta.remove(key),
+            };
+        }
+    }
+    let object = parse(&body)?;
+    let stored = serde_json::from_value(old.clone()).unwrap_or_default();
+    validate_update(&object, &stored)?;
     let mut value = to_value(&object);
     let spec_changed = value.get("spec") != old.get("spec");
     value["status"] = old.get("status").cloned().unwrap_or_else(|| json!({}));
@@ -128,24 +199,27 @@ pub fn prepare_update(old: &Value, body: &Value) -> Result<Value> {
     Ok(value)
 }
 
-/// The object to store for an update of `/status`: only `status` comes from the body.
+/// The object to store for an update of `/status`: only `status` comes from the body, each
+/// condition's `status` one of upstream's three.
 pub fn prepare_status_update(old: &Value, body: &Value) -> Result<Value> {
-    for condition in body["status"]["conditions"]
+    let conditions = body["status"]["conditions"]
         .as_array()
         .into_iter()
-        .flatten()
-    {
+        .flatten();
+    let mut errors = Vec::new();
+    for (i, condition) in conditions.enumerate() {
         let status = condition["status"].as_str().unwrap_or("");
         if !matches!(status, "True" | "False" | "Unknown") {
-            return Err(WriteError::Invalid(ValidationErrors {
-                name: old["metadata"]["name"].as_str().unwrap_or("").to_string(),
-                errors: vec![FieldError {
-                    field: "status.conditions[].status".into(),
-                    kind: format!("Unsupported value: {status:?}"),
-                    detail: "supported values: \"False\", \"True\", \"Unknown\"".into(),
-                }],
-            }));
+            errors.push(FieldError {
+                field: format!("status.conditions[{i}].status"),
+                kind: format!("Unsupported value: {}", go_quote(status)),
+                detail: "supported values: \"True\", \"False\", \"Unknown\"".into(),
+            });
         }
+    }
+    if !errors.is_empty() {
+        let name = old["metadata"]["name"].as_str().unwrap_or("").to_string();
+        return Err(WriteError::Invalid(ValidationErrors { name, errors }));
     }
     let mut value = old.clone();
     value["status"] = body.get("status").cloned().unwrap_or_else(|| json!({}));

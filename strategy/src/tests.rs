@@ -31,6 +31,31 @@ fn create_resets_status_and_sets_server_fields() {
 }
 
 #[test]
+fn bodies_are_decoded_as_kube_apiserver_decodes_them() {
+    let mut body = remote("v1.a.io", "a.io");
+    body["spec"]["caBundle"] = json!("YWJj\nZGVm\r\n");
+    let stored = prepare_create(&body, "u", NOW).expect("line breaks");
+    assert_eq!(stored["spec"]["caBundle"], "YWJjZGVm");
+    body["spec"]["caBundle"] = json!("YWJ");
+    assert_eq!(
+        prepare_create(&body, "u", NOW).expect_err("padding").to_string(),
+        "APIService in version \"v1\" cannot be handled as a APIService: illegal base64 data at input byte 0"
+    );
+    body["kind"] = json!("Foo");
+    body["apiVersion"] = json!("v1");
+    assert_eq!(
+        prepare_create(&body, "u", NOW).expect_err("kind").to_string(),
+        "Foo in version \"v1\" cannot be handled as a APIService: no kind \"Foo\" is registered for version \"v1\" in scheme \"pkg/runtime/scheme.go:111\""
+    );
+    body["kind"] = json!("APIService");
+    body["apiVersion"] = json!("apiregistration.k8s.io/v1beta1");
+    assert_eq!(
+        prepare_create(&body, "u", NOW).expect_err("version").to_string(),
+        "the API version in the data (apiregistration.k8s.io/v1beta1) does not match the expected API version (apiregistration.k8s.io/v1)"
+    );
+}
+
+#[test]
 fn invalid_objects_are_refused_with_upstream_messages() {
     let err = prepare_create(&remote("wrong", "a.io"), "u", NOW).expect_err("invalid");
     assert!(
@@ -48,6 +73,17 @@ fn update_keeps_status_and_bumps_generation_on_spec_change() {
     let mut body = old.clone();
     body["status"] = json!({});
     body["metadata"]["uid"] = json!("forged");
+    // As kube-apiserver: a changed UID is refused (twice, as upstream validates it twice), a
+    // missing one is the stored one.
+    let err = prepare_update(&old, &body).expect_err("uid");
+    assert_eq!(
+        err.to_string(),
+        "APIService.apiregistration.k8s.io \"v1.a.io\" is invalid: metadata.uid: Invalid value: \"forged\": field is immutable"
+    );
+    body["metadata"]
+        .as_object_mut()
+        .expect("meta")
+        .remove("uid");
     let same = prepare_update(&old, &body).expect("update");
     assert_eq!(same["status"], old["status"]);
     assert_eq!(same["metadata"]["uid"], "uid-1");
@@ -67,7 +103,11 @@ fn status_updates_touch_only_status() {
     assert_eq!(stored["spec"], old["spec"]);
     assert_eq!(stored["status"]["conditions"][0]["reason"], "X");
     body["status"]["conditions"][0]["status"] = json!("Maybe");
-    assert!(prepare_status_update(&old, &body).is_err());
+    let err = prepare_status_update(&old, &body).expect_err("Maybe");
+    assert_eq!(
+        err.to_string(),
+        "APIService.apiregistration.k8s.io \"v1.a.io\" is invalid: status.conditions[0].status: Unsupported value: \"Maybe\": supported values: \"True\", \"False\", \"Unknown\""
+    );
 }
 
 #[test]
@@ -172,7 +212,7 @@ fn writes_warn_about_unknown_fields_or_refuse_them_when_strict() {
     let err = update(&created.object, &body, Subresource::Main, NOW, &opts).expect_err("strict");
     assert_eq!(
         err.to_string(),
-        "strict decoding error: unknown field \"spec.foo\""
+        "APIService in version \"v1\" cannot be handled as a APIService: strict decoding error: unknown field \"spec.foo\""
     );
 }
 

@@ -11,7 +11,9 @@ use apiagg_apis::FieldError;
 use crate::error::{Result, WriteError};
 use crate::managed_fields::{self, Subresource, Writer, API_VERSION, MANAGER_MAX_LENGTH};
 use crate::patch::PatchKind;
-use crate::prepare::{prepare_create, prepare_status_update, prepare_update, unknown_fields};
+use crate::prepare::{
+    cannot_handle, prepare_create, prepare_status_update, prepare_update, unknown_fields,
+};
 
 /// What a write does with fields an APIService does not have (`fieldValidation`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -74,10 +76,7 @@ impl OptionsError {
         let causes: Vec<Value> = self
             .errors
             .iter()
-            .map(|(reason, e)| {
-                json!({"reason": reason, "message": format!("{}: {}", e.kind, e.detail),
-                    "field": e.field})
-            })
+            .map(|(reason, e)| json!({"reason": reason, "message": e.body(), "field": e.field}))
             .collect();
         json!({"group": "meta.k8s.io", "kind": self.kind, "causes": causes})
     }
@@ -180,8 +179,20 @@ pub struct Prepared {
     pub warnings: Warnings,
 }
 
+/// How the object a write checks for unknown fields was read, which decides the words of a
+/// `Strict` refusal (kube-apiserver's for each).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Read {
+    /// The request's body (create, PUT): a body kube-apiserver cannot decode (400).
+    Body,
+    /// A patched object: `Invalid` on `patch`, quoting the object (422).
+    Patched,
+    /// An applied configuration (400).
+    Applied,
+}
+
 /// The unknown fields of `value` as warnings; with `Strict`, the refusal.
-fn unknown(value: &Value, validation: FieldValidation) -> Result<Warnings> {
+fn unknown(value: &Value, validation: FieldValidation, read: Read) -> Result<Warnings> {
     if validation == FieldValidation::Ignore {
         return Ok(Vec::new());
     }
@@ -190,10 +201,15 @@ fn unknown(value: &Value, validation: FieldValidation) -> Result<Warnings> {
         .map(|f| format!("unknown field {f:?}"))
         .collect();
     if validation == FieldValidation::Strict && !texts.is_empty() {
-        return Err(WriteError::BadRequest(format!(
-            "strict decoding error: {}",
-            texts.join(", ")
-        )));
+        let why = format!("strict decoding error: {}", texts.join(", "));
+        return Err(match read {
+            Read::Body => cannot_handle(value, &why),
+            Read::Patched => WriteError::StrictPatch {
+                object: value.to_string(),
+                why,
+            },
+            Read::Applied => WriteError::BadRequest(why),
+        });
     }
     Ok(texts)
 }
@@ -204,7 +220,7 @@ fn requested(body: &Value) -> Option<&Value> {
 
 /// A create (POST): the strategy's object, every field it sets owned by the writer.
 pub fn create(body: &Value, uid: &str, now: &str, options: &WriteOptions) -> Result<Prepared> {
-    let warnings = unknown(body, options.validation)?;
+    let warnings = unknown(body, options.validation, Read::Body)?;
     let mut object = prepare_create(body, uid, now)?;
     let writer = Writer {
         manager: &options.manager,
@@ -215,8 +231,8 @@ pub fn create(body: &Value, uid: &str, now: &str, options: &WriteOptions) -> Res
     Ok(Prepared { object, warnings })
 }
 
-/// An update (PUT, or a patched object) of the main resource or `/status`: the fields it added
-/// or changed become the writer's.
+/// An update (PUT) of the main resource or `/status`: the fields it added or changed become the
+/// writer's.
 pub fn update(
     old: &Value,
     body: &Value,
@@ -224,7 +240,30 @@ pub fn update(
     now: &str,
     options: &WriteOptions,
 ) -> Result<Prepared> {
-    let warnings = unknown(body, options.validation)?;
+    update_read(old, body, subresource, now, options, Read::Body)
+}
+
+/// [`update`] of an object a JSON, merge or strategic merge patch made (its `Strict` refusal is
+/// a patch's).
+pub fn update_patched(
+    old: &Value,
+    patched: &Value,
+    subresource: Subresource,
+    now: &str,
+    options: &WriteOptions,
+) -> Result<Prepared> {
+    update_read(old, patched, subresource, now, options, Read::Patched)
+}
+
+fn update_read(
+    old: &Value,
+    body: &Value,
+    subresource: Subresource,
+    now: &str,
+    options: &WriteOptions,
+    read: Read,
+) -> Result<Prepared> {
+    let warnings = unknown(body, options.validation, read)?;
     let mut object = match subresource {
         Subresource::Main => prepare_update(old, body)?,
         Subresource::Status => prepare_status_update(old, body)?,
@@ -256,7 +295,7 @@ pub fn apply(
         now,
     };
     let merged = managed_fields::apply(old, &config, &writer, options.force)?;
-    let warnings = unknown(&merged, options.validation)?;
+    let warnings = unknown(&merged, options.validation, Read::Applied)?;
     let mut object = match (old, subresource) {
         (None, _) => prepare_create(&merged, uid, now)?,
         (Some(old), Subresource::Main) => prepare_update(old, &merged)?,

@@ -1,7 +1,7 @@
 //! The answers of the API: objects, `Status` errors with the upstream reasons, and the
 //! server-set values (UIDs, timestamps).
 
-use apiagg_apis::failure_status;
+use apiagg_apis::{failure_status, go_quote};
 use apiagg_strategy::WriteError;
 use serde_json::{json, Value};
 
@@ -39,6 +39,68 @@ pub fn details(name: &str) -> Value {
     json!({"name": name, "group": "apiregistration.k8s.io", "kind": "apiservices"})
 }
 
+/// `details` of an `Invalid` Status about an APIService: its name (none when empty), the group and
+/// the kind (kube-apiserver's `NewInvalid` names the kind, the other errors the resource).
+fn invalid_details(name: &str) -> Value {
+    let mut details = serde_json::Map::new();
+    if !name.is_empty() {
+        details.insert("name".into(), json!(name));
+    }
+    details.insert("group".into(), json!("apiregistration.k8s.io"));
+    details.insert("kind".into(), json!("APIService"));
+    Value::Object(details)
+}
+
+/// The 422 of an update without `metadata.resourceVersion` (APIServices allow no unconditional
+/// update; kube-apiserver's store names the resource here, not the kind).
+pub fn resource_version_required(name: &str) -> Answer {
+    let body = "Invalid value: 0: must be specified for an update";
+    let message = format!(
+        "apiservices.apiregistration.k8s.io {} is invalid: metadata.resourceVersion: {body}",
+        go_quote(name)
+    );
+    let mut d = details(name);
+    d["causes"] = json!([{"reason": "FieldValueInvalid", "message": body, "field": "metadata.resourceVersion"}]);
+    status(422, "Invalid", &message, Some(d))
+}
+
+/// The 409 of an update whose `metadata.uid` is not the stored object's: the UID precondition
+/// kube-apiserver's storage checks, in its words.
+pub fn uid_precondition_failed(name: &str, sent: &str, stored: &str) -> Answer {
+    let message = format!(
+        "Operation cannot be fulfilled on apiservices.apiregistration.k8s.io {}: StorageError: invalid object, Code: 4, Key: /apiregistration.k8s.io/apiservices/{name}, ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: UID in precondition: {sent}, UID in object meta: {stored}",
+        go_quote(name)
+    );
+    status(409, "Conflict", &message, Some(details(name)))
+}
+
+/// The name kube-apiserver gives an object created with only `generateName`: the prefix (at most
+/// 58 bytes of it) and five random characters of its alphabet (apiserver's `SimpleNameGenerator`).
+pub fn generated_name(prefix: &str) -> String {
+    use std::hash::{BuildHasher, Hasher};
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let mut cut = prefix.len().min(58);
+    while !prefix.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let mut random = std::collections::hash_map::RandomState::new().build_hasher();
+    random.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    let mut bits = random.finish();
+    let base = ALPHABET.len() as u64;
+    let suffix: String = (0..5)
+        .map(|_| {
+            let symbol = ALPHABET[(bits % base) as usize];
+            bits /= base;
+            char::from(symbol)
+        })
+        .collect();
+    format!("{}{suffix}", &prefix[..cut])
+}
+
 pub fn store_error(e: StoreError) -> Answer {
     let text = e.to_string();
     match e {
@@ -52,25 +114,25 @@ pub fn store_error(e: StoreError) -> Answer {
     }
 }
 
-pub fn write_error(name: &str, e: WriteError) -> Answer {
+pub fn write_error(e: WriteError) -> Answer {
     let text = e.to_string();
     match e {
         WriteError::Invalid(errors) => {
             let causes: Vec<Value> = errors
                 .errors
                 .iter()
-                .map(|f| {
-                    let reason = if f.kind == "Forbidden" {
-                        "FieldValueForbidden"
-                    } else {
-                        "FieldValueInvalid"
-                    };
-                    json!({"reason": reason, "message": format!("{}: {}", f.kind, f.detail), "field": f.field})
-                })
+                .map(|f| json!({"reason": f.reason(), "message": f.body(), "field": f.field}))
                 .collect();
-            let mut d = details(name);
+            let mut d = invalid_details(&errors.name);
             d["causes"] = json!(causes);
             status(422, "Invalid", &text, Some(d))
+        }
+        // As kube-apiserver's `NewInvalid` with no kind and no name: details hold the cause only.
+        WriteError::StrictPatch { object, why } => {
+            let message = format!("Invalid value: {}: {why}", go_quote(&object));
+            let cause =
+                json!({"reason": "FieldValueInvalid", "message": message, "field": "patch"});
+            status(422, "Invalid", &text, Some(json!({"causes": [cause]})))
         }
         WriteError::BadRequest(_) => status(400, "BadRequest", &text, None),
         WriteError::TooLarge(_) => status(413, "RequestEntityTooLarge", &text, None),

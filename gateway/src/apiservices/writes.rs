@@ -11,7 +11,10 @@ use apiagg_strategy::managed_fields::Subresource;
 use apiagg_strategy::{self as strategy, PatchKind, Prepared, Verb, WriteError, WriteOptions};
 use serde_json::{json, Value};
 
-use super::answers::{done, new_uid, now, status, store_error, unavailable, warned, write_error};
+use super::answers::{
+    done, generated_name, new_uid, now, resource_version_required, status, store_error,
+    uid_precondition_failed, unavailable, warned, write_error,
+};
 use super::media::{self, BodyFormat};
 use super::query::Query;
 use super::work::{self, WorkError};
@@ -27,7 +30,7 @@ fn options(verb: Verb, query: &Query, req: &ApiRequest<'_>) -> Result<WriteOptio
         query.field_validation.as_deref(),
         req.user_agent,
     )
-    .map_err(|e| write_error("", WriteError::Options(e)))
+    .map_err(|e| write_error(WriteError::Options(e)))
 }
 
 fn subresource(status_only: bool) -> Subresource {
@@ -76,7 +79,7 @@ async fn read(
             let body = req.body.to_vec();
             off_thread(move || strategy::yaml_body(&body))
                 .await?
-                .map_err(|e| write_error("", e))?
+                .map_err(write_error)?
         }
     };
     Ok((options, value))
@@ -101,38 +104,63 @@ impl Api<'_> {
         let version = spec["version"].as_str().unwrap_or("");
         refuse_owned(name, group, version, delegate)
             .err()
-            .map(|e| write_error(name, WriteError::Invalid(e)))
+            .map(|e| write_error(WriteError::Invalid(e)))
     }
 
+    /// Refuses a validated object of a built-in group at once, then (once they are known, else
+    /// 503) one of the delegate's group-versions.
+    fn taken(&self, name: &str, object: &Value) -> Option<Answer> {
+        if let Some(refused) = self.owned(name, object, &[]) {
+            return Some(refused);
+        }
+        match self.delegate_known() {
+            Ok(delegate) => self.owned(name, object, delegate),
+            Err(answer) => Some(answer),
+        }
+    }
+
+    /// A create in kube-apiserver's order: a name from `generateName` when none is given, the
+    /// object decoded and validated, then whether the name exists and whose group it is.
     pub(super) async fn create(&self, req: &ApiRequest<'_>, query: &Query) -> Answer {
-        let (options, value) = match read(Verb::Create, query, req).await {
+        let (options, mut value) = match read(Verb::Create, query, req).await {
             Ok(read) => read,
             Err(answer) => return answer,
         };
-        let name = value["metadata"]["name"].as_str().unwrap_or("").to_string();
-        // Built-in groups are refused by name at once; the delegate's once they are known.
-        if let Some(refused) = self.owned(&name, &value, &[]) {
-            return refused;
+        if let Some(meta) = value.get_mut("metadata").and_then(Value::as_object_mut) {
+            let named = meta
+                .get("name")
+                .and_then(Value::as_str)
+                .is_some_and(|n| !n.is_empty());
+            let prefix = meta.get("generateName").and_then(Value::as_str);
+            if let Some(prefix) = prefix.filter(|p| !named && !p.is_empty()) {
+                let name = generated_name(prefix);
+                meta.insert("name".into(), json!(name));
+            }
         }
-        let delegate = match self.delegate_known() {
-            Ok(groups) => groups,
-            Err(answer) => return answer,
-        };
-        if let Some(refused) = self.owned(&name, &value, delegate) {
-            return refused;
-        }
+        let Prepared { object, warnings } =
+            match strategy::create(&value, &new_uid(), &now(), &options) {
+                Ok(prepared) => prepared,
+                Err(e) => return write_error(e),
+            };
+        let name = object["metadata"]["name"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
         if self.declared(&name).is_some() {
             return store_error(StoreError::AlreadyExists(name));
         }
-        match strategy::create(&value, &new_uid(), &now(), &options) {
-            Ok(Prepared { object, warnings }) => match self.store.create(&name, object).await {
-                Ok(stored) => warned(201, &stored, warnings),
-                Err(e) => store_error(e),
-            },
-            Err(e) => write_error(&name, e),
+        if let Some(refused) = self.taken(&name, &object) {
+            return refused;
+        }
+        match self.store.create(&name, object).await {
+            Ok(stored) => warned(201, &stored, warnings),
+            Err(e) => store_error(e),
         }
     }
 
+    /// An update (PUT) in kube-apiserver's order: the name in the body, the stored object, its
+    /// UID and `resourceVersion` (required: APIServices allow no unconditional update), then
+    /// validation, then whose group it is.
     pub(super) async fn replace(
         &self,
         name: &str,
@@ -147,45 +175,48 @@ impl Api<'_> {
             Ok(read) => read,
             Err(answer) => return answer,
         };
-        if value["metadata"]["name"]
-            .as_str()
-            .is_some_and(|n| n != name)
-        {
-            return status(
-                400,
-                "BadRequest",
-                "the name in the body does not match the URL",
-                None,
-            );
+        let meta = &value["metadata"];
+        let message = match meta["name"].as_str().unwrap_or("") {
+            "" => format!("the name of the object ({name} based on URL) was undeterminable: name must be provided"),
+            sent if sent != name => format!("the name of the object ({sent}) does not match the name on the URL ({name})"),
+            _ => String::new(),
+        };
+        if !message.is_empty() {
+            return status(400, "BadRequest", &message, None);
         }
-        let expected = value["metadata"]["resourceVersion"]
-            .as_str()
-            .and_then(|v| v.parse().ok());
         let Some(old) = self.store.get(name) else {
             return store_error(StoreError::NotFound(name.into()));
         };
-        let sub = subresource(status_only);
-        if !status_only {
-            if let Some(refused) = self.owned(name, &value, &[]) {
-                return refused;
-            }
-            let delegate = match self.delegate_known() {
-                Ok(groups) => groups,
-                Err(answer) => return answer,
-            };
-            if let Some(refused) = self.owned(name, &value, delegate) {
-                return refused;
-            }
+        let stored_uid = old["metadata"]["uid"].as_str().unwrap_or("");
+        let sent_uid = meta["uid"].as_str().unwrap_or("");
+        if !sent_uid.is_empty() && sent_uid != stored_uid {
+            return uid_precondition_failed(name, sent_uid, stored_uid);
         }
-        match strategy::update(&old, &value, sub, &now(), &options) {
-            Ok(Prepared { object, warnings }) => {
-                let expected = expected.or(Some(revision_of(&old)));
-                match self.store.update(name, object, expected).await {
-                    Ok(stored) => self.settle(name, stored, warnings).await,
-                    Err(e) => store_error(e),
-                }
-            }
-            Err(e) => write_error(name, e),
+        let Some(expected) = meta["resourceVersion"].as_str().filter(|v| !v.is_empty()) else {
+            return resource_version_required(name);
+        };
+        let expected = expected.parse().ok().filter(|v| *v == revision_of(&old));
+        let Some(expected) = expected else {
+            return store_error(StoreError::Conflict(name.into()));
+        };
+        let sub = subresource(status_only);
+        let Prepared { object, warnings } =
+            match strategy::update(&old, &value, sub, &now(), &options) {
+                Ok(prepared) => prepared,
+                Err(e) => return write_error(e),
+            };
+        // A `/status` update changes no route: it is not checked for owners.
+        let refused = if status_only {
+            None
+        } else {
+            self.taken(name, &object)
+        };
+        if let Some(refused) = refused {
+            return refused;
+        }
+        match self.store.update(name, object, Some(expected)).await {
+            Ok(stored) => self.settle(name, stored, warnings).await,
+            Err(e) => store_error(e),
         }
     }
 
@@ -201,7 +232,7 @@ impl Api<'_> {
         }
         let kind = match PatchKind::from_content_type(req.content_type) {
             Ok(kind) => kind,
-            Err(e) => return write_error(name, e),
+            Err(e) => return write_error(e),
         };
         let options = match options(Verb::Patch(kind), query, req) {
             Ok(o) => o,
@@ -234,7 +265,7 @@ impl Api<'_> {
                         strategy::apply(Some(&old), &body, &name, "", sub, &now(), &options)
                     } else {
                         strategy::apply_patch(&old, kind, &body).and_then(|patched| {
-                            strategy::update(&old, &patched, sub, &now(), &options)
+                            strategy::update_patched(&old, &patched, sub, &now(), &options)
                         })
                     }
                 }
@@ -245,7 +276,7 @@ impl Api<'_> {
             };
             let Prepared { object, warnings } = match next {
                 Ok(p) => p,
-                Err(e) => return write_error(name, e),
+                Err(e) => return write_error(e),
             };
             if let Some(refused) = delegate.and_then(|d| self.owned(name, &object, d)) {
                 return refused;
@@ -303,7 +334,7 @@ impl Api<'_> {
                 Err(StoreError::AlreadyExists(_)) => return None,
                 Err(e) => store_error(e),
             },
-            Err(e) => write_error(name, e),
+            Err(e) => write_error(e),
         })
     }
 

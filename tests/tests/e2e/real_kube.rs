@@ -7,9 +7,11 @@
 //! kube-apiserver's own aggregator and to apiagg (`differential`), discovery and OpenAPI
 //! documents (`documents`), an unavailable APIService (`unavailable`), the `Available` condition
 //! of a backend up, down, behind a wrong CA or SAN, expired, and a missing Service
-//! (`availability`), client-go v0.37.2
-//! (`client_go`: an informer with WatchListClient, discovery v2, a RESTMapper) and kubectl 1.37
-//! (`kubectl_137`) through both.
+//! (`availability`), the validation errors of invalid APIServices (`invalid_apiservices`),
+//! identities (`authentication`), RBAC decisions (`authorization`), flow-control classification
+//! (`flow_control`), every OpenAPI document (`openapi`), client-go v0.37.2 (`client_go`: an
+//! informer with WatchListClient, discovery v2, a RESTMapper) and kubectl 1.37 (`kubectl_137`)
+//! through both.
 //!
 //! The control plane is shared by the tests of the process; each test works in namespaces of its
 //! own.
@@ -21,6 +23,7 @@ mod client_go;
 mod differential;
 mod documents;
 mod flow_control;
+mod invalid_apiservices;
 mod kubectl_137;
 mod openapi;
 mod unavailable;

@@ -1,0 +1,271 @@
+//! k8s.io/apimachinery's checks of names and keys, with its messages: DNS subdomains and labels
+//! (`util/validation`, lengths in characters), path segments (`api/validation/path`), label keys
+//! and values (`api/validate/content`, lengths in bytes), and Go's `%q` and JSON printing of the
+//! values a field error shows.
+
+const SUBDOMAIN_FORMAT: &str = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*";
+const SUBDOMAIN_MESSAGE: &str = "a lowercase RFC 1123 subdomain must consist of lower case \
+                                 alphanumeric characters, '-' or '.', and must start and end \
+                                 with an alphanumeric character";
+const DNS1035_FORMAT: &str = "[a-z]([-a-z0-9]*[a-z0-9])?";
+const DNS1035_MESSAGE: &str = "a DNS-1035 label must consist of lower case alphanumeric \
+                               characters or '-', start with an alphabetic character, and end \
+                               with an alphanumeric character";
+const KEY_FORMAT: &str = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
+const KEY_MESSAGE: &str = "must consist of alphanumeric characters, '-', '_' or '.', and must \
+                           start and end with an alphanumeric character";
+const VALUE_FORMAT: &str = "(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?";
+const VALUE_MESSAGE: &str = "a valid label must be an empty string or consist of alphanumeric \
+                             characters, '-', '_' or '.', and must start and end with an \
+                             alphanumeric character";
+/// The longest DNS subdomain (and label key prefix).
+const SUBDOMAIN_MAX: usize = 253;
+/// The longest DNS label, label name and label value.
+const LABEL_MAX: usize = 63;
+
+/// Upstream's `RegexError`.
+fn regex_error(message: &str, format: &str, examples: &[&str]) -> String {
+    let examples: Vec<String> = examples.iter().map(|e| format!("'{e}', ")).collect();
+    format!(
+        "{message} (e.g. {}regex used for validation is '{format}')",
+        examples.join(" or ")
+    )
+}
+
+/// `[a-z0-9]([-a-z0-9]*[a-z0-9])?` between dots.
+fn is_subdomain(text: &str) -> bool {
+    text.split('.').all(|label| {
+        let bytes = label.as_bytes();
+        let edge = |b: Option<&u8>| b.is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
+        edge(bytes.first())
+            && edge(bytes.last())
+            && bytes
+                .iter()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
+    })
+}
+
+/// `([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]`.
+fn is_name(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    match (bytes.first(), bytes.last()) {
+        (Some(first), Some(last)) => {
+            first.is_ascii_alphanumeric()
+                && last.is_ascii_alphanumeric()
+                && bytes
+                    .iter()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+        }
+        _ => false,
+    }
+}
+
+/// `util/validation.IsDNS1123Subdomain` (a length in characters).
+pub(super) fn dns1123_subdomain_errors(value: &str) -> Vec<String> {
+    subdomain_errors(value, "characters")
+}
+
+fn subdomain_errors(value: &str, unit: &str) -> Vec<String> {
+    let mut errors = Vec::new();
+    if value.len() > SUBDOMAIN_MAX {
+        errors.push(format!("must be no more than {SUBDOMAIN_MAX} {unit}"));
+    }
+    if !is_subdomain(value) {
+        let example = ["example.com"];
+        errors.push(regex_error(SUBDOMAIN_MESSAGE, SUBDOMAIN_FORMAT, &example));
+    }
+    errors
+}
+
+/// `util/validation.IsDNS1035Label` (a length in characters).
+pub(super) fn dns1035_label_errors(value: &str) -> Vec<String> {
+    let mut errors = Vec::new();
+    if value.len() > LABEL_MAX {
+        errors.push(format!("must be no more than {LABEL_MAX} characters"));
+    }
+    let bytes = value.as_bytes();
+    let valid = bytes.first().is_some_and(u8::is_ascii_lowercase)
+        && bytes
+            .last()
+            .is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-');
+    if !valid {
+        let examples = ["my-name", "abc-123"];
+        errors.push(regex_error(DNS1035_MESSAGE, DNS1035_FORMAT, &examples));
+    }
+    errors
+}
+
+/// `api/validation/path.IsValidPathSegmentName`: not `.` or `..` (then nothing else is said),
+/// no `/` and no `%`.
+pub(super) fn path_segment_errors(name: &str) -> Vec<String> {
+    if let Some(dots) = [".", ".."].into_iter().find(|dots| name == *dots) {
+        return vec![format!("may not be '{dots}'")];
+    }
+    ["/", "%"]
+        .into_iter()
+        .filter(|c| name.contains(c))
+        .map(|c| format!("may not contain '{c}'"))
+        .collect()
+}
+
+/// `api/validate/content.IsLabelKey` (label and annotation keys, finalizers): an optional DNS
+/// subdomain prefix and `/`, then a name of at most 63 bytes.
+pub(super) fn label_key_errors(key: &str) -> Vec<String> {
+    let name_regex = || regex_error(KEY_MESSAGE, KEY_FORMAT, &["MyName", "my.name", "123-abc"]);
+    let mut errors = Vec::new();
+    let parts: Vec<&str> = key.split('/').collect();
+    let name = match parts.as_slice() {
+        [name] => *name,
+        [prefix, name] => {
+            if prefix.is_empty() {
+                errors.push("prefix part must be non-empty".to_string());
+            } else {
+                let each = subdomain_errors(prefix, "bytes").into_iter();
+                errors.extend(each.map(|e| format!("prefix part {e}")));
+            }
+            *name
+        }
+        _ => {
+            return vec![format!(
+                "a valid label key {} with an optional DNS subdomain prefix and '/' (e.g. \
+                 'example.com/MyName')",
+                name_regex()
+            )]
+        }
+    };
+    if name.is_empty() {
+        errors.push("name part must be non-empty".to_string());
+    } else if name.len() > LABEL_MAX {
+        errors.push(format!("name part must be no more than {LABEL_MAX} bytes"));
+    }
+    if !is_name(name) {
+        errors.push(format!("name part {}", name_regex()));
+    }
+    errors
+}
+
+/// `api/validate/content.IsLabelValue`.
+pub(super) fn label_value_errors(value: &str) -> Vec<String> {
+    let mut errors = Vec::new();
+    if value.len() > LABEL_MAX {
+        errors.push(format!("must be no more than {LABEL_MAX} bytes"));
+    }
+    if !value.is_empty() && !is_name(value) {
+        let examples = ["MyValue", "my_value", "12345"];
+        errors.push(regex_error(VALUE_MESSAGE, VALUE_FORMAT, &examples));
+    }
+    errors
+}
+
+/// Go's `%q` of a string: quoted, with `"`, `\` and unprintable characters escaped.
+pub fn go_quote(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\x07' => out.push_str("\\a"),
+            '\x08' => out.push_str("\\b"),
+            '\x0c' => out.push_str("\\f"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\x0b' => out.push_str("\\v"),
+            c if (c as u32) < 0x20 || c == '\x7f' => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c if c.is_control() => match c as u32 {
+                n if n <= 0xffff => out.push_str(&format!("\\u{n:04x}")),
+                n => out.push_str(&format!("\\U{n:08x}")),
+            },
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// A value as Go's `encoding/json` writes it (`<`, `>`, `&`, U+2028 and U+2029 escaped), as
+/// field errors show values that are neither strings nor numbers.
+pub(super) fn go_json(value: &serde_json::Value) -> String {
+    let text = value.to_string();
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '<' => out.push_str("\\u003c"),
+            '>' => out.push_str("\\u003e"),
+            '&' => out.push_str("\\u0026"),
+            '\u{2028}' => out.push_str("\\u2028"),
+            '\u{2029}' => out.push_str("\\u2029"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn subdomain_length_and_form_are_separate_errors() {
+        let long = format!("A{}", "a".repeat(253));
+        let errors = dns1123_subdomain_errors(&long);
+        assert_eq!(errors[0], "must be no more than 253 characters");
+        assert!(errors[1].ends_with(&format!(
+            "regex used for validation is '{SUBDOMAIN_FORMAT}')"
+        )));
+        assert!(dns1123_subdomain_errors(&"a".repeat(253)).is_empty());
+    }
+
+    #[test]
+    fn dns1035_message_is_upstreams() {
+        assert_eq!(
+            dns1035_label_errors("1v"),
+            ["a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')"]
+        );
+        assert_eq!(
+            dns1035_label_errors(&format!("v{}", "1".repeat(63))).len(),
+            1
+        );
+        assert!(dns1035_label_errors("v1beta1").is_empty());
+    }
+
+    #[test]
+    fn path_segments() {
+        assert_eq!(path_segment_errors(".."), ["may not be '..'"]);
+        assert_eq!(
+            path_segment_errors("a/b%c"),
+            ["may not contain '/'", "may not contain '%'"]
+        );
+        assert!(path_segment_errors("v1.a.io").is_empty());
+    }
+
+    #[test]
+    fn label_keys_and_values() {
+        assert_eq!(label_key_errors("/x"), ["prefix part must be non-empty"]);
+        assert_eq!(label_key_errors("example.com/").len(), 2);
+        assert!(label_key_errors("a/b/c")[0].starts_with("a valid label key must consist"));
+        assert_eq!(
+            label_key_errors(&"k".repeat(64)),
+            ["name part must be no more than 63 bytes"]
+        );
+        assert!(label_key_errors("example.com/My_Key.1").is_empty());
+        assert_eq!(
+            label_value_errors(&"v".repeat(64)),
+            ["must be no more than 63 bytes"]
+        );
+        assert!(label_value_errors("").is_empty());
+    }
+
+    #[test]
+    fn go_printing() {
+        assert_eq!(go_quote("a\tb\"\u{1}é"), "\"a\\tb\\\"\\x01é\"");
+        assert_eq!(
+            go_json(&serde_json::json!(["<&>"])),
+            "[\"\\u003c\\u0026\\u003e\"]"
+        );
+    }
+}
