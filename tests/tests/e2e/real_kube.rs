@@ -25,6 +25,7 @@ mod documents;
 mod flow_control;
 mod invalid_apiservices;
 mod kubectl_137;
+mod kubectl_writes;
 mod openapi;
 mod unavailable;
 

@@ -87,8 +87,10 @@ async fn openapi_v2_and_every_v3_document_alike() {
     let (_, _, their_index) = get(kube, &kube.kube_url("/openapi/v3"), json).await;
     let (_, _, our_index) = get(kube, &front.url("/openapi/v3"), json).await;
     let (their_urls, our_urls) = (urls(&their_index), urls(&our_index));
+    // `apis` and `version` flip at kube-apiserver (below): apiagg may lack one it read as a 502.
     let keys = |urls: &[(String, String)]| {
-        let mut keys: Vec<String> = urls.iter().map(|(k, _)| k.clone()).collect();
+        let keys = urls.iter().map(|(k, _)| k.clone());
+        let mut keys: Vec<String> = keys.filter(|k| k != "apis" && k != "version").collect();
         keys.sort();
         keys
     };
@@ -105,7 +107,10 @@ async fn openapi_v2_and_every_v3_document_alike() {
         // reported, not asserted.
         if key == "apis" || key == "version" {
             let (_, _, theirs) = get(kube, &kube.kube_url(their_url), json).await;
-            let our_url = &our_urls.iter().find(|(k, _)| k == key).expect("listed").1;
+            let Some((_, our_url)) = our_urls.iter().find(|(k, _)| k == key) else {
+                unstable.push(format!("{key}: not listed by apiagg"));
+                continue;
+            };
             let (_, _, ours) = get(kube, &front.url(our_url), json).await;
             let title = |doc: &Value| doc["info"]["title"].to_string();
             unstable.push(format!(
