@@ -156,7 +156,6 @@ pub fn prepare_create(body: &Value, uid: &str, now: &str) -> Result<Value> {
         }
         meta.insert("uid".into(), json!(uid));
         meta.insert("creationTimestamp".into(), json!(now));
-        meta.insert("generation".into(), json!(1));
     }
     value["status"] = if local {
         json!({"conditions": [condition("True", "Local", "Local APIServices are always available", now)]})
@@ -168,7 +167,8 @@ pub fn prepare_create(body: &Value, uid: &str, now: &str) -> Result<Value> {
 
 /// The object to store for an update of the main resource: status and server-set metadata come
 /// from `old` (as kube-apiserver's `BeforeUpdate` sets them before validating: generation,
-/// timestamps, the UID when the body has none); `generation` grows when the spec changed.
+/// timestamps, the UID when the body has none). APIServices have no generation of their own:
+/// kube-aggregator's strategy sets none, so it stays what it was.
 pub fn prepare_update(old: &Value, body: &Value) -> Result<Value> {
     let mut body = body.clone();
     if let Some(meta) = body.get_mut("metadata").and_then(Value::as_object_mut) {
@@ -193,9 +193,8 @@ pub fn prepare_update(old: &Value, body: &Value) -> Result<Value> {
     let stored = serde_json::from_value(old.clone()).unwrap_or_default();
     validate_update(&object, &stored)?;
     let mut value = to_value(&object);
-    let spec_changed = value.get("spec") != old.get("spec");
     value["status"] = old.get("status").cloned().unwrap_or_else(|| json!({}));
-    keep_server_metadata(old, &mut value, spec_changed);
+    keep_server_metadata(old, &mut value);
     Ok(value)
 }
 
@@ -226,7 +225,7 @@ pub fn prepare_status_update(old: &Value, body: &Value) -> Result<Value> {
     Ok(value)
 }
 
-fn keep_server_metadata(old: &Value, value: &mut Value, spec_changed: bool) {
+fn keep_server_metadata(old: &Value, value: &mut Value) {
     let old_meta = old["metadata"].as_object().cloned().unwrap_or_default();
     let Some(meta) = metadata(value) else {
         return;
@@ -242,14 +241,4 @@ fn keep_server_metadata(old: &Value, value: &mut Value, spec_changed: bool) {
             None => meta.remove(key),
         };
     }
-    let generation = old_meta
-        .get("generation")
-        .and_then(Value::as_i64)
-        .unwrap_or(1);
-    let generation = if spec_changed {
-        generation + 1
-    } else {
-        generation
-    };
-    meta.insert("generation".into(), json!(generation));
 }

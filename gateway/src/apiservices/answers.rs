@@ -35,6 +35,18 @@ pub fn unavailable(message: &str, retry_after: u32) -> Answer {
     }
 }
 
+/// The answer to a delete that removed `object` at once: kube-apiserver's `Success` Status
+/// naming it (its registry returns no object), so clients can tell it from a delete that waits
+/// for finalizers (which answers the object).
+pub fn deleted(object: &Value) -> Answer {
+    let meta = &object["metadata"];
+    let mut details = details(meta["name"].as_str().unwrap_or_default());
+    details["uid"] = meta["uid"].clone();
+    let status = json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
+        "status": "Success", "details": details});
+    done(200, &status)
+}
+
 pub fn details(name: &str) -> Value {
     json!({"name": name, "group": "apiregistration.k8s.io", "kind": "apiservices"})
 }

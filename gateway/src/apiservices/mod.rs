@@ -6,6 +6,7 @@
 
 mod answers;
 mod discovery;
+mod dry_run;
 mod media;
 mod openapi;
 mod query;
@@ -120,7 +121,7 @@ impl Api<'_> {
             ("PUT", ["apiservices", name, "status"]) => self.replace(name, true, req, &query).await,
             ("PATCH", ["apiservices", name]) => self.patch(name, false, req, &query).await,
             ("PATCH", ["apiservices", name, "status"]) => self.patch(name, true, req, &query).await,
-            ("DELETE", ["apiservices", name]) => self.delete(name).await,
+            ("DELETE", ["apiservices", name]) => self.delete(name, &query).await,
             // `status` is the only subresource; any other is unknown for every verb.
             (_, ["apiservices", _, sub, ..]) if *sub != "status" || parts.len() > 3 => status(
                 404,

@@ -26,6 +26,8 @@ pub struct Query {
     pub force: Option<String>,
     /// `fieldValidation` of a write, as sent (`Strict`, `Warn`, `Ignore`).
     pub field_validation: Option<String>,
+    /// `dryRun` of a write, as sent (`All` or refused).
+    pub dry_run: Option<String>,
 }
 
 /// Why the query cannot be used: 400 `BadRequest`. Not retryable.
@@ -88,6 +90,7 @@ impl Query {
             field_manager: text(params.field_manager),
             force: text(params.force),
             field_validation: text(params.field_validation),
+            dry_run: text(params.dry_run),
         })
     }
 

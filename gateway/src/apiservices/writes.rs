@@ -12,9 +12,10 @@ use apiagg_strategy::{self as strategy, PatchKind, Prepared, Verb, WriteError, W
 use serde_json::{json, Value};
 
 use super::answers::{
-    done, generated_name, new_uid, now, resource_version_required, status, store_error,
+    deleted, done, generated_name, new_uid, now, resource_version_required, status, store_error,
     uid_precondition_failed, unavailable, warned, write_error,
 };
+use super::dry_run::dry_run;
 use super::media::{self, BodyFormat};
 use super::query::Query;
 use super::work::{self, WorkError};
@@ -122,6 +123,10 @@ impl Api<'_> {
     /// A create in kube-apiserver's order: a name from `generateName` when none is given, the
     /// object decoded and validated, then whether the name exists and whose group it is.
     pub(super) async fn create(&self, req: &ApiRequest<'_>, query: &Query) -> Answer {
+        let dry = match dry_run(query.dry_run.as_deref(), "CreateOptions") {
+            Ok(dry) => dry,
+            Err(answer) => return answer,
+        };
         let (options, mut value) = match read(Verb::Create, query, req).await {
             Ok(read) => read,
             Err(answer) => return answer,
@@ -152,7 +157,7 @@ impl Api<'_> {
         if let Some(refused) = self.taken(&name, &object) {
             return refused;
         }
-        match self.store.create(&name, object).await {
+        match self.commit_create(&name, object, dry).await {
             Ok(stored) => warned(201, &stored, warnings),
             Err(e) => store_error(e),
         }
@@ -171,6 +176,10 @@ impl Api<'_> {
         if let Some(refused) = self.read_only(name) {
             return refused;
         }
+        let dry = match dry_run(query.dry_run.as_deref(), "UpdateOptions") {
+            Ok(dry) => dry,
+            Err(answer) => return answer,
+        };
         let (options, value) = match read(Verb::Update, query, req).await {
             Ok(read) => read,
             Err(answer) => return answer,
@@ -214,8 +223,8 @@ impl Api<'_> {
         if let Some(refused) = refused {
             return refused;
         }
-        match self.store.update(name, object, Some(expected)).await {
-            Ok(stored) => self.settle(name, stored, warnings).await,
+        match self.commit_update(name, object, Some(expected), dry).await {
+            Ok(stored) => self.settle(name, stored, warnings, dry).await,
             Err(e) => store_error(e),
         }
     }
@@ -230,6 +239,10 @@ impl Api<'_> {
         if let Some(refused) = self.read_only(name) {
             return refused;
         }
+        let dry = match dry_run(query.dry_run.as_deref(), "PatchOptions") {
+            Ok(dry) => dry,
+            Err(answer) => return answer,
+        };
         let kind = match PatchKind::from_content_type(req.content_type) {
             Ok(kind) => kind,
             Err(e) => return write_error(e),
@@ -252,7 +265,10 @@ impl Api<'_> {
                 if kind != PatchKind::Apply || status_only {
                     return store_error(StoreError::NotFound(name.into()));
                 }
-                match self.apply_create(name, &body, &options, delegate).await {
+                match self
+                    .apply_create(name, &body, &options, delegate, dry)
+                    .await
+                {
                     Some(answer) => return answer,
                     None => continue,
                 }
@@ -282,11 +298,10 @@ impl Api<'_> {
                 return refused;
             }
             match self
-                .store
-                .update(name, object, Some(revision_of(&old)))
+                .commit_update(name, object, Some(revision_of(&old)), dry)
                 .await
             {
-                Ok(stored) => return self.settle(name, stored, warnings).await,
+                Ok(stored) => return self.settle(name, stored, warnings, dry).await,
                 Err(StoreError::Conflict(_)) => continue,
                 Err(e) => return store_error(e),
             }
@@ -302,6 +317,7 @@ impl Api<'_> {
         body: &Arc<[u8]>,
         options: &WriteOptions,
         delegate: Option<&[LocalGroupVersion]>,
+        dry: bool,
     ) -> Option<Answer> {
         let work = {
             let (body, name, options) = (body.clone(), name.to_string(), options.clone());
@@ -329,11 +345,13 @@ impl Api<'_> {
             }
         }
         Some(match prepared {
-            Ok(Prepared { object, warnings }) => match self.store.create(name, object).await {
-                Ok(stored) => warned(201, &stored, warnings),
-                Err(StoreError::AlreadyExists(_)) => return None,
-                Err(e) => store_error(e),
-            },
+            Ok(Prepared { object, warnings }) => {
+                match self.commit_create(name, object, dry).await {
+                    Ok(stored) => warned(201, &stored, warnings),
+                    Err(StoreError::AlreadyExists(_)) => return None,
+                    Err(e) => store_error(e),
+                }
+            }
             Err(e) => write_error(e),
         })
     }
@@ -341,10 +359,14 @@ impl Api<'_> {
     /// Deletes at once, or, while finalizers remain, marks the object with a
     /// `deletionTimestamp` and deletes it when an update removes the last one. A concurrent
     /// write (a status update) makes it read again.
-    pub(super) async fn delete(&self, name: &str) -> Answer {
+    pub(super) async fn delete(&self, name: &str, query: &Query) -> Answer {
         if let Some(refused) = self.read_only(name) {
             return refused;
         }
+        let dry = match dry_run(query.dry_run.as_deref(), "DeleteOptions") {
+            Ok(dry) => dry,
+            Err(answer) => return answer,
+        };
         for _ in 0..5 {
             let Some(current) = self.store.get(name) else {
                 return store_error(StoreError::NotFound(name.into()));
@@ -354,14 +376,17 @@ impl Api<'_> {
                 .as_array()
                 .is_some_and(|f| !f.is_empty());
             let result = if !finalizers {
-                self.store.delete(name, expected).await
+                match self.commit_delete(name, expected, dry).await {
+                    Ok(object) => return deleted(&object),
+                    Err(e) => Err(e),
+                }
             } else if current["metadata"].get("deletionTimestamp").is_some() {
                 return done(200, &current);
             } else {
                 let mut marked = (*current).clone();
                 marked["metadata"]["deletionTimestamp"] = json!(now());
                 marked["metadata"]["deletionGracePeriodSeconds"] = json!(0);
-                self.store.update(name, marked, expected).await
+                self.commit_update(name, marked, expected, dry).await
             };
             match result {
                 Ok(object) => return done(200, &object),
@@ -373,7 +398,13 @@ impl Api<'_> {
     }
 
     /// After a write: an object being deleted whose last finalizer is gone is deleted now.
-    async fn settle(&self, name: &str, stored: Arc<Value>, warnings: Vec<String>) -> Answer {
+    async fn settle(
+        &self,
+        name: &str,
+        stored: Arc<Value>,
+        warnings: Vec<String>,
+        dry: bool,
+    ) -> Answer {
         let terminating = stored["metadata"].get("deletionTimestamp").is_some();
         let finalizers = stored["metadata"]["finalizers"]
             .as_array()
@@ -381,18 +412,22 @@ impl Api<'_> {
         if !terminating || finalizers {
             return warned(200, &stored, warnings);
         }
-        match self.store.delete(name, Some(revision_of(&stored))).await {
+        match (self.commit_delete(name, Some(revision_of(&stored)), dry)).await {
             Ok(last) => warned(200, &last, warnings),
             Err(e) => store_error(e),
         }
     }
 
     pub(super) async fn delete_collection(&self, query: &Query) -> Answer {
+        let dry = match dry_run(query.dry_run.as_deref(), "DeleteOptions") {
+            Ok(dry) => dry,
+            Err(answer) => return answer,
+        };
         let (stored, revision) = self.store.list();
         let mut deleted = Vec::new();
         for object in stored.iter().filter(|o| query.selects(o)) {
             let name = object["metadata"]["name"].as_str().unwrap_or("");
-            match self.store.delete(name, None).await {
+            match self.commit_delete(name, None, dry).await {
                 Ok(last) => deleted.push((*last).clone()),
                 Err(StoreError::NotFound(_)) => {}
                 Err(e) => return store_error(e),

@@ -22,6 +22,7 @@ mod availability;
 mod client_go;
 mod differential;
 mod documents;
+mod dry_run;
 mod flow_control;
 mod invalid_apiservices;
 mod kubectl_137;
