@@ -1,10 +1,12 @@
 //! apiagg: a Kubernetes API aggregation gateway. The binary `apiagg` (`main.rs`, the command line
 //! only) runs [`app::serve`].
 //!
-//! The leaves are crates of their own, so Cargo keeps them apart: `apiagg-observe` (metrics,
-//! lifecycle, health, tracing export), `apiagg-store` (the APIService stores),
-//! `apiagg-flowcontrol` (API Priority and Fairness) and `apiagg-audit` (policy, events and
-//! backends). This crate keeps what composes them, organised by concern in numbered layers; a
+//! The leaves are crates of their own, so Cargo keeps them apart (docs/README.md lists them
+//! all): among them `apiagg-observe` (metrics, lifecycle, health, tracing export),
+//! `apiagg-store` (the APIService stores), `apiagg-flowcontrol` (API Priority and Fairness),
+//! `apiagg-audit` (policy, events and backends), `apiagg-authn` and `apiagg-authz`
+//! (authentication and authorization configuration, JWT, CEL, RBAC), `apiagg-strategy` (the
+//! APIService API's writes) and `apiagg-requestinfo` (the one parse of a request). This crate keeps what composes them, organised by concern in numbered layers; a
 //! module imports only modules of lower layers (and the crates), modules of one layer never
 //! import each other:
 //!

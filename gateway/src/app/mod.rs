@@ -127,8 +127,6 @@ pub fn serve(launch: Launch) -> anyhow::Result<()> {
         threads: launch.threads.max(1),
         grace_period_seconds: Some(0),
         graceful_shutdown_timeout_seconds: Some(1),
-        // One retry at most, and only where the request never reached a backend (phases.rs).
-        max_retries: 1,
         ..ServerConf::default()
     };
     let mut server = Server::new_with_opt_and_conf(None, conf);

@@ -1,9 +1,10 @@
-//! Step 3 of `request_filter`: auditing, as kube-apiserver's audit filter wraps the aggregator.
+//! Step 3a of `route` (phases.rs): auditing, as kube-apiserver's audit filter wraps the
+//! aggregator.
 //! Every request gets an audit ID (the caller's valid `Audit-ID`, or a new one) returned in the
 //! `Audit-ID` response header and passed to backends and the delegate; the policy decides the
 //! level once the caller is known (401s are audited with an empty user), the authorization
 //! decision and impersonation are noted, bodies are captured as the level asks, and the
-//! `ResponseComplete` event is written when the request ends (in `logging`). Events leave
+//! `ResponseComplete` event is written when the request ends (`record`, serve.rs). Events leave
 //! through bounded queues: auditing never waits.
 
 use std::net::IpAddr;

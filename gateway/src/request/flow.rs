@@ -1,4 +1,4 @@
-//! Step 4 of `request_filter`: API Priority and Fairness, as kube-apiserver wraps the
+//! Step 5 of `route` (phases.rs): API Priority and Fairness, as kube-apiserver wraps the
 //! aggregator (`WithPriorityAndFairness`). The request is classified (FlowSchema → priority
 //! level → flow), then runs at once, waits in its flow's fair queue, or is refused with 429 and
 //! `Retry-After`. The seat is held until the answer ends; a watch gives it back when it is
@@ -207,15 +207,22 @@ impl FlowHold {
     }
 }
 
-/// The two classification headers of a decision, for every answer (names parsed once).
+/// `X-Kubernetes-PF-FlowSchema-UID` in the lower case `HeaderName::from_static` wants.
+const FLOW_SCHEMA_UID: &str = "x-kubernetes-pf-flowschema-uid";
+/// `X-Kubernetes-PF-PriorityLevel-UID`, likewise.
+const PRIORITY_LEVEL_UID: &str = "x-kubernetes-pf-prioritylevel-uid";
+
+/// The two classification headers of a decision, for every answer. `HeaderName::from_static`
+/// needs lower case: the names are flow control's constants, lower-cased (the unit test below
+/// holds them to those constants).
 pub fn reply_headers(decision: &Decision) -> [(http::HeaderName, &http::HeaderValue); 2] {
     [
         (
-            http::HeaderName::from_static("x-kubernetes-pf-flowschema-uid"),
+            http::HeaderName::from_static(FLOW_SCHEMA_UID),
             decision.flow_schema_header(),
         ),
         (
-            http::HeaderName::from_static("x-kubernetes-pf-prioritylevel-uid"),
+            http::HeaderName::from_static(PRIORITY_LEVEL_UID),
             decision.priority_level_header(),
         ),
     ]
@@ -242,7 +249,13 @@ mod tests {
     #[test]
     fn reply_header_names_are_the_flow_control_headers() {
         use apiagg_flowcontrol::{FLOW_SCHEMA_UID_HEADER, PRIORITY_LEVEL_UID_HEADER};
-        assert!(FLOW_SCHEMA_UID_HEADER.eq_ignore_ascii_case("x-kubernetes-pf-flowschema-uid"));
-        assert!(PRIORITY_LEVEL_UID_HEADER.eq_ignore_ascii_case("x-kubernetes-pf-prioritylevel-uid"));
+        assert_eq!(
+            FLOW_SCHEMA_UID_HEADER.to_ascii_lowercase(),
+            super::FLOW_SCHEMA_UID
+        );
+        assert_eq!(
+            PRIORITY_LEVEL_UID_HEADER.to_ascii_lowercase(),
+            super::PRIORITY_LEVEL_UID
+        );
     }
 }

@@ -5,7 +5,8 @@
 //! (answers.rs, openapi.rs) | the APIService API (apiservice_api.rs) | a remote APIService's
 //! backend (deadlines, upgrades) | the delegate; proxy.rs forwards, response.rs relays the
 //! answer back or turns a failure into its Status. Everything here reads published snapshots
-//! only: no lock, no document built per request.
+//! only, and builds no document per request; the one lock is an endpoint's `connecting`,
+//! taken only to open a new backend connection (proxy.rs), never on a pooled one.
 
 mod answers;
 mod apiservice_api;

@@ -1,5 +1,5 @@
-//! The request's trace (`--tracing-config-file`): a server span from `request_filter` to
-//! `logging`, with child spans for `authentication`, `flow-control` (when API Priority and
+//! The request's trace (`--tracing-config-file`): a server span from the start of `route`
+//! (phases.rs) to `record` (serve.rs), with child spans for `authentication`, `flow-control` (when API Priority and
 //! Fairness is on) and `authorization`, each `connect` to an endpoint (picked → connected or
 //! reused) and the `backend`'s answer (request sent → response ended). The backend and the
 //! delegate get the `backend` span as their `traceparent` (forward.rs stamps it). Off,
@@ -102,7 +102,7 @@ impl RequestCtx {
         }
     }
 
-    /// Starts the step `name` of `request_filter` (ended by [`RequestCtx::trace_step_end`]).
+    /// Starts the step `name` of `route` (ended by [`RequestCtx::trace_step_end`]).
     #[inline]
     pub(super) fn trace_step(&mut self, name: &'static str) {
         if let Some(trace) = self.trace.as_deref_mut() {
@@ -128,7 +128,7 @@ impl RequestCtx {
         }
     }
 
-    /// An endpoint was picked (`upstream_peer`): connecting starts.
+    /// An endpoint was picked (`connect`, proxy.rs): connecting starts.
     #[inline]
     pub(super) fn trace_connect(&mut self) {
         if let Some(trace) = self.trace.as_deref_mut() {
