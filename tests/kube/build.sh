@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Usage: tests/kube/build.sh OUT_DIR
 # Builds the real Kubernetes servers of this module (go.mod, go.sum) into OUT_DIR: kube-apiserver,
-# sample-apiserver and etcd, each from its Go module, with the version stamps of an upstream
+# sample-apiserver, etcd and the standalone kube-aggregator (the benchmarks' other aggregator),
+# each from its Go module, with the version stamps of an upstream
 # build (`kube-apiserver --version` and `/version` say the release, as kubectl expects), and
 # kube-client, the client-go program of cmd/kube-client (an informer, discovery, a RESTMapper).
 # Called by `scripts/need.sh kube`, which caches OUT_DIR by the hash of go.mod, go.sum, this
@@ -27,13 +28,14 @@ for binary in \
   kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver \
   sample-apiserver=k8s.io/sample-apiserver \
   etcd=go.etcd.io/etcd/server/v3 \
+  kube-aggregator=k8s.io/kube-aggregator \
   kube-client=./cmd/kube-client; do
   name=${binary%%=*}
   start=$(date +%s)
   module=$(go list -f '{{.Module.Path}}' "${binary#*=}")
   # The program of this module is built on client-go: name that.
   [ "$module" = "$(go list -m)" ] && module=k8s.io/client-go
-  echo "building $name ($(go list -m -f '{{.Path}} {{.Version}}' "$module"))" >&2
+  echo "building $name ($(go list -m -f '{{.Path}} {{with .Replace}}{{.Version}}{{else}}{{.Version}}{{end}}' "$module"))" >&2
   nice -n 10 go build -ldflags "-s -w$stamp" -o "$out/$name" "${binary#*=}"
   echo "built $name in $(($(date +%s) - start)) s" >&2
 done
