@@ -10,6 +10,12 @@
 //! only, so they build without the config loader (YAML, kube-client) or the write strategy
 //! (JSON Patch). The modules are private; every item has one path, at the crate root.
 
+/// The Kubernetes minor release (`1.<minor>`) whose API apiagg serves: the discovery
+/// priorities, flow-control defaults, validation messages and error negotiation are
+/// kube-apiserver 1.37's. apiagg's own `/version` reports it, so that clients judge their
+/// version skew against the API they get.
+pub const KUBERNETES_MINOR: u32 = 37;
+
 mod apiservice;
 mod cbor;
 mod content_hash;

@@ -46,7 +46,7 @@ impl Endpoint {
 /// A health answer: status code and plain-text body.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Answer {
-    /// 200, 404 or 500.
+    /// 200 or 500.
     pub code: u16,
     /// Body text.
     pub body: String,
@@ -165,17 +165,22 @@ fn checks(endpoint: Endpoint) -> Vec<&'static Check> {
     list
 }
 
-/// Answers `/<endpoint>` (`check` empty) or `/<endpoint>/<check>` with the raw query string.
-pub fn answer(endpoint: Endpoint, check: &str, query: Option<&str>, lc: &Lifecycle) -> Answer {
+/// Answers `/<endpoint>` (`check` empty) or `/<endpoint>/<check>` with the raw query string;
+/// `None` for a check the endpoint does not have (the caller answers 404, as for any path
+/// nothing serves).
+pub fn answer(
+    endpoint: Endpoint,
+    check: &str,
+    query: Option<&str>,
+    lc: &Lifecycle,
+) -> Option<Answer> {
     let list = checks(endpoint);
     if !check.is_empty() {
-        return match list.iter().find(|c| c.name == check) {
-            Some(c) => match c.run(lc) {
-                Ok(()) => Answer::new(200, "ok"),
-                Err(e) => Answer::new(500, format!("internal server error: {e}\n")),
-            },
-            None => Answer::new(404, "404 page not found\n"),
-        };
+        let c = list.iter().find(|c| c.name == check)?;
+        return Some(match c.run(lc) {
+            Ok(()) => Answer::new(200, "ok"),
+            Err(e) => Answer::new(500, format!("internal server error: {e}\n")),
+        });
     }
 
     let mut verbose = false;
@@ -221,18 +226,23 @@ pub fn answer(endpoint: Endpoint, check: &str, query: Option<&str>, lc: &Lifecyc
         ));
     }
     let name = endpoint.name();
-    if failed {
+    Some(if failed {
         Answer::new(500, format!("{lines}{name} check failed\n"))
     } else if verbose {
         Answer::new(200, format!("{lines}{name} check passed\n"))
     } else {
         Answer::new(200, "ok")
-    }
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The answer of a check or an endpoint that exists.
+    fn answer(endpoint: Endpoint, check: &str, query: Option<&str>, lc: &Lifecycle) -> Answer {
+        super::answer(endpoint, check, query, lc).expect("an existing check")
+    }
 
     fn ready() -> std::sync::Arc<Lifecycle> {
         let lc = Lifecycle::new();
@@ -328,6 +338,6 @@ mod tests {
             answer(Endpoint::Readyz, "shutdown", None, &lc).body,
             "internal server error: process is shutting down\n"
         );
-        assert_eq!(answer(Endpoint::Readyz, "nope", None, &lc).code, 404);
+        assert!(super::answer(Endpoint::Readyz, "nope", None, &lc).is_none());
     }
 }

@@ -3,7 +3,7 @@
 //! certificates, configs and raw-wire tools they share.
 //!
 //! Everything a suite usually needs is re-exported here (`use apiagg_tests::*;`); the modules
-//! `api`, `audit`, `flow`, `oidc`, `openapi`, `pki`, `prometheus`, `rbac`, `real_kube`, `relay`, `served_tls`, `trust` and `wire` hold
+//! `api`, `audit`, `cbor`, `flow`, `oidc`, `openapi`, `pki`, `prometheus`, `rbac`, `real_kube`, `relay`, `served_tls`, `trust` and `wire` hold
 //! what only some suites use (`real_kube`: the real kube-apiserver, sample-apiserver and etcd).
 
 #![warn(missing_docs)]
@@ -11,6 +11,7 @@
 pub mod api;
 pub mod audit;
 mod backends;
+pub mod cbor;
 pub mod flow;
 mod gateway;
 mod http;

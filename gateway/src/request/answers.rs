@@ -16,10 +16,14 @@ fn header<'a>(req: &'a RequestHeader, name: &str) -> Option<&'a str> {
     req.headers.get(name).and_then(|v| v.to_str().ok())
 }
 
-/// `/healthz`, `/livez`, `/readyz`, all checks or one.
+/// `/healthz`, `/livez`, `/readyz`, all checks or one; a check that does not exist is the
+/// 404 `Status` of any unknown path (kube-apiserver 1.37.2 writes the text `404 page not
+/// found` there, kubernetes#138219 a `Status`).
 pub fn health(req: &RequestHeader, endpoint: HealthEndpoint, check: &str, lc: &Lifecycle) -> Reply {
-    let answer = health_answer(endpoint, check, req.uri.query(), lc);
-    Reply::text(answer.code, answer.body)
+    match health_answer(endpoint, check, req.uri.query(), lc) {
+        Some(answer) => Reply::text(answer.code, answer.body),
+        None => reply::not_found(),
+    }
 }
 
 /// `/metrics` in the Prometheus text format.
@@ -47,12 +51,20 @@ pub fn status(book: &Statuses, routes: &RouteTable) -> Reply {
     Reply::json(200, document)
 }
 
-/// apiagg's own `/version` (served when there is no delegate to answer it).
+/// apiagg's own `/version` (served when there is no delegate to answer it): the Kubernetes
+/// release whose API apiagg serves ([`apiagg_apis::KUBERNETES_MINOR`]), as kube-apiserver of
+/// that release writes it, with apiagg's version as the pre-release part of `gitVersion`
+/// (`v1.37.0-apiagg.0.1.0`): kubectl reads the minor from it and warns of no skew.
 pub fn version() -> Reply {
+    let minor = apiagg_apis::KUBERNETES_MINOR;
     let doc = serde_json::json!({
         "major": "1",
-        "minor": "32",
-        "gitVersion": concat!("v1.32.0-apiagg.", env!("CARGO_PKG_VERSION")),
+        "minor": minor.to_string(),
+        "emulationMajor": "1",
+        "emulationMinor": minor.to_string(),
+        "minCompatibilityMajor": "1",
+        "minCompatibilityMinor": minor.saturating_sub(1).to_string(),
+        "gitVersion": format!("v1.{minor}.0-apiagg.{}", env!("CARGO_PKG_VERSION")),
         "gitCommit": "",
         "gitTreeState": "clean",
         "buildDate": "1970-01-01T00:00:00Z",

@@ -127,12 +127,12 @@ pub async fn serve(
         } => {
             ctx.audit.reply(code, &body);
             let headers = ctx.answer_headers();
-            let reply = encoded(code, body, cbor);
+            let reply = encoded(code, body, cbor).negotiated(session.req_header());
             send_warned(session, reply, &warnings, headers).await?;
             Ok(code)
         }
         Answer::Retry { body, retry_after } => {
-            let reply = Reply::json(503, Bytes::from(body)).header(
+            let reply = Reply::own_status(503, Bytes::from(body)).header(
                 http::header::RETRY_AFTER,
                 http::HeaderValue::from(retry_after),
             );
@@ -146,10 +146,14 @@ pub async fn serve(
     }
 }
 
-/// An answer of the API in JSON, or in CBOR when `cbor` (errors are `Status` objects, which
-/// the reply negotiates itself).
+/// An answer of the API in JSON, or in CBOR when `cbor`; errors are `Status` objects, which
+/// the reply negotiates itself, as every `Status` apiagg writes (the 404 of an unknown name or
+/// path too).
 fn encoded(code: u16, json: Vec<u8>, cbor: bool) -> Reply {
-    if cbor && code < 400 {
+    if code >= 400 {
+        return Reply::own_status(code, Bytes::from(json));
+    }
+    if cbor {
         if let Ok(encoded) = apiagg_apis::json_to_cbor(&json) {
             return Reply::new(code, apiagg_apis::CBOR, Bytes::from(encoded));
         }

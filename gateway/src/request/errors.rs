@@ -1,7 +1,6 @@
 //! What a failure on the proxy path means: which endpoint to eject, whether pingora may retry,
 //! which upstream answers apiagg replaces, and the Status a client gets instead of an empty 502.
 
-use bytes::Bytes;
 use pingora_error::{Error, ErrorSource, ErrorType};
 
 use super::reply::{self, Reply};
@@ -44,21 +43,22 @@ pub fn endpoint_broken(e: &Error, client_reused: bool) -> bool {
 
 /// The Status apiagg writes for an upstream answer it must not pass on: a redirect from a
 /// remote backend (502), or a 404 from the delegate before mux completion (503, as
-/// k8s.io/apiserver's `pkg/util/notfoundhandler/not_found_handler.go`).
+/// k8s.io/apiserver's `pkg/util/notfoundhandler/not_found_handler.go`). Negotiated by the
+/// caller (JSON or CBOR), as every `Status` apiagg writes.
 pub fn replacement(
     kind: RouteKind,
     code: u16,
     redirects: bool,
     arrived_complete: bool,
-) -> Option<(u16, Bytes)> {
+) -> Option<Reply> {
     if kind == RouteKind::Proxy {
         let redirect = (300..400).contains(&code) && redirects;
         return redirect.then(|| {
             let message = "the backend attempted to redirect this request, which is not permitted";
-            (502, reply::failure(502, "BadGateway", message, None))
+            reply::failure_reply(502, "BadGateway", message)
         });
     }
-    (code == 404 && !arrived_complete).then(|| (503, reply::mux_incomplete()))
+    (code == 404 && !arrived_complete).then(reply::mux_incomplete_reply)
 }
 
 /// The answer to a request whose backend could not be reached; `target` names it.
@@ -80,11 +80,11 @@ mod tests {
     #[test]
     fn only_remote_redirects_and_early_delegate_404s_are_replaced() {
         let proxied_redirect = replacement(RouteKind::Proxy, 302, true, true);
-        assert_eq!(proxied_redirect.map(|r| r.0), Some(502));
+        assert_eq!(proxied_redirect.map(|r| r.code()), Some(502));
         assert!(replacement(RouteKind::Proxy, 304, false, true).is_none());
         assert!(replacement(RouteKind::Proxy, 404, false, false).is_none());
         let early = replacement(RouteKind::Delegate, 404, false, false);
-        assert_eq!(early.map(|r| r.0), Some(503));
+        assert_eq!(early.map(|r| r.code()), Some(503));
         assert!(replacement(RouteKind::Delegate, 404, false, true).is_none());
     }
 

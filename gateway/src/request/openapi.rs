@@ -41,6 +41,13 @@ pub fn answer(req: &RequestHeader, path: OpenApiPath<'_>, docs: Option<&OpenApiD
     let Some(docs) = docs else {
         return not_ready("no OpenAPI document has been produced yet");
     };
+    // A document that does not exist is 404 whatever the client accepts (the 404 `Status` is
+    // negotiated, JSON or CBOR).
+    if let OpenApiPath::V3Document(key, _) = path {
+        if !docs.v3.contains_key(key) {
+            return reply::not_found();
+        }
+    }
     let format = match negotiate(header(req, "accept"), path == OpenApiPath::V2) {
         Ok(format) => format,
         Err(reply) => return reply,

@@ -89,12 +89,20 @@ impl Reply {
     }
 
     /// The same reply, its `Status` read from its body: for bodies apiagg relays rather than
-    /// renders (a backend's, the APIService API's).
+    /// renders (a backend's).
     pub fn read_status(mut self) -> Reply {
-        if self.code >= 400 {
+        if self.code >= 400 && self.status.is_none() {
             self.status = status_of(&self.body).map(Box::new);
         }
         self
+    }
+
+    /// A failure `Status` apiagg rendered as JSON elsewhere (the APIService API's answers):
+    /// read for the audit and negotiated like [`Reply::failure`]'s, JSON or CBOR.
+    pub fn own_status(code: u16, json: Bytes) -> Reply {
+        let mut reply = Reply::json(code, json).read_status();
+        reply.own_status = true;
+        reply
     }
 
     /// `304 Not Modified` (no body, no content headers).
@@ -122,12 +130,17 @@ impl Reply {
 
     /// Writes the response and ends it.
     ///
+    /// The body is complete before the head goes out (Status objects, discovery and OpenAPI
+    /// documents are rendered or published whole), so an answer written here cannot fail
+    /// midway; what apiagg streams itself and can fail after its head ([`abandon`]) is not
+    /// written here.
+    ///
     /// The head is built as a plain header map, with names parsed once for the process: pingora's
     /// own setters parse each name again and keep a second map for their case, which costs more
     /// than the rest of a discovery answer. The names go out in lowercase, as over HTTP/2.
     pub async fn send(mut self, session: &mut Session) -> Result<()> {
         if self.own_status {
-            self.negotiate_status(session.req_header());
+            self = self.negotiated(session.req_header());
         }
         let (mut head, ()) = http::Response::new(()).into_parts();
         head.status = StatusCode::from_u16(self.code).or_err(InvalidHTTPHeader, "status")?;
@@ -157,21 +170,37 @@ impl Reply {
 }
 
 impl Reply {
-    /// A `Status` apiagg rendered goes in CBOR when the request's `Accept` prefers it (as
-    /// kube-apiserver negotiates its errors; anything else, or a failed encoding, stays JSON).
-    fn negotiate_status(&mut self, req: &pingora_http::RequestHeader) {
+    /// The same reply for `req`: a `Status` apiagg rendered goes in CBOR when the request's
+    /// `Accept` prefers it (as kube-apiserver's `responsewriters.ErrorNegotiated` writes its
+    /// errors; anything else, or a failed encoding, stays JSON). For a caller that writes the
+    /// reply itself ([`Reply::into_parts`]); [`Reply::send`] negotiates on its own.
+    pub fn negotiated(mut self, req: &pingora_http::RequestHeader) -> Reply {
+        if !std::mem::take(&mut self.own_status) {
+            return self;
+        }
         let accept = req
             .headers
             .get(http::header::ACCEPT)
             .and_then(|v| v.to_str().ok());
         if apiagg_discovery::status_format(accept) != apiagg_discovery::Format::Cbor {
-            return;
+            return self;
         }
         if let Ok(cbor) = apiagg_apis::json_to_cbor(&self.body) {
             self.body = Bytes::from(cbor);
             self.content_type = apiagg_apis::CBOR;
         }
+        self
     }
+}
+
+/// Abandons an answer whose head went out and whose body cannot be completed: an HTTP/2
+/// stream is reset (`INTERNAL_ERROR`, as Go's server resets a handler that aborts with
+/// `http.ErrAbortHandler`), an HTTP/1.1 connection is closed before the body's end. The client
+/// sees a broken answer, never one that looks complete, nor a `Status` appended after part of
+/// a body (kubernetes#140136). Nothing may be written to `session` after it.
+pub async fn abandon(session: &mut Session) {
+    session.set_keepalive(None);
+    session.shutdown().await;
 }
 
 /// The head of a watch stream apiagg writes itself: `200`, JSON lines, not cached, with
@@ -198,21 +227,11 @@ pub fn failure(code: u16, reason: &str, message: &str, details: Option<Value>) -
     Bytes::from(failure_status(code, reason, message, details).to_string())
 }
 
-/// 503 for a request that arrived before every route was installed (k8s.io/apiserver's
-/// `pkg/util/notfoundhandler/not_found_handler.go`).
-pub fn mux_incomplete() -> Bytes {
-    failure(
-        503,
-        "ServiceUnavailable",
-        MUX_INCOMPLETE,
-        Some(json!({"retryAfterSeconds": MUX_RETRY_AFTER_SECONDS})),
-    )
-}
-
 const MUX_INCOMPLETE: &str =
     "the request has been made before all known HTTP paths have been installed, please try again";
 
-/// The complete 503 reply for a request that arrived before mux completion.
+/// 503 for a request that arrived before every route was installed (k8s.io/apiserver's
+/// `pkg/util/notfoundhandler/not_found_handler.go`), with `Retry-After`.
 pub fn mux_incomplete_reply() -> Reply {
     let details = json!({"retryAfterSeconds": MUX_RETRY_AFTER_SECONDS});
     Reply::failure(503, "ServiceUnavailable", MUX_INCOMPLETE, Some(details)).header(
@@ -221,13 +240,16 @@ pub fn mux_incomplete_reply() -> Reply {
     )
 }
 
-/// `Retry-After` sent with [`mux_incomplete`].
+/// `Retry-After` sent with [`mux_incomplete_reply`].
 pub const MUX_RETRY_AFTER_SECONDS: u64 = 5;
 
-/// The 404 for paths nothing serves.
+/// The 404 for paths nothing serves, negotiated (JSON, or CBOR when asked): the `Status`
+/// kube-apiserver's last handler writes since kubernetes#138219 (k8s.io/apiserver's
+/// `pkg/util/notfoundhandler/not_found_handler.go`; 1.37.2 still writes the text `404 page not
+/// found`), without `details`.
 pub fn not_found() -> Reply {
     let message = "the server could not find the requested resource";
-    Reply::failure(404, "NotFound", message, Some(json!({})))
+    Reply::failure(404, "NotFound", message, None)
 }
 
 /// The answer to a caller authentication refused: 401 saying nothing about why (as
@@ -314,10 +336,35 @@ mod tests {
     }
 
     #[test]
-    fn field_order_matches_kube() {
-        let body = mux_incomplete();
+    fn the_404_is_kube_apiservers_status_in_json_or_cbor_as_asked() {
+        let json = br#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"the server could not find the requested resource","reason":"NotFound","code":404}"#;
+        assert_eq!(not_found().body(), &Bytes::from_static(json));
+        let mut req = pingora_http::RequestHeader::build("GET", b"/nowhere", None).expect("head");
+        let (_, kind, body) = not_found().negotiated(&req).into_parts();
+        assert_eq!((kind, &body[..]), (JSON, &json[..]));
+        req.insert_header("Accept", "application/cbor, application/json")
+            .expect("accept");
+        let (_, kind, body) = not_found().negotiated(&req).into_parts();
+        assert_eq!(kind, apiagg_apis::CBOR);
+        let json: Value = serde_json::from_slice(json).expect("JSON");
+        assert_eq!(apiagg_apis::from_cbor(&body).expect("CBOR"), json);
+        // A Status rendered elsewhere negotiates alike; a document never does.
+        let api = Reply::own_status(404, Bytes::from(json.to_string()));
         assert_eq!(
-            std::str::from_utf8(&body).expect("utf8"),
+            api.status().map(|s| s.message.as_str()),
+            json["message"].as_str()
+        );
+        assert_eq!(api.negotiated(&req).into_parts().1, apiagg_apis::CBOR);
+        let document = Reply::json(200, Bytes::from_static(b"{}"));
+        assert_eq!(document.negotiated(&req).into_parts().1, JSON);
+    }
+
+    #[test]
+    fn field_order_matches_kube() {
+        let reply = mux_incomplete_reply();
+        let body = reply.body();
+        assert_eq!(
+            std::str::from_utf8(body).expect("utf8"),
             r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"the request has been made before all known HTTP paths have been installed, please try again","reason":"ServiceUnavailable","details":{"retryAfterSeconds":5},"code":503}"#
         );
     }

@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use pingora_error::{Error, ErrorSource, ErrorType, Result};
-use pingora_http::ResponseHeader;
+use pingora_http::{RequestHeader, ResponseHeader};
 
 use super::backend::Backend;
 use super::{deadline, errors, ApiaggProxy, RequestCtx, Session};
@@ -67,7 +67,7 @@ impl ApiaggProxy {
         };
         framing::strip_response_hop_by_hop(&mut head);
         let answered_well = head.status.is_success();
-        self.filter_head(&mut head, ctx)?;
+        self.filter_head(&mut head, session.req_header(), ctx)?;
         if !session.is_http2() {
             framing::frame_for_http11(
                 &mut head,
@@ -148,6 +148,7 @@ impl ApiaggProxy {
     pub(super) fn filter_head(
         &self,
         response: &mut ResponseHeader,
+        req: &RequestHeader,
         ctx: &mut RequestCtx,
     ) -> Result<()> {
         // Names parsed once for the process (a custom name given as text is parsed, and
@@ -182,16 +183,17 @@ impl ApiaggProxy {
             }
         }
         let redirects = response.headers.contains_key(http::header::LOCATION);
-        let Some((code, body)) =
+        let Some(replacement) =
             errors::replacement(ctx.outcome.kind, code, redirects, ctx.arrived_complete)
         else {
             return Ok(());
         };
+        let (code, content_type, body) = replacement.negotiated(req).into_parts();
         response.set_status(code)?;
         for name in ["location", "transfer-encoding", "content-encoding", "etag"] {
             response.remove_header(name);
         }
-        response.insert_header("Content-Type", reply::JSON)?;
+        response.insert_header("Content-Type", content_type)?;
         response.insert_header("Content-Length", body.len().to_string())?;
         if code == 503 {
             response.insert_header("Retry-After", reply::MUX_RETRY_AFTER_SECONDS.to_string())?;

@@ -1,17 +1,20 @@
 //! The emulated streaming list: list pages in the caller's name → `ADDED` events → the
 //! annotated BOOKMARK at the list's resourceVersion → a watch from it, relayed as the backend
 //! sends it. Nothing is sent before the first page arrives, so a refused list reaches the
-//! client as the backend answered it; a failure after that is an `ERROR` event with the
-//! backend's Status (a 410 `Expired` as upstream sends it), and the stream ends.
+//! client as the backend answered it; a failure of a list or of opening the watch after that
+//! is an `ERROR` event with the backend's Status (a 410 `Expired` as upstream sends it), after
+//! whole events, and the stream ends. A backend's watch that breaks while it is relayed (its
+//! last event may be cut), or a compressor that fails, abandons the answer: the HTTP/2 stream
+//! is reset, the HTTP/1.1 connection closed, never ended as if complete (kubernetes#140136).
 
 use std::time::Duration;
 
 use crate::request::Session;
 use apiagg_requestinfo::QueryParams;
 use bytes::Bytes;
-use pingora_error::Result;
+use pingora_error::{Error, ErrorType, Result};
 
-use super::output::Output;
+use super::output::{Output, Stopped};
 use super::protocol::{self, ItemType, Page};
 use crate::backends::{Client, FetchError, Fetched};
 use crate::request::reply::{self, Reply};
@@ -74,7 +77,8 @@ enum Failed {
 }
 
 impl Stream<'_> {
-    /// Serves the stream; returns the status code the client got.
+    /// Serves the stream; returns the status code the client got. A stream that breaks after
+    /// its head is abandoned ([`reply::abandon`]) and its failure returned.
     pub async fn serve(self, session: &mut Session, ctx: &mut RequestCtx) -> Result<u16> {
         let first = match self.page(None).await {
             Ok(page) => page,
@@ -82,11 +86,34 @@ impl Stream<'_> {
         };
         let mut out = Output::new(self.gzip);
         self.head(session, ctx, &out).await?;
-        let (item, resource_version) = (first.item.clone(), first.resource_version.clone());
-        let mut next = first.next.clone();
-        if !out.send(session, first.events).await {
-            return Ok(200);
+        match self.body(session, ctx, &mut out, first).await {
+            Ok(()) => {
+                out.end(session).await;
+                Ok(200)
+            }
+            Err(Stopped::ClientGone) => Ok(200),
+            Err(Stopped::Broken(e)) => {
+                reply::abandon(session).await;
+                Err(e)
+            }
         }
+    }
+
+    /// The body after its head: the first page's events, the other pages', the annotated
+    /// BOOKMARK, then the watch. Every write is of whole events (a page is read whole before
+    /// any of it is sent), so a failure of the list is an `ERROR` event after whole events
+    /// and the stream ends, as a kube-apiserver watch ends; only the backend's watch, relayed
+    /// as it arrives, can break inside an event.
+    async fn body(
+        &self,
+        session: &mut Session,
+        ctx: &mut RequestCtx,
+        out: &mut Output,
+        first: Listed,
+    ) -> Result<(), Stopped> {
+        let (item, resource_version) = (first.item, first.resource_version);
+        let mut next = first.next;
+        out.send(session, first.events).await?;
         // The initial phase holds a flow-control seat: it is bounded as a list is, in time
         // (`--request-timeout`) and in pages, whatever `continue` tokens the backend keeps
         // answering.
@@ -107,27 +134,20 @@ impl Stream<'_> {
             match page {
                 Ok(page) => {
                     next = page.next;
-                    if !out.send(session, page.events).await {
-                        return Ok(200);
-                    }
+                    out.send(session, page.events).await?;
                 }
                 Err(failed) => {
-                    out.send(session, error_line(failed, "listing the next page"))
+                    return out
+                        .send(session, error_line(failed, "listing the next page"))
                         .await;
-                    out.end(session).await;
-                    return Ok(200);
                 }
             }
         }
         let end = protocol::initial_events_end(&item, &resource_version);
-        if !out.send(session, end).await {
-            return Ok(200);
-        }
+        out.send(session, end).await?;
         // The initial phase is over: the flow-control seat goes back, as for any watch.
         ctx.flow.delegated();
-        self.watch(session, ctx, &mut out, &resource_version).await;
-        out.end(session).await;
-        Ok(200)
+        self.watch(session, ctx, out, &resource_version).await
     }
 
     /// One list page, parsed.
@@ -231,13 +251,15 @@ impl Stream<'_> {
 
     /// Watches from `resource_version` and relays the events until the backend ends the
     /// watch, the client goes away, the watch's deadline passes or the shutdown drain ends it.
+    /// A backend's watch that breaks breaks the client's ([`Stopped::Broken`]), as a proxied
+    /// one does: its last event may be cut, and the client must not read the end as complete.
     async fn watch(
         &self,
         session: &mut Session,
         ctx: &mut RequestCtx,
         out: &mut Output,
         resource_version: &str,
-    ) {
+    ) -> Result<(), Stopped> {
         let query = protocol::watch_query(self.query, resource_version, ctx.bounds.watch_timeout);
         let target = format!("{}?{query}", self.path);
         let within = self.connect_timeout + self.request_timeout;
@@ -248,9 +270,9 @@ impl Stream<'_> {
         let (url, mut response) = match opened {
             Ok(opened) => opened,
             Err(e) => {
-                out.send(session, error_line(Failed::Fetch(e), "watching"))
+                return out
+                    .send(session, error_line(Failed::Fetch(e), "watching"))
                     .await;
-                return;
             }
         };
         if response.status() != reqwest::StatusCode::OK {
@@ -258,8 +280,7 @@ impl Stream<'_> {
                 Ok(fetched) => Failed::Answer(fetched),
                 Err(e) => Failed::Fetch(e),
             };
-            out.send(session, error_line(failed, "watching")).await;
-            return;
+            return out.send(session, error_line(failed, "watching")).await;
         }
         let mut tick = tokio::time::interval(TICK);
         loop {
@@ -270,25 +291,22 @@ impl Stream<'_> {
                 _ = session.read_body_or_idle(true) => Next::ClientGone,
             };
             match next {
-                Next::Chunk(Ok(Some(chunk))) => {
-                    if !out.relay(session, chunk).await {
-                        return;
-                    }
-                }
-                Next::Chunk(Ok(None)) | Next::ClientGone => return,
+                Next::Chunk(Ok(Some(chunk))) => out.relay(session, chunk).await?,
+                Next::Chunk(Ok(None)) | Next::ClientGone => return Ok(()),
                 Next::Chunk(Err(e)) => {
-                    tracing::debug!(url, "emulated streaming list: the watch broke: {e}");
-                    return;
+                    let context = format!("emulated streaming list: the watch at {url} broke");
+                    let broken = Error::because(ErrorType::ReadError, context, e).into_up();
+                    return Err(Stopped::Broken(broken));
                 }
                 Next::Tick => {
                     let now = std::time::Instant::now();
                     if ctx.bounds.deadline.is_some_and(|d| now >= d) {
-                        return;
+                        return Ok(());
                     }
                     if let Some(watch) = &ctx.bounds.watch {
                         if self.watches.drain_ends(watch, now) {
                             self.watches.ended_by_drain();
-                            return;
+                            return Ok(());
                         }
                     }
                 }

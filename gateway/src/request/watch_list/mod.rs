@@ -125,6 +125,8 @@ impl ApiaggProxy {
         }
         metrics.watch_list_stream(&upstream.label, "emulated");
         ctx.outcome.kind = RouteKind::Proxy;
+        // Named before the stream: one that breaks is logged and counted as this backend's.
+        ctx.attempts.upstream = Some(upstream.clone());
         let stream = emulate::Stream {
             client,
             headers,

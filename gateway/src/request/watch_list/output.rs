@@ -9,6 +9,7 @@ use std::io::Write;
 use bytes::Bytes;
 use flate2::write::GzEncoder;
 use flate2::Compression;
+use pingora_error::{Error, ErrorType};
 
 use crate::request::Session;
 
@@ -19,6 +20,22 @@ const COMPRESS_INLINE: usize = 256 << 10;
 pub struct Output {
     /// `None` when the client did not accept gzip, or once the compressor failed.
     gzip: Option<GzEncoder<Vec<u8>>>,
+}
+
+/// Why a stream stopped before its end.
+pub enum Stopped {
+    /// The client went away: nothing more to write.
+    ClientGone,
+    /// The stream cannot go on after part of its body went out (the compressor failed, the
+    /// backend's watch broke): the answer is abandoned, never ended as if complete.
+    Broken(Box<Error>),
+}
+
+impl Stopped {
+    /// A stream broken by `why` (apiagg's own failure, not the backend's).
+    fn internal(why: &str) -> Stopped {
+        Stopped::Broken(Error::explain(ErrorType::InternalError, why.to_string()))
+    }
 }
 
 impl Output {
@@ -34,21 +51,18 @@ impl Output {
         self.gzip.is_some()
     }
 
-    /// Sends `events`; `false` when the client went away (or the compressor failed: the
-    /// stream ends then, as for a client gone).
-    pub async fn send(&mut self, session: &mut Session, events: Vec<u8>) -> bool {
+    /// Sends `events` (whole events: the gzip stream stays decodable up to them).
+    pub async fn send(&mut self, session: &mut Session, events: Vec<u8>) -> Result<(), Stopped> {
         if events.is_empty() {
-            return true;
+            return Ok(());
         }
+        const FAILED: &str = "compressing the emulated streaming list failed";
         let bytes = match self.gzip.take() {
             None => events,
             Some(mut encoder) if events.len() <= COMPRESS_INLINE => {
                 let out = compress(&mut encoder, &events);
                 self.gzip = Some(encoder);
-                match out {
-                    Some(out) => out,
-                    None => return false,
-                }
+                out.ok_or_else(|| Stopped::internal(FAILED))?
             }
             Some(mut encoder) => {
                 let compressed = tokio::task::spawn_blocking(move || {
@@ -61,20 +75,17 @@ impl Output {
                         self.gzip = Some(encoder);
                         out
                     }
-                    _ => return false,
+                    _ => return Err(Stopped::internal(FAILED)),
                 }
             }
         };
-        session
-            .write_response_body(Bytes::from(bytes), false)
-            .await
-            .is_ok()
+        write(session, Bytes::from(bytes)).await
     }
 
     /// Sends a chunk relayed from the backend's watch.
-    pub async fn relay(&mut self, session: &mut Session, chunk: Bytes) -> bool {
+    pub async fn relay(&mut self, session: &mut Session, chunk: Bytes) -> Result<(), Stopped> {
         if self.gzip.is_none() {
-            return session.write_response_body(chunk, false).await.is_ok();
+            return write(session, chunk).await;
         }
         self.send(session, chunk.to_vec()).await
     }
@@ -90,6 +101,12 @@ impl Output {
         }
         let _ = session.finish_body().await;
     }
+}
+
+/// Writes a piece of the body; a write that fails is a client gone.
+async fn write(session: &mut Session, bytes: Bytes) -> Result<(), Stopped> {
+    let written = session.write_response_body(bytes, false).await;
+    written.map_err(|_| Stopped::ClientGone)
 }
 
 /// Compresses `bytes` and flushes: what came out so far decodes to everything written.
