@@ -122,6 +122,9 @@ pub struct Setup<'a> {
     /// The delegate serves cluster objects (`--cluster`: Services, EndpointSlices, flow
     /// control and RBAC objects).
     pub cluster_objects: bool,
+    /// More lines of apiagg's static token file, after [`STATIC_TOKEN`]'s (each ending in a
+    /// newline).
+    pub tokens: Option<&'a str>,
 }
 
 impl Cluster {
@@ -204,6 +207,7 @@ impl Cluster {
             authentication,
             authorization_config,
             cluster_objects,
+            tokens,
         } = setup;
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().to_path_buf();
@@ -223,7 +227,10 @@ impl Cluster {
         std::fs::write(path.join("apiagg-token"), "apiagg-token-1\n").expect("token");
         std::fs::write(
             path.join("tokens.csv"),
-            format!("{STATIC_TOKEN},carol,uid-carol,\"static-group\"\n"),
+            format!(
+                "{STATIC_TOKEN},carol,uid-carol,\"static-group\"\n{}",
+                tokens.unwrap_or_default()
+            ),
         )
         .expect("static tokens");
 

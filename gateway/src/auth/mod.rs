@@ -30,7 +30,7 @@ use crate::backends::{Clients, Reloadable, Upstream};
 use apiagg_observe::CertificateKind;
 
 pub use self::jwt::{Attempt, AuthnMetrics, IssuerRefusal, StructuredAuthn};
-pub use self::user::{InvalidIdentity, User};
+pub use self::user::{FieldsSize, InvalidIdentity, User, FIELD_OVERHEAD};
 pub use self::x509::{
     CaFile, CertificateRefusal, ClientCertificates, ConnectionIdentity, IdentifyConnections,
     RequestClientCertificates,

@@ -15,6 +15,34 @@ pub const UNAUTHENTICATED: &str = "system:unauthenticated";
 /// Header name and value pairs, ready to append.
 pub type Headers = Vec<(HeaderName, HeaderValue)>;
 
+/// Bytes a header field costs beyond its name and value when a header list is measured as
+/// HTTP/2 measures it (RFC 9113 §6.5.2), the way Go's servers bound what they accept.
+pub const FIELD_OVERHEAD: usize = 32;
+
+/// How many header fields a set holds and how many bytes they are, each field counted as its
+/// name, its value and [`FIELD_OVERHEAD`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FieldsSize {
+    /// Header fields (one per value).
+    pub fields: usize,
+    /// Their bytes, as HTTP/2 counts a header list.
+    pub bytes: usize,
+}
+
+impl FieldsSize {
+    /// The size of `headers`.
+    pub fn of(headers: &Headers) -> FieldsSize {
+        let bytes = headers
+            .iter()
+            .map(|(name, value)| name.as_str().len() + value.len() + FIELD_OVERHEAD)
+            .sum();
+        FieldsSize {
+            fields: headers.len(),
+            bytes,
+        }
+    }
+}
+
 /// Which part of an identity cannot be forwarded.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Field {
@@ -105,6 +133,8 @@ pub struct User {
     pub extra: Vec<(String, Vec<String>)>,
     remote: Headers,
     impersonation: Headers,
+    remote_size: FieldsSize,
+    impersonation_size: FieldsSize,
 }
 
 impl User {
@@ -150,6 +180,8 @@ impl User {
             extra,
             remote: Vec::new(),
             impersonation: Vec::new(),
+            remote_size: FieldsSize::default(),
+            impersonation_size: FieldsSize::default(),
         };
         user.remote = user.headers(
             "x-remote-user",
@@ -165,6 +197,8 @@ impl User {
             "impersonate-extra-",
             false,
         )?;
+        user.remote_size = FieldsSize::of(&user.remote);
+        user.impersonation_size = FieldsSize::of(&user.impersonation);
         Ok(user)
     }
 
@@ -193,6 +227,16 @@ impl User {
     /// delegate adds it itself, and asking for it would need one more RBAC rule).
     pub fn impersonation_headers(&self) -> &Headers {
         &self.impersonation
+    }
+
+    /// The size of [`User::remote_headers`], measured once.
+    pub fn remote_size(&self) -> FieldsSize {
+        self.remote_size
+    }
+
+    /// The size of [`User::impersonation_headers`], measured once.
+    pub fn impersonation_size(&self) -> FieldsSize {
+        self.impersonation_size
     }
 
     /// One header set; every value must make it in (checked again here, so that a value the

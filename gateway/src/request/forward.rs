@@ -12,8 +12,11 @@ use http::{HeaderMap, HeaderName, HeaderValue};
 use pingora_error::{ErrorType::InvalidHTTPHeader, OrErr, Result};
 use pingora_http::RequestHeader;
 
-use crate::auth::{Authenticator, User};
+use crate::auth::{Authenticator, FieldsSize, User};
 use apiagg_audit::AUDIT_ID_HEADER;
+
+mod size;
+pub use size::{check as check_size, MAX_H2_HEADER_LIST};
 
 /// Who the forwarded request is from, and how that is said.
 #[derive(Debug, Clone)]
@@ -36,6 +39,18 @@ impl Identity<'_> {
     /// Whether the request travels on apiagg's own connections (its client certificate).
     pub fn own_connection(&self) -> bool {
         matches!(self, Identity::Impersonate { .. })
+    }
+
+    /// The size of the headers stating the caller, and of apiagg's own `Authorization` value.
+    pub fn size(&self) -> (FieldsSize, usize) {
+        match self {
+            Identity::Remote(user) => (user.remote_size(), 0),
+            Identity::Impersonate { user, token } => (
+                user.impersonation_size(),
+                token.as_ref().map_or(0, |t| t.len()),
+            ),
+            Identity::CallerCredentials => (FieldsSize::default(), 0),
+        }
     }
 }
 

@@ -22,6 +22,7 @@ mod errors;
 mod flow;
 mod forward;
 mod framing;
+mod head;
 mod openapi;
 mod phases;
 mod proxy;
@@ -233,19 +234,7 @@ impl ApiaggProxy {
         ctx: &'a RequestCtx,
         upstream: &'a Upstream,
     ) -> Forwarding<'a> {
-        let caller = ctx.caller.as_ref();
-        // Every request is authenticated before it is routed; anonymous is only a safe default.
-        let user = caller.map_or_else(|| &**User::anonymous(), |c| &*c.user);
-        let identity = if upstream.remote {
-            Identity::Remote(user)
-        } else if !ctx.attempts.own_connection {
-            Identity::CallerCredentials
-        } else {
-            Identity::Impersonate {
-                user,
-                token: upstream.token.as_ref().and_then(|t| t.header()),
-            }
-        };
+        let identity = Self::identity(ctx, upstream);
         Forwarding {
             client_ip: session
                 .client_addr()
@@ -259,6 +248,23 @@ impl ApiaggProxy {
             identity,
             auth: &self.auth,
             trace: ctx.trace_headers(),
+        }
+    }
+
+    /// How the caller is stated to `upstream`.
+    fn identity<'a>(ctx: &'a RequestCtx, upstream: &'a Upstream) -> Identity<'a> {
+        let caller = ctx.caller.as_ref();
+        // Every request is authenticated before it is routed; anonymous is only a safe default.
+        let user = caller.map_or_else(|| &**User::anonymous(), |c| &*c.user);
+        if upstream.remote {
+            Identity::Remote(user)
+        } else if !ctx.attempts.own_connection {
+            Identity::CallerCredentials
+        } else {
+            Identity::Impersonate {
+                user,
+                token: upstream.token.as_ref().and_then(|t| t.header()),
+            }
         }
     }
 
@@ -287,6 +293,14 @@ impl ApiaggProxy {
                  webhook or RBAC) allows it, and otherwise only by the delegate, for callers it \
                  authenticates itself (bearer tokens); send the request without Impersonate-* headers",
             );
+            return Ok(Step::Answer(RouteKind::Refused, reply));
+        }
+        // Nothing is sent that kube-apiserver would refuse for its size: a caller in too many
+        // groups gets 431 naming the limit (forward/size.rs).
+        let (identity, token) = Self::identity(ctx, &upstream).size();
+        if let Err(too_large) = forward::check_size(session, identity, token) {
+            let message = too_large.to_string();
+            let reply = reply::failure_reply(431, "RequestHeaderFieldsTooLarge", &message);
             return Ok(Step::Answer(RouteKind::Refused, reply));
         }
         if let Some(audit) = ctx.audit.ongoing() {

@@ -19,9 +19,9 @@ use pingora_core::apps::{
 };
 use pingora_core::protocols::http::v2::server::{default_h2_options, H2Options};
 use pingora_core::server::ShutdownWatch;
-use pingora_error::ErrorType;
 
-use super::reply;
+use super::forward::MAX_H2_HEADER_LIST;
+use super::head;
 use super::{ApiaggProxy, Deadlined, RequestCtx, Session, Step};
 use apiagg_observe::RouteKind;
 
@@ -58,17 +58,10 @@ impl HttpServerApp for ApiaggProxy {
                 Ok(true) => {}
                 Ok(false) => return None,
                 Err(e) => {
-                    // A head pingora cannot parse gets a 400 and the connection closes; anything
-                    // else is a connection that broke.
-                    if e.etype() == &ErrorType::InvalidHTTPHeader {
-                        tracing::debug!("malformed request head: {e}");
-                        let reply =
-                            reply::failure_reply(400, "BadRequest", "malformed request head")
-                                .unnegotiated();
-                        session.set_keepalive(None);
-                        let _ = reply.send(&mut session).await;
-                    }
-                    session.shutdown().await;
+                    // A head pingora cannot read gets a 431 naming the limit it passed, or a
+                    // 400, and the connection closes; anything else is a connection that broke
+                    // (head.rs). Boxed: it is rare, and lingers with a buffer of its own.
+                    Box::pin(head::refuse(session, &e)).await;
                     return None;
                 }
             }
@@ -123,10 +116,12 @@ impl HttpServerApp for ApiaggProxy {
 
     /// HTTP/2 as kube-apiserver serves it: 250 streams per connection (Go's default, which
     /// `--http2-max-streams-per-connection` keeps), so a client-go process holds its watches on
-    /// as few connections there as here.
+    /// as few connections there as here. Header lists of at most 64 KiB each (pingora's bound,
+    /// stated here because the forwarded head's bound counts on it: forward/size.rs).
     fn h2_options(&self) -> Option<H2Options> {
         let mut options = default_h2_options();
         options.max_concurrent_streams(MAX_STREAMS_PER_CONNECTION);
+        options.max_header_list_size(MAX_H2_HEADER_LIST);
         Some(options)
     }
 

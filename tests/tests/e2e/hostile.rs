@@ -88,8 +88,7 @@ async fn hostile_requests_are_refused_before_any_backend_sees_them() {
     );
     // (what, request, acceptable status codes (0: closed without an answer), the one path a
     // backend may see for it)
-    let rows: Vec<Row> =
-        vec![
+    let rows: Vec<Row> = vec![
         (
             "dot segments",
             get(&format!("{GV}/../../apps/v1/deployments")),
@@ -136,22 +135,14 @@ async fn hostile_requests_are_refused_before_any_backend_sees_them() {
         ),
         (
             "selector smuggling: an invalid escape in the first selector",
-            get(&format!("{GV}/flunders?labelSelector=a%3D%zz&labelSelector=a%3Db")),
+            get(&format!(
+                "{GV}/flunders?labelSelector=a%3D%zz&labelSelector=a%3Db"
+            )),
             &[400],
             None,
         ),
-        (
-            "1 MiB header",
-            huge_header.into_bytes(),
-            &[0, 400, 431],
-            None,
-        ),
-        (
-            "5,000 headers",
-            many_headers.into_bytes(),
-            &[0, 400, 431],
-            None,
-        ),
+        ("1 MiB header", huge_header.into_bytes(), &[431], None),
+        ("5,000 headers", many_headers.into_bytes(), &[431], None),
         (
             "duplicate Content-Length",
             post("Content-Length: 2\r\nContent-Length: 3\r\n"),

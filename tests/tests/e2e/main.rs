@@ -36,6 +36,7 @@ mod hostile;
 mod hostile_wire;
 mod isolation;
 mod limits;
+mod many_groups;
 mod metrics;
 mod monitoring_rules;
 mod not_found;

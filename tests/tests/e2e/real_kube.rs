@@ -27,6 +27,7 @@ mod flow_control;
 mod invalid_apiservices;
 mod kubectl_137;
 mod kubectl_writes;
+mod many_groups;
 mod openapi;
 mod unavailable;
 

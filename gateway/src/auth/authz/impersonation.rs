@@ -28,9 +28,11 @@ pub(super) enum ImpersonationError {
     /// The impersonated identity cannot be forwarded exactly. Not retryable.
     #[error("impersonation: {0}")]
     Identity(InvalidIdentity),
-    /// More values than [`MAX_IMPERSONATION_VALUES`] (duplicates removed). Not retryable.
+    /// More values than [`MAX_IMPERSONATION_VALUES`] once duplicates are removed; it holds the
+    /// number of values sent. Not retryable.
     #[error(
-        "{0} Impersonate-* values (duplicates removed) are more than the limit of {MAX_IMPERSONATION_VALUES}"
+        "{0} Impersonate-* values were sent, more than the limit of {MAX_IMPERSONATION_VALUES} \
+         once duplicates are removed (the user and the UID count one each)"
     )]
     TooMany(usize),
 }
@@ -61,17 +63,26 @@ pub(super) fn wanted(headers: &HeaderMap) -> Result<Option<Wanted>, Impersonatio
         return Ok(None);
     }
     // A name that is not text would be read as another name (replacement characters).
-    let not_text = headers.iter().any(|(n, v)| {
-        n.as_str().starts_with(IMPERSONATE_PREFIX) && std::str::from_utf8(v.as_bytes()).is_err()
-    });
-    if not_text {
-        return Err(ImpersonationError::NotText);
+    let mut sent = 0;
+    for (n, v) in headers {
+        if n.as_str().starts_with(IMPERSONATE_PREFIX) {
+            if std::str::from_utf8(v.as_bytes()).is_err() {
+                return Err(ImpersonationError::NotText);
+            }
+            sent += 1;
+        }
     }
     let text = |v: &http::HeaderValue| String::from_utf8_lossy(v.as_bytes()).into_owned();
     // Each value costs an access check: a name sent twice is checked once, and past the cap
-    // nothing is checked at all.
+    // nothing is checked at all, nor compared any further (the user and UID count once each,
+    // whether sent or not).
+    let over = |distinct: usize| 2 + distinct > MAX_IMPERSONATION_VALUES;
     let mut groups: Vec<String> = Vec::new();
-    for group in headers.get_all(IMPERSONATE_GROUP).iter().map(text) {
+    for group in headers.get_all(IMPERSONATE_GROUP).iter() {
+        if over(groups.len()) {
+            return Err(ImpersonationError::TooMany(sent));
+        }
+        let group = text(group);
         if !groups.contains(&group) {
             groups.push(group);
         }
@@ -84,22 +95,25 @@ pub(super) fn wanted(headers: &HeaderMap) -> Result<Option<Wanted>, Impersonatio
             .filter(|u| !u.is_empty()),
         ..Wanted::default()
     };
+    let mut distinct = wanted.groups.len();
     for (header, value) in headers {
         let Some(escaped) = header.as_str().strip_prefix(IMPERSONATE_EXTRA) else {
             continue;
         };
+        if over(distinct) {
+            return Err(ImpersonationError::TooMany(sent));
+        }
         let key = unescape_key(escaped);
         let value = text(value);
         match wanted.extra.iter_mut().find(|(k, _)| *k == key) {
-            Some((_, values)) if values.contains(&value) => {}
+            Some((_, values)) if values.contains(&value) => continue,
             Some((_, values)) => values.push(value),
             None => wanted.extra.push((key, vec![value])),
         }
+        distinct += 1;
     }
-    let values = 2 + wanted.groups.len() + wanted.extra.iter().map(|(_, v)| v.len()).sum::<usize>();
-    if values > MAX_IMPERSONATION_VALUES {
-        // The user and UID count once each, whether sent or not.
-        return Err(ImpersonationError::TooMany(values));
+    if over(distinct) {
+        return Err(ImpersonationError::TooMany(sent));
     }
     match headers
         .get(IMPERSONATE_USER)

@@ -28,6 +28,22 @@ fn remote_headers_follow_upstream() {
         values(i, "impersonate-extra-example.org%2fscopes"),
         ["a", "b"]
     );
+    // Measured once, as HTTP/2 counts a header list: name, value and 32 bytes a field.
+    let field = |name: &str, value: &str| name.len() + value.len() + FIELD_OVERHEAD;
+    let extra = "x-remote-extra-example.org%2fscopes";
+    let remote = field("x-remote-user", "alice")
+        + field("x-remote-uid", "u-1")
+        + field("x-remote-group", "dev")
+        + field("x-remote-group", "ops")
+        + field("x-remote-group", AUTHENTICATED)
+        + field(extra, "a")
+        + field(extra, "b");
+    let size = FieldsSize {
+        fields: 7,
+        bytes: remote,
+    };
+    assert_eq!(user.remote_size(), size);
+    assert_eq!(user.impersonation_size().fields, 6);
 }
 
 #[test]

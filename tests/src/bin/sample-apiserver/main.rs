@@ -205,6 +205,15 @@ async fn accept_loop(
     }
 }
 
+/// Header values kube-apiserver accepts in a request (`maxHeaderValueCount`, with Go 1.27+).
+const MAX_HEADER_VALUES: usize = 16_384;
+/// kube-apiserver's `MaxHeaderBytes`.
+const MAX_HEADER_BYTES: usize = 1 << 20;
+/// What Go's HTTP/1 server reads beyond `MaxHeaderBytes` (net/http `initialReadLimitSize`).
+const GO_READ_SLACK: usize = 4096;
+/// Go's HTTP/2 header-list limit for that `MaxHeaderBytes` (ten fields' overhead more).
+const H2_MAX_HEADER_LIST: u32 = (MAX_HEADER_BYTES + 10 * 32) as u32;
+
 /// Serves one connection: HTTP/1.1 (with upgrades) or HTTP/2; with `goaway_after`, shut down
 /// gracefully once that many requests arrived on it.
 async fn serve<S>(stream: S, state: Arc<State>, conn: Connection, goaway_after: Option<u64>)
@@ -221,7 +230,15 @@ where
         }
         routes::handle(state.clone(), conn.clone(), req)
     });
-    let builder = auto::Builder::new(TokioExecutor::new());
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    // What kube-apiserver reads (k8s.io/apiserver `secure_serving.go` and
+    // `header_value_count_go127.go`), not hyper's defaults (100 header lines, 16 KiB HTTP/2
+    // header lists), which would refuse a user in a few hundred groups kube-apiserver serves.
+    builder
+        .http1()
+        .max_headers(MAX_HEADER_VALUES)
+        .max_buf_size(MAX_HEADER_BYTES + GO_READ_SLACK);
+    builder.http2().max_header_list_size(H2_MAX_HEADER_LIST);
     let connection = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
     let mut connection = std::pin::pin!(connection);
     let served = tokio::select! {

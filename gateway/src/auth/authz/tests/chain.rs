@@ -403,8 +403,26 @@ fn impersonation_values_are_deduplicated_and_capped() {
     pairs.push(("Impersonate-Group", "one-more"));
     assert_eq!(
         wanted_error(&pairs),
-        Some(ImpersonationError::TooMany(MAX_IMPERSONATION_VALUES + 1))
+        Some(ImpersonationError::TooMany(pairs.len()))
     );
+    // Issue 46, item 1: past the cap nothing more is compared (600 groups cost 63 values'
+    // comparisons, not 180,000), and extra values count alike.
+    let many: Vec<String> = (0..600).map(|i| format!("g{i}")).collect();
+    let mut pairs = vec![("Impersonate-User", "bob")];
+    pairs.extend(many.iter().map(|g| ("Impersonate-Group", g.as_str())));
+    assert_eq!(wanted_error(&pairs), Some(ImpersonationError::TooMany(601)));
+    let mut pairs = vec![("Impersonate-User", "bob")];
+    pairs.extend(
+        many[..62]
+            .iter()
+            .map(|g| ("Impersonate-Extra-Scopes", g.as_str())),
+    );
+    assert!(
+        wanted_error(&pairs).is_none(),
+        "at the cap with extra values"
+    );
+    pairs.push(("Impersonate-Extra-Other", "x"));
+    assert_eq!(wanted_error(&pairs), Some(ImpersonationError::TooMany(64)));
 }
 
 /// Issue 46, item 2: the access checks of one request share one deadline; past it, 500.
