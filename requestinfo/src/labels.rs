@@ -14,6 +14,8 @@ use std::collections::BTreeSet;
 mod lex;
 mod validate;
 
+pub use self::validate::{label_key_errors, label_value_errors};
+
 use self::lex::{scan, Item, Token};
 
 /// How a requirement compares a label (k8s.io/apimachinery's `selection.Operator`).

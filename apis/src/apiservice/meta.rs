@@ -7,7 +7,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use serde_json::{Map, Value};
 
 use super::field::{invalid, required, too_long, FieldError};
-use super::names::{go_json, go_quote, label_key_errors, label_value_errors};
+use super::names::{go_json, go_quote};
+use apiagg_requestinfo::{label_key_errors, label_value_errors};
 
 /// The most bytes of annotations (keys and values) an object may carry.
 const ANNOTATIONS_MAX_BYTES: usize = 256 * 1024;

@@ -1,7 +1,7 @@
 //! k8s.io/apimachinery's checks of names and keys, with its messages: DNS subdomains and labels
-//! (`util/validation`, lengths in characters), path segments (`api/validation/path`), label keys
-//! and values (`api/validate/content`, lengths in bytes), and Go's `%q` and JSON printing of the
-//! values a field error shows.
+//! (`util/validation`, lengths in characters), path segments (`api/validation/path`), and Go's
+//! `%q` and JSON printing of the values a field error shows. Label keys and values
+//! (`api/validate/content`) are checked where label selectors are: `apiagg_requestinfo`.
 
 const SUBDOMAIN_FORMAT: &str = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*";
 const SUBDOMAIN_MESSAGE: &str = "a lowercase RFC 1123 subdomain must consist of lower case \
@@ -11,16 +11,9 @@ const DNS1035_FORMAT: &str = "[a-z]([-a-z0-9]*[a-z0-9])?";
 const DNS1035_MESSAGE: &str = "a DNS-1035 label must consist of lower case alphanumeric \
                                characters or '-', start with an alphabetic character, and end \
                                with an alphanumeric character";
-const KEY_FORMAT: &str = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
-const KEY_MESSAGE: &str = "must consist of alphanumeric characters, '-', '_' or '.', and must \
-                           start and end with an alphanumeric character";
-const VALUE_FORMAT: &str = "(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?";
-const VALUE_MESSAGE: &str = "a valid label must be an empty string or consist of alphanumeric \
-                             characters, '-', '_' or '.', and must start and end with an \
-                             alphanumeric character";
-/// The longest DNS subdomain (and label key prefix).
+/// The longest DNS subdomain.
 const SUBDOMAIN_MAX: usize = 253;
-/// The longest DNS label, label name and label value.
+/// The longest DNS label.
 const LABEL_MAX: usize = 63;
 
 /// Upstream's `RegexError`.
@@ -43,21 +36,6 @@ fn is_subdomain(text: &str) -> bool {
                 .iter()
                 .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
     })
-}
-
-/// `([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]`.
-fn is_name(text: &str) -> bool {
-    let bytes = text.as_bytes();
-    match (bytes.first(), bytes.last()) {
-        (Some(first), Some(last)) => {
-            first.is_ascii_alphanumeric()
-                && last.is_ascii_alphanumeric()
-                && bytes
-                    .iter()
-                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
-        }
-        _ => false,
-    }
 }
 
 /// `util/validation.IsDNS1123Subdomain` (a length in characters).
@@ -111,55 +89,6 @@ pub(super) fn path_segment_errors(name: &str) -> Vec<String> {
         .collect()
 }
 
-/// `api/validate/content.IsLabelKey` (label and annotation keys, finalizers): an optional DNS
-/// subdomain prefix and `/`, then a name of at most 63 bytes.
-pub(super) fn label_key_errors(key: &str) -> Vec<String> {
-    let name_regex = || regex_error(KEY_MESSAGE, KEY_FORMAT, &["MyName", "my.name", "123-abc"]);
-    let mut errors = Vec::new();
-    let parts: Vec<&str> = key.split('/').collect();
-    let name = match parts.as_slice() {
-        [name] => *name,
-        [prefix, name] => {
-            if prefix.is_empty() {
-                errors.push("prefix part must be non-empty".to_string());
-            } else {
-                let each = subdomain_errors(prefix, "bytes").into_iter();
-                errors.extend(each.map(|e| format!("prefix part {e}")));
-            }
-            *name
-        }
-        _ => {
-            return vec![format!(
-                "a valid label key {} with an optional DNS subdomain prefix and '/' (e.g. \
-                 'example.com/MyName')",
-                name_regex()
-            )]
-        }
-    };
-    if name.is_empty() {
-        errors.push("name part must be non-empty".to_string());
-    } else if name.len() > LABEL_MAX {
-        errors.push(format!("name part must be no more than {LABEL_MAX} bytes"));
-    }
-    if !is_name(name) {
-        errors.push(format!("name part {}", name_regex()));
-    }
-    errors
-}
-
-/// `api/validate/content.IsLabelValue`.
-pub(super) fn label_value_errors(value: &str) -> Vec<String> {
-    let mut errors = Vec::new();
-    if value.len() > LABEL_MAX {
-        errors.push(format!("must be no more than {LABEL_MAX} bytes"));
-    }
-    if !value.is_empty() && !is_name(value) {
-        let examples = ["MyValue", "my_value", "12345"];
-        errors.push(regex_error(VALUE_MESSAGE, VALUE_FORMAT, &examples));
-    }
-    errors
-}
-
 /// Go's `%q` of a string: quoted, with `"`, `\` and unprintable characters escaped.
 pub fn go_quote(text: &str) -> String {
     let mut out = String::with_capacity(text.len() + 2);
@@ -208,6 +137,7 @@ pub(super) fn go_json(value: &serde_json::Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use apiagg_requestinfo::{label_key_errors, label_value_errors};
 
     #[test]
     fn subdomain_length_and_form_are_separate_errors() {

@@ -76,8 +76,9 @@ fn subdomain_errors(prefix: &str) -> Vec<String> {
     errors
 }
 
-/// Upstream's `IsLabelKey`: an optional DNS subdomain prefix and `/`, then a name.
-fn key_errors(key: &str) -> Vec<String> {
+/// Upstream's `IsLabelKey` (`api/validate/content`: label and annotation keys, finalizers): an
+/// optional DNS subdomain prefix and `/`, then a name of at most 63 bytes; its messages.
+pub fn label_key_errors(key: &str) -> Vec<String> {
     let mut errors = Vec::new();
     let parts: Vec<&str> = key.split('/').collect();
     let name = match parts.as_slice() {
@@ -111,8 +112,8 @@ fn key_errors(key: &str) -> Vec<String> {
     errors
 }
 
-/// Upstream's `IsLabelValue`.
-fn value_errors(value: &str) -> Vec<String> {
+/// Upstream's `IsLabelValue`; its messages.
+pub fn label_value_errors(value: &str) -> Vec<String> {
     let mut errors = Vec::new();
     if value.len() > NAME_MAX {
         errors.push(max_len_error(NAME_MAX));
@@ -126,7 +127,7 @@ fn value_errors(value: &str) -> Vec<String> {
 
 /// Checks a key as the parser does (its field path is the parser's, unset: `<nil>`).
 pub(super) fn key(key: &str) -> Result<(), RequirementError> {
-    let errors = key_errors(key);
+    let errors = label_key_errors(key);
     if errors.is_empty() {
         return Ok(());
     }
@@ -160,7 +161,7 @@ pub(super) fn requirement(
         }
     }
     for (i, value) in values.iter().enumerate() {
-        let found = value_errors(value);
+        let found = label_value_errors(value);
         if !found.is_empty() {
             errors.push(FieldError {
                 field: format!("values[{i}][{key}]"),
