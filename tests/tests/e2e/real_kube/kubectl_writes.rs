@@ -23,6 +23,28 @@ fn normalized((ok, out, err): (bool, String, String), namespace: &str, server: &
         .replace(namespace, "<namespace>")
 }
 
+/// kubectl 1.37 with `kubeconfig` and `args`, its stdout piped, its stderr to `stderr`, and a
+/// fresh cache folder (kept as long as the process runs).
+fn spawned(
+    kubeconfig: &std::path::Path,
+    args: &[&str],
+    stderr: Stdio,
+) -> (tokio::process::Child, tempfile::TempDir) {
+    let cache = tempfile::tempdir().expect("cache");
+    let child = tokio::process::Command::new(kubectl_137())
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .arg("--cache-dir")
+        .arg(cache.path())
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap_or_else(|e| panic!("kubectl {args:?}: {e}"));
+    (child, cache)
+}
+
 /// `kubectl get flunders -n namespace -w` until it printed `lines` lines (the first is the
 /// header; `then` runs once the listing is printed); the lines, the AGE column dropped.
 async fn watched(
@@ -30,25 +52,15 @@ async fn watched(
     namespace: &str,
     then: impl std::future::Future<Output = ()>,
 ) -> Vec<String> {
-    let cache = tempfile::tempdir().expect("cache");
-    let mut child = tokio::process::Command::new(kubectl_137())
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .arg("--cache-dir")
-        .arg(cache.path())
-        .args([
-            "get",
-            "flunders",
-            "-n",
-            namespace,
-            "-w",
-            "--output-watch-events",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("kubectl get -w");
+    let args = [
+        "get",
+        "flunders",
+        "-n",
+        namespace,
+        "-w",
+        "--output-watch-events",
+    ];
+    let (mut child, _cache) = spawned(kubeconfig, &args, Stdio::null());
     let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
     let mut seen = Vec::new();
     let mut then = Some(Box::pin(then));
@@ -87,19 +99,9 @@ async fn waited_for_delete<F: std::future::Future<Output = ()>>(
     namespace: &str,
     delete: impl FnOnce() -> F,
 ) -> (bool, String, String) {
-    let cache = tempfile::tempdir().expect("cache");
-    let mut child = tokio::process::Command::new(kubectl_137())
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .arg("--cache-dir")
-        .arg(cache.path())
-        .args(["wait", "--for=delete", "flunder/applied", "-n", namespace])
-        .args(["--timeout=30s", "-v=6"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("kubectl wait");
+    let args = ["wait", "--for=delete", "flunder/applied", "-n", namespace];
+    let args = [&args[..], &["--timeout=30s", "-v=6"]].concat();
+    let (mut child, _cache) = spawned(kubeconfig, &args, Stdio::piped());
     let mut log = BufReader::new(child.stderr.take().expect("stderr")).lines();
     let mut stderr = String::new();
     let watching = async {
