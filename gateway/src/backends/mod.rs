@@ -6,6 +6,8 @@ mod client;
 mod credentials;
 mod endpoint_health;
 mod exhaustion;
+#[cfg(test)]
+pub mod fixtures;
 mod h1;
 mod kubeconfig;
 mod names;

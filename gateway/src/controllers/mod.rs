@@ -13,8 +13,6 @@ mod availability;
 mod backoff;
 mod discovery;
 mod files;
-#[cfg(test)]
-mod fixtures;
 mod flowcontrol;
 mod openapi;
 mod rbac;

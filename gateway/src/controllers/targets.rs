@@ -79,7 +79,7 @@ pub fn group_version_path(group: &str, version: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controllers::fixtures::{index, table, CONFIG};
+    use crate::backends::fixtures::{index, table, CONFIG};
 
     fn names(target: &Target) -> Vec<&str> {
         target.apiservices.iter().map(|a| a.name.as_str()).collect()

@@ -93,3 +93,104 @@ impl Attempts {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backends::fixtures::{index, table, CONFIG};
+
+    /// The attempts of a request to wardle's two endpoints (`https://10.0.0.1`, `…2`).
+    fn wardle() -> Attempts {
+        let routes = table(CONFIG, &[]);
+        let upstream = routes.upstreams[index(&routes, "v1.wardle.example.com")].clone();
+        Attempts {
+            upstream,
+            ..Attempts::default()
+        }
+    }
+
+    fn url(attempts: &mut Attempts, cap: Option<usize>) -> Result<String> {
+        attempts.pick(cap).map(|e| e.url.to_string())
+    }
+
+    #[test]
+    fn a_retry_goes_to_an_endpoint_not_tried_and_never_back() {
+        let mut attempts = wardle();
+        let first = url(&mut attempts, None).expect("first");
+        assert!(attempts.has_untried());
+        let second = url(&mut attempts, None).expect("second");
+        assert_ne!(first, second, "the retry went back to {first}");
+        assert!(!attempts.has_untried());
+        let third = attempts
+            .pick(None)
+            .map(|e| e.url.clone())
+            .expect_err("none left");
+        assert_eq!(third.etype(), &ErrorType::ConnectNoRoute);
+    }
+
+    #[test]
+    fn a_stale_pooled_connection_retries_the_same_endpoint_once() {
+        let mut attempts = wardle();
+        let first = url(&mut attempts, None).expect("first");
+        attempts.retry_same = true;
+        assert_eq!(url(&mut attempts, None).expect("again"), first);
+        // The flag is spent: the next retry goes elsewhere.
+        assert_ne!(url(&mut attempts, None).expect("other"), first);
+    }
+
+    #[test]
+    fn an_ejected_endpoint_is_not_picked() {
+        let upstream = wardle().upstream.expect("upstream");
+        upstream.endpoints[0].health.mark_failed("refused".into());
+        for _ in 0..4 {
+            let mut fresh = Attempts {
+                upstream: Some(upstream.clone()),
+                ..Attempts::default()
+            };
+            assert_eq!(
+                fresh.pick(None).expect("picked").url,
+                upstream.endpoints[1].url
+            );
+            assert!(
+                !fresh.has_untried(),
+                "the ejected endpoint counts as untried"
+            );
+        }
+    }
+
+    #[test]
+    fn a_bounded_backend_takes_a_place_and_refuses_when_every_endpoint_is_full() {
+        let mut holder = wardle();
+        let upstream = holder.upstream.clone().expect("upstream");
+        // A cap of one: two requests hold both endpoints' places.
+        url(&mut holder, Some(1)).expect("one");
+        let mut other = Attempts {
+            upstream: Some(upstream.clone()),
+            ..Attempts::default()
+        };
+        url(&mut other, Some(1)).expect("two");
+        let mut third = Attempts {
+            upstream: Some(upstream),
+            ..Attempts::default()
+        };
+        let full = third
+            .pick(Some(1))
+            .map(|e| e.url.clone())
+            .expect_err("full");
+        assert_eq!(full.etype(), &ErrorType::ConnectNoRoute);
+        // A place is given back when its holder goes.
+        drop(holder);
+        url(&mut third, Some(1)).expect("a place again");
+    }
+
+    #[test]
+    fn without_an_upstream_nothing_is_picked() {
+        let mut attempts = Attempts::default();
+        let none = attempts
+            .pick(None)
+            .map(|e| e.url.clone())
+            .expect_err("no upstream");
+        assert_eq!(none.etype(), &ErrorType::InternalError);
+        assert!(!attempts.has_untried() && attempts.current().is_none());
+    }
+}

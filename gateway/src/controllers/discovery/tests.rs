@@ -9,7 +9,7 @@ use apiagg_discovery::{
 };
 
 use super::plan::{entries, plan, GvState};
-use crate::controllers::fixtures::{table, CONFIG};
+use crate::backends::fixtures::{table, CONFIG};
 
 #[test]
 fn a_round_reads_every_service_once_and_the_delegates_named_group_versions() {

@@ -13,7 +13,7 @@ use super::download::V3State;
 use super::inputs::{merge_inputs, DELEGATE_SPEC};
 use super::plan::{plan, Plan, Scope};
 use super::sources::{delegate_identity, LocalSource, ServiceSource, Sources};
-use crate::controllers::fixtures::{table, CONFIG};
+use crate::backends::fixtures::{table, CONFIG};
 use crate::controllers::targets::ServiceKey;
 
 fn key(name: &str) -> ServiceKey {

@@ -1,12 +1,12 @@
-//! Route tables for the controllers' unit tests, built from a config file's text the way the
-//! registry controller builds them. Endpoints are IP literals: nothing resolves, nothing
+//! Route tables for unit tests (the controllers' and the request path's), built from a config
+//! file's text the way the registry controller builds them. Endpoints are IP literals: nothing resolves, nothing
 //! connects.
 
 use std::sync::Arc;
 
 use apiagg_config::{LocalGroupVersion, Registry, Sources};
 
-use crate::backends::{build_delegate, build_table, HealthBook, Names, RouteTable};
+use super::{build_delegate, build_table, HealthBook, Names, RouteTable};
 use apiagg_observe::Metrics;
 
 /// A delegate, two backend Services and an APIService file: `wardle` serves two versions,
