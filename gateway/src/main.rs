@@ -68,6 +68,11 @@ enum Command {
         /// An authorization file (`AuthorizationConfiguration`) to validate too.
         #[arg(long)]
         authorization_config: Option<PathBuf>,
+        /// Then test this APIService's backend as the availability probe does (TLS handshake
+        /// with its CA bundle and the proxy client certificate, its discovery document) and
+        /// print each endpoint's verdict; fails when one is not available.
+        #[arg(long, value_name = "NAME")]
+        apiservice: Option<String>,
     },
 }
 
@@ -394,6 +399,7 @@ fn main() -> ExitCode {
             tracing_config_file,
             authentication_config,
             authorization_config,
+            apiservice,
         } => app::check(
             &config,
             authentication_config.as_deref(),
@@ -401,6 +407,10 @@ fn main() -> ExitCode {
         )
         .and_then(|()| match tracing_config_file {
             Some(path) => app::check_tracing(&path),
+            None => Ok(()),
+        })
+        .and_then(|()| match apiservice {
+            Some(name) => app::check_backend(&config, &name),
             None => Ok(()),
         }),
         Command::Status { server, json } => app::print_status(&server, json),

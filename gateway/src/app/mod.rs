@@ -1,6 +1,7 @@
 //! Layer 4: the composition root. Builds the shared state, the controllers, the pingora server
 //! and its listener, and drives graceful shutdown.
 
+mod check_backend;
 mod commands;
 mod connections;
 mod controllers;
@@ -32,6 +33,7 @@ use pingora_core::apps::HttpServerOptions;
 
 pub use crate::request::ConnectionTimeouts;
 pub use apiagg_audit::{LogFormat, LogSettings, Settings as AuditSettings, WebhookSettings};
+pub use check_backend::check_backend;
 pub use commands::{check, check_tracing, print_status};
 pub use controls::{FlowOptions, FlowSource};
 pub use goaway::MAX_CHANCE as MAX_GOAWAY_CHANCE;

@@ -21,7 +21,7 @@ mod registry;
 mod services;
 mod targets;
 
-pub use availability::{AvailabilityController, Handles as AvailabilityHandles};
+pub use availability::{probe_endpoint, AvailabilityController, Handles as AvailabilityHandles};
 pub use discovery::{DiscoveryController, Handles as DiscoveryHandles};
 pub use files::FileWatcher;
 pub use flowcontrol::{FlowControlController, Handles as FlowControlHandles};

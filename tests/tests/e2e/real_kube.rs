@@ -19,6 +19,7 @@
 mod authentication;
 mod authorization;
 mod availability;
+mod check_backend;
 mod client_go;
 mod differential;
 mod documents;

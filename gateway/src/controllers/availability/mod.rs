@@ -70,6 +70,21 @@ pub struct AvailabilityController {
     flipped: Notify,
 }
 
+/// One probe of an endpoint as the controller probes it (`apiagg check --apiservice`): `None`
+/// when it answered 2xx, else the message its APIService's `Available` condition would carry.
+pub async fn probe_endpoint(
+    client: &crate::backends::Client,
+    url: &str,
+    path: &str,
+    timeout: std::time::Duration,
+) -> Option<String> {
+    let failure = probe(client, url, path, timeout).await?;
+    Some(match failure.ours {
+        true => "apiagg ran out of connections or files before it could ask".to_string(),
+        false => failure.message,
+    })
+}
+
 impl AvailabilityController {
     /// A controller probing the endpoints of `gateway`'s routes as its options say.
     pub fn new(handles: Handles) -> Self {
