@@ -14,7 +14,7 @@ use std::collections::BTreeSet;
 mod lex;
 mod validate;
 
-pub use self::validate::{label_key_errors, label_value_errors};
+pub use self::validate::{label_key_errors, label_value_errors, regex_error, subdomain_errors};
 
 use self::lex::{scan, Item, Token};
 

@@ -12,8 +12,8 @@ mod selector;
 use std::borrow::Cow;
 
 pub use self::labels::{
-    label_key_errors, label_value_errors, FieldError, LabelOperator, LabelRequirement,
-    LabelSelector, LabelSelectorError, RequirementError,
+    label_key_errors, label_value_errors, regex_error, subdomain_errors, FieldError, LabelOperator,
+    LabelRequirement, LabelSelector, LabelSelectorError, RequirementError,
 };
 pub use self::query::{decode_value, QueryParams};
 pub use self::selector::{FieldSelector, FieldTerm, SelectorError};

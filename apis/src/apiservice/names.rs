@@ -1,58 +1,21 @@
 //! k8s.io/apimachinery's checks of names and keys, with its messages: DNS subdomains and labels
 //! (`util/validation`, lengths in characters), path segments (`api/validation/path`), and Go's
 //! `%q` and JSON printing of the values a field error shows. Label keys and values
-//! (`api/validate/content`) are checked where label selectors are: `apiagg_requestinfo`.
+//! (`api/validate/content`) and DNS subdomains are checked where label selectors are:
+//! `apiagg_requestinfo`.
 
-const SUBDOMAIN_FORMAT: &str = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*";
-const SUBDOMAIN_MESSAGE: &str = "a lowercase RFC 1123 subdomain must consist of lower case \
-                                 alphanumeric characters, '-' or '.', and must start and end \
-                                 with an alphanumeric character";
+use apiagg_requestinfo::{regex_error, subdomain_errors};
+
 const DNS1035_FORMAT: &str = "[a-z]([-a-z0-9]*[a-z0-9])?";
 const DNS1035_MESSAGE: &str = "a DNS-1035 label must consist of lower case alphanumeric \
                                characters or '-', start with an alphabetic character, and end \
                                with an alphanumeric character";
-/// The longest DNS subdomain.
-const SUBDOMAIN_MAX: usize = 253;
 /// The longest DNS label.
 const LABEL_MAX: usize = 63;
-
-/// Upstream's `RegexError`.
-fn regex_error(message: &str, format: &str, examples: &[&str]) -> String {
-    let examples: Vec<String> = examples.iter().map(|e| format!("'{e}', ")).collect();
-    format!(
-        "{message} (e.g. {}regex used for validation is '{format}')",
-        examples.join(" or ")
-    )
-}
-
-/// `[a-z0-9]([-a-z0-9]*[a-z0-9])?` between dots.
-fn is_subdomain(text: &str) -> bool {
-    text.split('.').all(|label| {
-        let bytes = label.as_bytes();
-        let edge = |b: Option<&u8>| b.is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
-        edge(bytes.first())
-            && edge(bytes.last())
-            && bytes
-                .iter()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
-    })
-}
 
 /// `util/validation.IsDNS1123Subdomain` (a length in characters).
 pub(super) fn dns1123_subdomain_errors(value: &str) -> Vec<String> {
     subdomain_errors(value, "characters")
-}
-
-fn subdomain_errors(value: &str, unit: &str) -> Vec<String> {
-    let mut errors = Vec::new();
-    if value.len() > SUBDOMAIN_MAX {
-        errors.push(format!("must be no more than {SUBDOMAIN_MAX} {unit}"));
-    }
-    if !is_subdomain(value) {
-        let example = ["example.com"];
-        errors.push(regex_error(SUBDOMAIN_MESSAGE, SUBDOMAIN_FORMAT, &example));
-    }
-    errors
 }
 
 /// `util/validation.IsDNS1035Label` (a length in characters).
@@ -144,9 +107,8 @@ mod tests {
         let long = format!("A{}", "a".repeat(253));
         let errors = dns1123_subdomain_errors(&long);
         assert_eq!(errors[0], "must be no more than 253 characters");
-        assert!(errors[1].ends_with(&format!(
-            "regex used for validation is '{SUBDOMAIN_FORMAT}')"
-        )));
+        let format = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*";
+        assert!(errors[1].ends_with(&format!("regex used for validation is '{format}')")));
         assert!(dns1123_subdomain_errors(&"a".repeat(253)).is_empty());
     }
 

@@ -19,8 +19,8 @@ const NAME_MAX: usize = 63;
 /// The longest key prefix.
 const SUBDOMAIN_MAX: usize = 253;
 
-/// Upstream's `RegexError`.
-fn regex_error(message: &str, format: &str, examples: &[&str]) -> String {
+/// Upstream's `RegexError`: `message`, examples, and the regex.
+pub fn regex_error(message: &str, format: &str, examples: &[&str]) -> String {
     let examples: Vec<String> = examples.iter().map(|e| format!("'{e}', ")).collect();
     format!(
         "{message} (e.g. {}regex used for validation is '{format}')",
@@ -61,10 +61,12 @@ fn is_subdomain(text: &str) -> bool {
     })
 }
 
-fn subdomain_errors(prefix: &str) -> Vec<String> {
+/// Upstream's `IsDNS1123Subdomain`; its length counted in `unit` (`bytes` in a label key's
+/// prefix, `characters` in an object's name).
+pub fn subdomain_errors(prefix: &str, unit: &str) -> Vec<String> {
     let mut errors = Vec::new();
     if prefix.len() > SUBDOMAIN_MAX {
-        errors.push(max_len_error(SUBDOMAIN_MAX));
+        errors.push(format!("must be no more than {SUBDOMAIN_MAX} {unit}"));
     }
     if !is_subdomain(prefix) {
         errors.push(regex_error(
@@ -87,7 +89,7 @@ pub fn label_key_errors(key: &str) -> Vec<String> {
             if prefix.is_empty() {
                 errors.push("prefix part must be non-empty".to_string());
             } else {
-                let each = subdomain_errors(prefix).into_iter();
+                let each = subdomain_errors(prefix, "bytes").into_iter();
                 errors.extend(each.map(|e| format!("prefix part {e}")));
             }
             *name
