@@ -5,12 +5,14 @@
 //! can never disagree about what a request asks for. Pure and allocation-free for the common
 //! request: every field borrows from the request line.
 
+mod go_text;
 mod labels;
 mod query;
 mod selector;
 
 use std::borrow::Cow;
 
+pub use self::go_text::go_quote;
 pub use self::labels::{
     label_key_errors, label_value_errors, regex_error, subdomain_errors, FieldError, LabelOperator,
     LabelRequirement, LabelSelector, LabelSelectorError, RequirementError,

@@ -4,6 +4,7 @@
 //! (`api/validate/content`) and DNS subdomains are checked where label selectors are:
 //! `apiagg_requestinfo`.
 
+pub use apiagg_requestinfo::go_quote;
 use apiagg_requestinfo::{regex_error, subdomain_errors};
 
 const DNS1035_FORMAT: &str = "[a-z]([-a-z0-9]*[a-z0-9])?";
@@ -50,33 +51,6 @@ pub(super) fn path_segment_errors(name: &str) -> Vec<String> {
         .filter(|c| name.contains(c))
         .map(|c| format!("may not contain '{c}'"))
         .collect()
-}
-
-/// Go's `%q` of a string: quoted, with `"`, `\` and unprintable characters escaped.
-pub fn go_quote(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + 2);
-    out.push('"');
-    for c in text.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\x07' => out.push_str("\\a"),
-            '\x08' => out.push_str("\\b"),
-            '\x0c' => out.push_str("\\f"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\x0b' => out.push_str("\\v"),
-            c if (c as u32) < 0x20 || c == '\x7f' => out.push_str(&format!("\\x{:02x}", c as u32)),
-            c if c.is_control() => match c as u32 {
-                n if n <= 0xffff => out.push_str(&format!("\\u{n:04x}")),
-                n => out.push_str(&format!("\\U{n:08x}")),
-            },
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
 }
 
 /// A value as Go's `encoding/json` writes it (`<`, `>`, `&`, U+2028 and U+2029 escaped), as

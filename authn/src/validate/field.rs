@@ -118,34 +118,8 @@ pub(super) fn is_kubernetes_domain(key: &str) -> bool {
         .any(|k| domain == *k || domain.strip_suffix(k).is_some_and(|d| d.ends_with('.')))
 }
 
-/// Go's `%q` (`strconv.Quote`), for the values in messages. Non-printable characters are
-/// approximated by Rust's `char::is_control`.
-pub fn quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\x07' => out.push_str("\\a"),
-            '\x08' => out.push_str("\\b"),
-            '\x0c' => out.push_str("\\f"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\x0b' => out.push_str("\\v"),
-            c if (c as u32) < 0x20 || c == '\x7f' => {
-                let _ = write!(out, "\\x{:02x}", c as u32);
-            }
-            c if c.is_control() => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
+/// Go's `%q` (`strconv.Quote`), for the values in messages.
+pub use apiagg_requestinfo::go_quote as quote;
 
 /// `apiVersion` and `kind`, read before the strict decoding as upstream's decoder does.
 #[derive(serde::Deserialize)]
