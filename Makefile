@@ -29,6 +29,8 @@ lint:
 	@scripts/need.sh cmake protoc g++
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets -- -D warnings
+	@# No module of the request path imports one that imports it back.
+	python3 scripts/module_cycles.py gateway/src/request >/dev/null || python3 scripts/module_cycles.py gateway/src/request
 	@$(MAKE) --no-print-directory fuzz-build
 
 check: lint test

@@ -31,6 +31,6 @@ pub use apiservice::{
 pub use cbor::{from_cbor, json_to_cbor, to_cbor, CborError, CBOR, SELF_DESCRIBED_CBOR};
 pub use content_hash::{sha512_upper_hex, strong_etag};
 pub use priorities::{builtin_priority, GROUP_PRIORITIES};
-pub use status::{failure_status, failure_status_cbor, reason_for};
+pub use status::{failure_status, failure_status_cbor, Failure, Reason};
 pub use version::{compare_apiservices, compare_kube_aware, compare_versions};
 pub use watch_list::{WatchListMode, WATCH_LIST_ANNOTATION};

@@ -11,7 +11,7 @@
 //! 4. the body pieces while [`RequestAudit::wants_request_body`] /
 //!    [`RequestAudit::wants_response_body`] say so (bounded by the body limit);
 //! 5. [`RequestAudit::response_started`] when the response header goes out;
-//! 6. [`RequestAudit::complete`] when the request is done (pingora's `logging`), or
+//! 6. [`RequestAudit::complete`] when the request is done (the gateway's `record`), or
 //!    [`RequestAudit::panicked`]; a `RequestAudit` dropped without either completes itself;
 //! 7. [`Auditor::shutdown`] after the last request drained.
 //!

@@ -160,6 +160,11 @@ struct ServeArgs {
     /// and spread over replicas behind a load balancer. 0: never.
     #[arg(long, value_parser = goaway_chance, default_value = "0")]
     goaway_chance: f64,
+    /// Comma-separated list of numeric TLS group IDs (Go's crypto/tls CurveID values, as
+    /// kube-apiserver's flag), the key exchanges the listener accepts; the order is ignored,
+    /// X25519MLKEM768 (4588) leads where the crypto provider has it. Default: the provider's.
+    #[arg(long, value_delimiter = ',', value_parser = app::curve_id, value_name = "IDS")]
+    tls_curve_preferences: Vec<u16>,
     /// On SIGTERM, open watches are ended evenly over this period instead of all at once (the
     /// drain waits at least this long for them).
     #[arg(long, value_parser = delay, default_value = "30s")]
@@ -383,6 +388,7 @@ fn launch(args: ServeArgs) -> Launch {
         authentication: args.authentication_config,
         authorization: args.authorization_config,
         goaway_chance: args.goaway_chance,
+        tls_curves: args.tls_curve_preferences,
         options,
     }
 }

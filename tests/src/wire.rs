@@ -51,7 +51,8 @@ struct Log {
 /// An HTTP/1.1 backend on loopback (keep-alive, `Content-Length` and chunked request bodies)
 /// that answers `GET <gv>` with an empty APIResourceList (so its APIService is available),
 /// paths ending in `/smuggle` and `/two-lengths` with broken framing (see `misbehaving`),
-/// `/endless-1xx` with a `102 Processing` head every 100 ms until the peer closes, and
+/// `/endless-1xx` with a `102 Processing` head every 100 ms until the peer closes, `…/busy`
+/// with the 429 of [`BUSY_LIST`], and
 /// every other request with `<x-test-id> <method> <path> <body>`. Bytes that do not parse as a
 /// request are recorded as strays and answered `400` + close, as a Go server does.
 pub struct RawBackend {
@@ -308,10 +309,22 @@ impl Conn {
     }
 }
 
+/// The body of the raw backend's 429 to `GET …/busy` (a LIST the watch cache could not
+/// serve, kubernetes#138701), with `Retry-After: 7`.
+pub const BUSY_LIST: &str = r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Too many requests, please try again later.","reason":"TooManyRequests","details":{"retryAfterSeconds":7},"code":429}"#;
+
 /// The answers of a backend that breaks HTTP/1.1 framing, for requests whose path ends so:
 /// `/smuggle` answers twice (a second answer nobody asked for follows the first),
 /// `/two-lengths` sends two different `Content-Length`s.
 fn misbehaving(path: &str) -> Option<String> {
+    if path.split('?').next().is_some_and(|p| p.ends_with("/busy")) {
+        // A consistent LIST the watch cache could not serve (kubernetes#138701).
+        let body = BUSY_LIST;
+        return Some(format!(
+            "HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\nRetry-After: 7\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        ));
+    }
     if path.ends_with("/smuggle") {
         let smuggled = "HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\nsmuggled";
         return Some(format!(

@@ -1,15 +1,23 @@
 //! The answers of the API: objects, `Status` errors with the upstream reasons, and the
 //! server-set values (UIDs, timestamps).
 
-use apiagg_apis::{failure_status, go_quote};
+use apiagg_apis::{go_quote, Failure, Reason};
 use apiagg_strategy::WriteError;
 use serde_json::{json, Value};
 
 use super::Answer;
 use apiagg_store::StoreError;
 
-pub fn status(code: u16, reason: &str, message: &str, details: Option<Value>) -> Answer {
-    done(code, &failure_status(code, reason, message, details))
+/// A failure `Status` with `reason`'s own code.
+pub fn status(reason: Reason, message: &str, details: Option<Value>) -> Answer {
+    let failure = Failure::new(reason, message);
+    Answer::Failed {
+        failure: match details {
+            Some(details) => failure.details(details),
+            None => failure,
+        },
+        retry_after: None,
+    }
 }
 
 pub fn done(code: u16, value: &Value) -> Answer {
@@ -28,10 +36,9 @@ pub fn warned(code: u16, value: &Value, warnings: Vec<String>) -> Answer {
 /// A 503 `ServiceUnavailable` Status sent with `Retry-After: <seconds>`.
 pub fn unavailable(message: &str, retry_after: u32) -> Answer {
     let details = json!({"retryAfterSeconds": retry_after});
-    let body = failure_status(503, "ServiceUnavailable", message, Some(details));
-    Answer::Retry {
-        body: body.to_string().into_bytes(),
-        retry_after,
+    Answer::Failed {
+        failure: Failure::new(Reason::ServiceUnavailable, message).details(details),
+        retry_after: Some(retry_after),
     }
 }
 
@@ -73,7 +80,7 @@ pub fn resource_version_required(name: &str) -> Answer {
     );
     let mut d = details(name);
     d["causes"] = json!([{"reason": "FieldValueInvalid", "message": body, "field": "metadata.resourceVersion"}]);
-    status(422, "Invalid", &message, Some(d))
+    status(Reason::Invalid, &message, Some(d))
 }
 
 /// The 409 of an update whose `metadata.uid` is not the stored object's: the UID precondition
@@ -83,7 +90,7 @@ pub fn uid_precondition_failed(name: &str, sent: &str, stored: &str) -> Answer {
         "Operation cannot be fulfilled on apiservices.apiregistration.k8s.io {}: StorageError: invalid object, Code: 4, Key: /apiregistration.k8s.io/apiservices/{name}, ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: UID in precondition: {sent}, UID in object meta: {stored}",
         go_quote(name)
     );
-    status(409, "Conflict", &message, Some(details(name)))
+    status(Reason::Conflict, &message, Some(details(name)))
 }
 
 /// The name kube-apiserver gives an object created with only `generateName`: the prefix (at most
@@ -116,13 +123,13 @@ pub fn generated_name(prefix: &str) -> String {
 pub fn store_error(e: StoreError) -> Answer {
     let text = e.to_string();
     match e {
-        StoreError::NotFound(name) => status(404, "NotFound", &text, Some(details(&name))),
+        StoreError::NotFound(name) => status(Reason::NotFound, &text, Some(details(&name))),
         StoreError::AlreadyExists(name) => {
-            status(409, "AlreadyExists", &text, Some(details(&name)))
+            status(Reason::AlreadyExists, &text, Some(details(&name)))
         }
-        StoreError::Conflict(name) => status(409, "Conflict", &text, Some(details(&name))),
-        StoreError::Gone { .. } => status(410, "Expired", &text, None),
-        StoreError::Backend(_) => status(500, "InternalError", &text, None),
+        StoreError::Conflict(name) => status(Reason::Conflict, &text, Some(details(&name))),
+        StoreError::Gone { .. } => status(Reason::Expired, &text, None),
+        StoreError::Backend(_) => status(Reason::InternalError, &text, None),
     }
 }
 
@@ -137,26 +144,25 @@ pub fn write_error(e: WriteError) -> Answer {
                 .collect();
             let mut d = invalid_details(&errors.name);
             d["causes"] = json!(causes);
-            status(422, "Invalid", &text, Some(d))
+            status(Reason::Invalid, &text, Some(d))
         }
         // As kube-apiserver's `NewInvalid` with no kind and no name: details hold the cause only.
         WriteError::StrictPatch { object, why } => {
             let message = format!("Invalid value: {}: {why}", go_quote(&object));
             let cause =
                 json!({"reason": "FieldValueInvalid", "message": message, "field": "patch"});
-            status(422, "Invalid", &text, Some(json!({"causes": [cause]})))
+            status(Reason::Invalid, &text, Some(json!({"causes": [cause]})))
         }
-        WriteError::BadRequest(_) => status(400, "BadRequest", &text, None),
-        WriteError::TooLarge(_) => status(413, "RequestEntityTooLarge", &text, None),
-        WriteError::UnsupportedPatch => status(415, "UnsupportedMediaType", &text, None),
+        WriteError::BadRequest(_) => status(Reason::BadRequest, &text, None),
+        WriteError::TooLarge(_) => status(Reason::RequestEntityTooLarge, &text, None),
+        WriteError::UnsupportedPatch => status(Reason::UnsupportedMediaType, &text, None),
         // As upstream's NewApplyConflict: the causes only, no name.
         WriteError::Conflict(conflicts) => status(
-            409,
-            "Conflict",
+            Reason::Conflict,
             &text,
             Some(json!({"causes": conflicts.causes()})),
         ),
-        WriteError::Options(options) => status(422, "Invalid", &text, Some(options.details())),
+        WriteError::Options(options) => status(Reason::Invalid, &text, Some(options.details())),
     }
 }
 

@@ -3,6 +3,7 @@
 //! it would have stored, but the store is not written (kube-apiserver's `DryRunnableStorage`).
 //! Any other value is refused, as kube-apiserver's options validation refuses it.
 
+use apiagg_apis::Reason;
 use std::sync::Arc;
 
 use apiagg_store::{revision_of, StoreError};
@@ -24,7 +25,7 @@ pub fn dry_run(value: Option<&str>, options: &str) -> Result<bool, Answer> {
             let causes =
                 json!([{"reason": "FieldValueNotSupported", "message": why, "field": "dryRun"}]);
             let details = json!({"group": "meta.k8s.io", "kind": options, "causes": causes});
-            Err(status(422, "Invalid", &message, Some(details)))
+            Err(status(Reason::Invalid, &message, Some(details)))
         }
     }
 }

@@ -8,6 +8,7 @@
 
 use super::answers::status;
 use super::Answer;
+use apiagg_apis::Reason;
 
 /// The request body formats the API reads, in kube-apiserver's order.
 const READABLE: &str = "application/json, application/yaml";
@@ -29,10 +30,7 @@ pub fn body_format(content_type: &str) -> Result<BodyFormat, Answer> {
     match base(content_type).as_str() {
         "" | "application/json" => Ok(BodyFormat::Json),
         "application/yaml" => Ok(BodyFormat::Yaml),
-        _ => Err(status(
-            415,
-            "UnsupportedMediaType",
-            &format!(
+        _ => Err(status(Reason::UnsupportedMediaType, &format!(
                 "the body of the request was in an unknown format - accepted media types include: {READABLE}"
             ),
             None,
@@ -47,8 +45,7 @@ pub fn negotiate(accept: &str) -> Result<(), Answer> {
         return Ok(());
     }
     Err(status(
-        406,
-        "NotAcceptable",
+        Reason::NotAcceptable,
         &format!("only the following media types are accepted: {WRITABLE}"),
         None,
     ))
@@ -104,7 +101,8 @@ mod tests {
     fn code(answer: Answer) -> u16 {
         match answer {
             Answer::Done { code, .. } => code,
-            _ => 0,
+            Answer::Failed { failure, .. } => failure.code,
+            Answer::Watch(_) => 0,
         }
     }
 

@@ -16,8 +16,10 @@ mod watch;
 mod work;
 mod writes;
 
+use apiagg_apis::Reason;
 use std::sync::Arc;
 
+use apiagg_apis::Failure;
 use apiagg_config::LocalGroupVersion;
 use apiagg_requestinfo::RequestInfo;
 use serde_json::{json, Value};
@@ -68,12 +70,12 @@ pub enum Answer {
     },
     /// A watch stream.
     Watch(Box<WatchStream>),
-    /// A 503 Status to be sent with `Retry-After`.
-    Retry {
-        /// JSON body.
-        body: Vec<u8>,
+    /// A failure `Status`, sent with `Retry-After` when it has one.
+    Failed {
+        /// What the Status says.
+        failure: Failure,
         /// Seconds for `Retry-After`.
-        retry_after: u32,
+        retry_after: Option<u32>,
     },
 }
 
@@ -93,7 +95,7 @@ impl Api<'_> {
     pub async fn handle(&self, req: &ApiRequest<'_>) -> Answer {
         let query = match Query::from_params(&req.info.query) {
             Ok(query) => query,
-            Err(e) => return status(400, "BadRequest", &e.to_string(), None),
+            Err(e) => return status(Reason::BadRequest, &e.to_string(), None),
         };
         if let Err(refused) = media::negotiate(req.accept) {
             return refused;
@@ -102,8 +104,7 @@ impl Api<'_> {
         if !info.namespace.is_empty() {
             // APIServices are cluster-scoped.
             return status(
-                404,
-                "NotFound",
+                Reason::NotFound,
                 "the server could not find the requested resource",
                 None,
             );
@@ -124,20 +125,17 @@ impl Api<'_> {
             ("DELETE", ["apiservices", name]) => self.delete(name, &query).await,
             // `status` is the only subresource; any other is unknown for every verb.
             (_, ["apiservices", _, sub, ..]) if *sub != "status" || parts.len() > 3 => status(
-                404,
-                "NotFound",
+                Reason::NotFound,
                 "the server could not find the requested resource",
                 Some(json!({})),
             ),
             (_, ["apiservices", ..]) | (_, [""]) => status(
-                405,
-                "MethodNotAllowed",
+                Reason::MethodNotAllowed,
                 &format!("{} is not supported on this path", req.method),
                 None,
             ),
             _ => status(
-                404,
-                "NotFound",
+                Reason::NotFound,
                 "the server could not find the requested resource",
                 None,
             ),
@@ -157,7 +155,7 @@ impl Api<'_> {
         self.declared(name).map(|o| {
             let file = o["metadata"]["annotations"][DECLARED_BY].as_str().unwrap_or("the config file");
             let message = format!("apiservices.apiregistration.k8s.io {name:?} is declared in {file} and read-only through the API: change it there");
-            status(405, "MethodNotAllowed", &message, Some(details(name)))
+            status(Reason::MethodNotAllowed, &message, Some(details(name)))
         })
     }
 

@@ -3,6 +3,7 @@
 //! ownership and unknown-field warnings come from the strategy crate; this file only reads the
 //! request and talks to the store, re-reading on a concurrent write.
 
+use apiagg_apis::Reason;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -56,9 +57,9 @@ async fn off_thread<T: Send + 'static>(
     work::run(WORK_BUDGET, work).await.map_err(|e| {
         let text = e.to_string();
         match e {
-            WorkError::Timeout(_) => status(504, "Timeout", &text, None),
-            WorkError::Busy => status(429, "TooManyRequests", &text, None),
-            WorkError::Lost => status(500, "InternalError", &text, None),
+            WorkError::Timeout(_) => status(Reason::Timeout, &text, None),
+            WorkError::Busy => status(Reason::TooManyRequests, &text, None),
+            WorkError::Lost => status(Reason::InternalError, &text, None),
         }
     })
 }
@@ -75,7 +76,7 @@ async fn read(
     let options = options(verb, query, req)?;
     let value = match format {
         BodyFormat::Json => serde_json::from_slice(req.body)
-            .map_err(|e| status(400, "BadRequest", &format!("invalid JSON: {e}"), None))?,
+            .map_err(|e| status(Reason::BadRequest, &format!("invalid JSON: {e}"), None))?,
         BodyFormat::Yaml => {
             let body = req.body.to_vec();
             off_thread(move || strategy::yaml_body(&body))
@@ -191,7 +192,7 @@ impl Api<'_> {
             _ => String::new(),
         };
         if !message.is_empty() {
-            return status(400, "BadRequest", &message, None);
+            return status(Reason::BadRequest, &message, None);
         }
         let Some(old) = self.store.get(name) else {
             return store_error(StoreError::NotFound(name.into()));

@@ -19,7 +19,7 @@ use pingora_core::server::ShutdownWatch;
 use prometheus::{IntCounter, IntGauge};
 
 use crate::backends::OpenFiles;
-use crate::request::{ConnectionTimeouts, Deadlined, TimedOut};
+use crate::deadlines::{ConnectionTimeouts, Deadlined, TimedOut};
 
 /// The open files kept for everything but client connections: a quarter of the limit, at
 /// least 1,024.
@@ -100,7 +100,7 @@ impl ConnectionFilter for Filter {
 
 /// A server application counted as one open connection while it serves one, from before its
 /// TLS handshake (run here, bounded by the request-head timeout as Go bounds kube-apiserver's)
-/// to its end, each connection under the deadlines of its phase (`request::Deadlined`).
+/// to its end, each connection under the deadlines of its phase (`crate::deadlines::Deadlined`).
 pub struct Counted<A> {
     inner: Arc<A>,
     bound: Arc<ConnectionBound>,

@@ -7,6 +7,8 @@ use anyhow::Context;
 use apiagg_config::ServingTls;
 use pingora_core::listeners::tls::{Acceptor, TlsSettings};
 use pingora_core::listeners::{L4BufferSettings, ListenerConfig, TcpSocketOptions};
+use rustls::crypto::CryptoProvider;
+use rustls::{version, ServerConfig};
 
 use super::serving::ServingCertificates;
 use crate::auth::{ClientCertificates, IdentifyConnections, RequestClientCertificates};
@@ -65,11 +67,12 @@ impl Listener {
     /// acceptor apiagg runs the handshake with itself (`connections::Counted`, so a handshake is
     /// counted and bounded like the rest of a connection): HTTP/2 by ALPN, certificates from
     /// `certificates` (SNI, reloaded), asking for client certificates when `clients` has CAs to
-    /// check them against.
+    /// check them against; with `kx` (`--tls-curve-preferences`), only its key exchanges.
     pub fn config(
         &self,
         certificates: Option<Arc<ServingCertificates>>,
         clients: Option<Arc<ClientCertificates>>,
+        kx: Option<Arc<CryptoProvider>>,
     ) -> anyhow::Result<(ListenerConfig, Option<Arc<Acceptor>>)> {
         // No read buffer: pingora's HTTP sessions buffer what they parse themselves, and an L4
         // read buffer is a zeroed 64 KiB per connection: 4.6 KiB of RSS per open watch measured
@@ -84,6 +87,7 @@ impl Listener {
         if let (Some(tls), Some(certificates)) = (&self.tls, certificates) {
             let cert = tls.cert_file.to_string_lossy();
             let key = tls.key_file.to_string_lossy();
+            let mut verifier = None;
             let mut settings = match clients {
                 Some(clients) => {
                     let cas: Vec<_> = clients
@@ -93,18 +97,35 @@ impl Listener {
                         .cloned()
                         .collect();
                     let refs: Vec<_> = cas.iter().map(|c| &**c).collect();
-                    let verifier = Arc::new(RequestClientCertificates::new(&refs));
+                    let clients_verifier = Arc::new(RequestClientCertificates::new(&refs));
+                    verifier = Some(clients_verifier.clone());
                     let mut s = TlsSettings::with_callbacks(Box::new(IdentifyConnections(clients)))
                         .map_err(|e| anyhow::anyhow!("TLS settings: {e}"))?;
-                    s.set_client_cert_verifier(verifier);
+                    s.set_client_cert_verifier(clients_verifier);
                     s
                 }
                 None => TlsSettings::intermediate(&cert, &key)
                     .map_err(|e| anyhow::anyhow!("serving certificate {cert} / {key}: {e}"))?,
             };
-            settings.set_cert_resolver(certificates);
+            settings.set_cert_resolver(certificates.clone());
             settings.enable_h2();
-            return Ok((config, Some(Arc::new(settings.build()))));
+            let mut acceptor = settings.build();
+            if let Some(kx) = kx {
+                // pingora builds its rustls config with the process's provider; the same config
+                // again with only the chosen key exchanges (its callbacks stay).
+                let built = acceptor.acceptor.config();
+                let builder = ServerConfig::builder_with_provider(kx)
+                    .with_protocol_versions(&[&version::TLS12, &version::TLS13])
+                    .context("TLS versions with --tls-curve-preferences")?;
+                let builder = match verifier {
+                    Some(v) => builder.with_client_cert_verifier(v),
+                    None => builder.with_no_client_auth(),
+                };
+                let mut chosen = builder.with_cert_resolver(certificates);
+                chosen.alpn_protocols = built.alpn_protocols.clone();
+                acceptor.acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(chosen));
+            }
+            return Ok((config, Some(Arc::new(acceptor))));
         }
         Ok((config, None))
     }

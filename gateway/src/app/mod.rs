@@ -6,6 +6,7 @@ mod commands;
 mod connections;
 mod controllers;
 mod controls;
+mod curves;
 mod goaway;
 mod limits;
 mod listen;
@@ -26,16 +27,18 @@ use pingora_core::services::background::background_service;
 use crate::auth::{Authenticator, AuthnMetrics, AuthzMetrics, StructuredAuthn, StructuredAuthz};
 use crate::backends::{OpenFiles, Reloadable};
 use crate::controllers::{FlowControlController, FlowControlHandles, RbacController, RbacHandles};
-use crate::request::{ApiaggProxy, Controls, TimedOut};
+use crate::deadlines::TimedOut;
+use crate::request::{ApiaggProxy, Controls};
 use crate::state::{Gateway, Options};
 use apiagg_observe::Milestone;
 use pingora_core::apps::HttpServerOptions;
 
-pub use crate::request::ConnectionTimeouts;
+pub use crate::deadlines::ConnectionTimeouts;
 pub use apiagg_audit::{LogFormat, LogSettings, Settings as AuditSettings, WebhookSettings};
 pub use check_backend::check_backend;
 pub use commands::{check, check_tracing, print_status};
 pub use controls::{FlowOptions, FlowSource};
+pub use curves::{curve_id, CurveError};
 pub use goaway::MAX_CHANCE as MAX_GOAWAY_CHANCE;
 pub use stores::StoreChoice;
 
@@ -65,6 +68,9 @@ pub struct Launch {
     pub authorization: Option<PathBuf>,
     /// `--goaway-chance`: the chance of a GOAWAY after an HTTP/2 answer.
     pub goaway_chance: f64,
+    /// `--tls-curve-preferences`: the TLS groups (IDs) the listener accepts; empty: the
+    /// provider's default groups.
+    pub tls_curves: Vec<u16>,
     /// Behaviour of the gateway.
     pub options: Options,
 }
@@ -165,7 +171,7 @@ pub fn serve(launch: Launch) -> anyhow::Result<()> {
         open_files: file_budget.clone(),
     };
     // An HTTP/2 connection with no stream open is closed after the idle timeout (HTTP/1.1's
-    // idle and head deadlines, and HTTP/2's preface, are the stream's: request::Deadlined).
+    // idle and head deadlines, and HTTP/2's preface, are the stream's: deadlines::Deadlined).
     let mut server_options = HttpServerOptions::default();
     server_options.h2_idle_timeout = Some(launch.connection_timeouts.idle);
     let proxy_app = ApiaggProxy::new(
@@ -179,8 +185,9 @@ pub fn serve(launch: Launch) -> anyhow::Result<()> {
     let proxy_app =
         goaway::Goaway::new(proxy_app, launch.goaway_chance, gateway.metrics.registry())
             .context("creating metrics")?;
+    let kx = curves::provider(&launch.tls_curves)?;
     let listener = listen::Listener::new(&listen, config.tls.as_ref())?;
-    let (listening, tls) = listener.config(certificates, auth.certificates())?;
+    let (listening, tls) = listener.config(certificates, auth.certificates(), kx)?;
     let mut proxy = pingora_core::services::listening::Service::new(
         "apiagg".to_string(),
         connections::Counted::new(proxy_app, bound.clone())

@@ -105,10 +105,10 @@ impl AuthError {
     }
 
     /// The `reason` of the Status answer (`Unauthorized`, `TooManyRequests`).
-    pub fn reason(&self) -> &'static str {
+    pub fn reason(&self) -> apiagg_apis::Reason {
         match self {
-            AuthError::TooManyReviews => "TooManyRequests",
-            _ => "Unauthorized",
+            AuthError::TooManyReviews => apiagg_apis::Reason::TooManyRequests,
+            _ => apiagg_apis::Reason::Unauthorized,
         }
     }
 

@@ -7,9 +7,11 @@ use apiagg_discovery::NegotiateOptions;
 use bytes::Bytes;
 use pingora_http::RequestHeader;
 
-use super::reply::{self, Reply};
+use super::refusal::Refusal;
+use super::reply::Reply;
 use crate::backends::RouteTable;
 use crate::state::{Discovery, Statuses};
+use apiagg_apis::Reason;
 use apiagg_observe::{health_answer, HealthEndpoint, Lifecycle, Metrics};
 
 fn header<'a>(req: &'a RequestHeader, name: &str) -> Option<&'a str> {
@@ -22,7 +24,7 @@ fn header<'a>(req: &'a RequestHeader, name: &str) -> Option<&'a str> {
 pub fn health(req: &RequestHeader, endpoint: HealthEndpoint, check: &str, lc: &Lifecycle) -> Reply {
     match health_answer(endpoint, check, req.uri.query(), lc) {
         Some(answer) => Reply::text(answer.code, answer.body),
-        None => reply::not_found(),
+        None => Refusal::not_found().into(),
     }
 }
 
@@ -100,7 +102,7 @@ fn document(
 }
 
 fn not_acceptable(e: &discovery::NotAcceptable) -> Reply {
-    reply::failure_reply(406, "NotAcceptable", &e.message())
+    Refusal::new(Reason::NotAcceptable, e.message()).into()
 }
 
 /// `/apis` (aggregated or legacy by Accept) and `/apis/` (legacy only).
@@ -128,7 +130,7 @@ pub fn apis(
             version, format, ..
         } => match aggregated.guard().as_deref() {
             Some(docs) => document(req, docs.get(version), format, true),
-            None => reply::mux_incomplete_reply(),
+            None => Refusal::mux_incomplete().into(),
         },
     };
     if slash {

@@ -4,15 +4,15 @@
 //! sequence, `application/cbor-seq`; Status errors through the reply's own negotiation). The
 //! config file's APIServices are shown with the status the availability controller published.
 
-use super::Session;
+use apiagg_apis::Reason;
 use apiagg_requestinfo::RequestInfo;
 use bytes::Bytes;
 use pingora_error::Result;
-use pingora_http::ResponseHeader;
 use serde_json::{json, Value};
 
+use super::ctx::{RequestCtx, Session};
+use super::refusal::Refusal;
 use super::reply::{self, Reply};
-use super::RequestCtx;
 use crate::apiservices::{cbor_answer, Answer, Api, ApiRequest, WatchStream};
 use crate::state::Gateway;
 use apiagg_observe::{Lifecycle, Milestone};
@@ -55,32 +55,26 @@ async fn read_body(session: &mut Session) -> Result<Option<Vec<u8>>> {
     Ok(Some(body))
 }
 
-/// Answers a request under `/apis/apiregistration.k8s.io/v1`; returns the status code sent.
+/// Answers a request under `/apis/apiregistration.k8s.io/v1`.
 pub async fn serve(
     session: &mut Session,
     gateway: &Gateway,
     info: &RequestInfo<'_>,
     ctx: &mut RequestCtx,
-) -> Result<u16> {
+) -> Result<()> {
     // The request deadline bounds the body's arrival too: a body sent one byte at a time does
     // not keep its flow-control seat past it (kube-apiserver's request context).
-    let within = match super::deadline::limit(info, gateway.options.request_timeout) {
-        Ok(super::deadline::Limit::Request(d) | super::deadline::Limit::Discovery(d)) => d,
-        _ => gateway.options.request_timeout,
-    };
-    let Ok(body) = tokio::time::timeout_at((ctx.started + within).into(), read_body(session)).await
-    else {
+    let until = (ctx.bounds.deadline).unwrap_or(ctx.started + gateway.options.request_timeout);
+    let Ok(body) = tokio::time::timeout_at(until.into(), read_body(session)).await else {
         // The rest of the body is not read: the connection is not reused.
-        session.set_keepalive(None);
-        return send(session, ctx, reply::timeout_reply()).await;
+        return ctx
+            .answer(session, Refusal::timeout().closing().into())
+            .await;
     };
     let Some(body) = body? else {
-        let reply = reply::failure_reply(
-            413,
-            "RequestEntityTooLarge",
-            "the request body is larger than 3 MiB",
-        );
-        return send(session, ctx, reply).await;
+        let message = "the request body is larger than 3 MiB";
+        let refusal = Refusal::new(Reason::RequestEntityTooLarge, message);
+        return ctx.answer(session, refusal.into()).await;
     };
     ctx.audit.request_body(&body);
     let header = |name: &str| {
@@ -119,53 +113,42 @@ pub async fn serve(
             code,
             body,
             warnings,
-        } if warnings.is_empty() => send(session, ctx, encoded(code, body, cbor)).await,
-        Answer::Done {
-            code,
-            body,
-            warnings,
         } => {
-            ctx.audit.reply(code, &body);
-            let headers = ctx.answer_headers();
-            let reply = encoded(code, body, cbor).negotiated(session.req_header());
-            send_warned(session, reply, &warnings, headers).await?;
-            Ok(code)
+            let reply = warnings
+                .iter()
+                .fold(encoded(code, body, cbor), |reply, text| {
+                    reply.header(http::header::WARNING, warning_header(text))
+                });
+            ctx.answer(session, reply).await
         }
-        Answer::Retry { body, retry_after } => {
-            let reply = Reply::own_status(503, Bytes::from(body)).header(
-                http::header::RETRY_AFTER,
-                http::HeaderValue::from(retry_after),
-            );
-            send(session, ctx, reply).await
+        Answer::Failed {
+            failure,
+            retry_after,
+        } => {
+            let refusal = Refusal::from(failure);
+            let refusal = match retry_after {
+                Some(seconds) => refusal.retry_after_header(u64::from(seconds)),
+                None => refusal,
+            };
+            ctx.answer(session, refusal.into()).await
         }
         Answer::Watch(stream) => {
+            ctx.outcome.code = 200;
             let headers = ctx.answer_headers();
-            stream_watch(session, *stream, &gateway.lifecycle, headers, cbor).await?;
-            Ok(200)
+            stream_watch(session, *stream, &gateway.lifecycle, headers, cbor).await
         }
     }
 }
 
-/// An answer of the API in JSON, or in CBOR when `cbor`; errors are `Status` objects, which
-/// the reply negotiates itself, as every `Status` apiagg writes (the 404 of an unknown name or
-/// path too).
+/// An answer of the API in JSON, or in CBOR when `cbor` (its failures are [`Answer::Failed`],
+/// which the reply negotiates itself, as every `Status` apiagg writes).
 fn encoded(code: u16, json: Vec<u8>, cbor: bool) -> Reply {
-    if code >= 400 {
-        return Reply::own_status(code, Bytes::from(json));
-    }
     if cbor {
         if let Ok(encoded) = apiagg_apis::json_to_cbor(&json) {
             return Reply::new(code, apiagg_apis::CBOR, Bytes::from(encoded));
         }
     }
     Reply::json(code, Bytes::from(json))
-}
-
-/// Sends an answer with the audit and flow-control headers, noting it in the audit.
-async fn send(session: &mut Session, ctx: &mut RequestCtx, reply: Reply) -> Result<u16> {
-    let code = reply.code();
-    ctx.own_answer(reply.read_status()).send(session).await?;
-    Ok(code)
 }
 
 /// The `Warning` header value kube-apiserver sends: code 299, agent `-`, the text quoted
@@ -177,28 +160,6 @@ fn warning_header(text: &str) -> String {
         .collect();
     let quoted = text.replace('\\', "\\\\").replace('"', "\\\"");
     format!("299 - \"{quoted}\"")
-}
-
-/// An answer with `Warning` headers (several of one name, which [`Reply`] cannot send).
-async fn send_warned(
-    session: &mut Session,
-    reply: Reply,
-    warnings: &[String],
-    headers: Vec<(http::HeaderName, http::HeaderValue)>,
-) -> Result<()> {
-    let (code, content_type, body) = reply.into_parts();
-    let mut head = ResponseHeader::build(code, Some(6 + warnings.len()))?;
-    for (name, value) in headers {
-        head.insert_header(name, value)?;
-    }
-    head.insert_header("Content-Type", content_type)?;
-    head.insert_header("Content-Length", body.len().to_string())?;
-    head.insert_header("X-Content-Type-Options", "nosniff")?;
-    for text in warnings {
-        head.append_header("Warning", warning_header(text))?;
-    }
-    session.write_response_header(Box::new(head)).await?;
-    session.write_response_body(body, true).await
 }
 
 /// Sends a watch until it ends, the client leaves, its timeout passes or shutdown refuses new

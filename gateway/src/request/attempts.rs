@@ -12,10 +12,9 @@ use crate::backends::{IdleConnections, Slot, Upstream, UpstreamEndpoint};
 const ENDPOINTS_FULL: &str = "every endpoint has --max-requests-inflight-per-endpoint requests";
 
 /// The backend a forwarded request goes to, and its attempts there.
-#[derive(Default)]
 pub(super) struct Attempts {
     /// The backend (a remote APIService's or the delegate).
-    pub(super) upstream: Option<Arc<Upstream>>,
+    pub(super) upstream: Arc<Upstream>,
     /// The endpoint of the current attempt.
     pub(super) endpoint: usize,
     /// Endpoints already tried (bit per index): a retry goes elsewhere.
@@ -31,18 +30,30 @@ pub(super) struct Attempts {
 }
 
 impl Attempts {
+    /// No attempt yet at `upstream`; `own_connection`: on apiagg's own connections
+    /// (impersonation at the delegate).
+    pub(super) fn new(upstream: Arc<Upstream>, own_connection: bool) -> Attempts {
+        Attempts {
+            upstream,
+            endpoint: 0,
+            tried: 0,
+            retry_same: false,
+            own_connection,
+            endpoint_slot: None,
+            answered: false,
+        }
+    }
+
     /// The endpoint of the current attempt.
     pub(super) fn current(&self) -> Option<&UpstreamEndpoint> {
-        self.upstream.as_ref()?.endpoints.get(self.endpoint)
+        self.upstream.endpoints.get(self.endpoint)
     }
 
     /// Picks the endpoint of the next attempt: the same one again when its pooled connection
     /// was stale, else a healthy one not tried yet, with room in its bound `cap` when the
     /// backend is bounded (the place is taken).
     pub(super) fn pick(&mut self, cap: Option<usize>) -> Result<&UpstreamEndpoint> {
-        let Some(upstream) = &self.upstream else {
-            return Error::e_explain(ErrorType::InternalError, "no upstream selected");
-        };
+        let upstream = &self.upstream;
         let picked = if std::mem::take(&mut self.retry_same) {
             Some(self.endpoint)
         } else {
@@ -68,9 +79,7 @@ impl Attempts {
 
     /// Whether a healthy endpoint is left that no attempt tried.
     pub(super) fn has_untried(&self) -> bool {
-        self.upstream
-            .as_ref()
-            .is_some_and(|u| u.has_untried(self.tried))
+        self.upstream.has_untried(self.tried)
     }
 
     /// The peer template of the current endpoint, for the request's identity.
@@ -103,10 +112,7 @@ mod tests {
     fn wardle() -> Attempts {
         let routes = table(CONFIG, &[]);
         let upstream = routes.upstreams[index(&routes, "v1.wardle.example.com")].clone();
-        Attempts {
-            upstream,
-            ..Attempts::default()
-        }
+        Attempts::new(upstream.expect("wardle's upstream"), false)
     }
 
     fn url(attempts: &mut Attempts, cap: Option<usize>) -> Result<String> {
@@ -140,13 +146,10 @@ mod tests {
 
     #[test]
     fn an_ejected_endpoint_is_not_picked() {
-        let upstream = wardle().upstream.expect("upstream");
+        let upstream = wardle().upstream;
         upstream.endpoints[0].health.mark_failed("refused".into());
         for _ in 0..4 {
-            let mut fresh = Attempts {
-                upstream: Some(upstream.clone()),
-                ..Attempts::default()
-            };
+            let mut fresh = Attempts::new(upstream.clone(), false);
             assert_eq!(
                 fresh.pick(None).expect("picked").url,
                 upstream.endpoints[1].url
@@ -161,18 +164,12 @@ mod tests {
     #[test]
     fn a_bounded_backend_takes_a_place_and_refuses_when_every_endpoint_is_full() {
         let mut holder = wardle();
-        let upstream = holder.upstream.clone().expect("upstream");
+        let upstream = holder.upstream.clone();
         // A cap of one: two requests hold both endpoints' places.
         url(&mut holder, Some(1)).expect("one");
-        let mut other = Attempts {
-            upstream: Some(upstream.clone()),
-            ..Attempts::default()
-        };
+        let mut other = Attempts::new(upstream.clone(), false);
         url(&mut other, Some(1)).expect("two");
-        let mut third = Attempts {
-            upstream: Some(upstream),
-            ..Attempts::default()
-        };
+        let mut third = Attempts::new(upstream, false);
         let full = third
             .pick(Some(1))
             .map(|e| e.url.clone())
@@ -181,16 +178,5 @@ mod tests {
         // A place is given back when its holder goes.
         drop(holder);
         url(&mut third, Some(1)).expect("a place again");
-    }
-
-    #[test]
-    fn without_an_upstream_nothing_is_picked() {
-        let mut attempts = Attempts::default();
-        let none = attempts
-            .pick(None)
-            .map(|e| e.url.clone())
-            .expect_err("no upstream");
-        assert_eq!(none.etype(), &ErrorType::InternalError);
-        assert!(!attempts.has_untried() && attempts.current().is_none());
     }
 }

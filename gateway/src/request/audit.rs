@@ -1,4 +1,4 @@
-//! Step 3a of `route` (phases.rs): auditing, as kube-apiserver's audit filter wraps the
+//! Step 3a of the request path (phases.rs): auditing, as kube-apiserver's audit filter wraps the
 //! aggregator.
 //! Every request gets an audit ID (the caller's valid `Audit-ID`, or a new one) returned in the
 //! `Audit-ID` response header and passed to backends and the delegate; the policy decides the
@@ -11,13 +11,14 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use super::Session;
 use apiagg_requestinfo::RequestInfo;
+use pingora_core::protocols::http::ServerSession as Session;
 
 use super::reply::Reply;
-use super::{ApiaggProxy, RequestCtx};
 use crate::auth::User;
-use apiagg_audit::{AuditId, Begin, Identity, RequestAudit, StatusSummary, AUDIT_ID_HEADER};
+use apiagg_audit::{
+    AuditId, Auditor, Begin, Identity, RequestAudit, StatusSummary, AUDIT_ID_HEADER,
+};
 
 /// The request headers the audit reads, parsed once (a `&str` name is parsed at every lookup).
 const X_FORWARDED_FOR: http::HeaderName = http::HeaderName::from_static("x-forwarded-for");
@@ -56,16 +57,27 @@ impl Identity for Nobody {
     }
 }
 
-impl ApiaggProxy {
-    /// Starts the audit of a request once its caller is known (`None`: refused credentials).
-    pub(super) fn audit_begin(
-        &self,
+/// A request's audit: its event while the policy's level is not None, its ID, and the Status
+/// of an answer apiagg wrote itself.
+#[derive(Default)]
+pub(super) struct AuditState {
+    event: Option<Box<RequestAudit>>,
+    id: Option<Box<http::HeaderValue>>,
+    status: Option<Box<StatusSummary>>,
+}
+
+impl AuditState {
+    /// Starts the audit of a request received at `started` once its caller is known (`None`:
+    /// refused credentials, or refused before authentication).
+    pub(super) fn begin(
+        &mut self,
+        auditor: &Auditor,
         session: &Session,
-        ctx: &mut RequestCtx,
+        started: std::time::Instant,
         info: &RequestInfo<'_>,
         user: Option<Arc<User>>,
     ) {
-        if !self.audit.is_enabled() {
+        if !auditor.is_enabled() {
             return;
         }
         let header = session.req_header();
@@ -88,7 +100,7 @@ impl ApiaggProxy {
             .path_and_query()
             .map_or_else(|| header.uri.path(), |pq| pq.as_str());
         let received = SystemTime::now()
-            .checked_sub(ctx.started.elapsed())
+            .checked_sub(started.elapsed())
             .unwrap_or_else(SystemTime::now);
         let begin = Begin {
             id: id.clone(),
@@ -103,22 +115,11 @@ impl ApiaggProxy {
                 .and_then(|v| v.to_str().ok()),
             received,
         };
-        ctx.audit.event = self.audit.begin(begin);
+        self.event = auditor.begin(begin);
         // Formatted once: the backend and the caller both get it.
-        ctx.audit.id = Some(Box::new(id.header_value()));
+        self.id = Some(Box::new(id.header_value()));
     }
-}
 
-/// A request's audit: its event while the policy's level is not None, its ID, and the Status
-/// of an answer apiagg wrote itself.
-#[derive(Default)]
-pub(super) struct AuditState {
-    event: Option<Box<RequestAudit>>,
-    id: Option<Box<http::HeaderValue>>,
-    status: Option<Box<StatusSummary>>,
-}
-
-impl AuditState {
     /// The audit event being written, when the request is audited.
     pub(super) fn ongoing(&mut self) -> Option<&mut RequestAudit> {
         self.event.as_deref_mut()
@@ -126,7 +127,12 @@ impl AuditState {
 
     /// Notes the authorization decision with its reason (none: nobody could decide, an error),
     /// and the impersonated user.
-    fn authorized(&mut self, allowed: Option<bool>, reason: &str, impersonated: Option<Arc<User>>) {
+    pub(super) fn authorized(
+        &mut self,
+        allowed: Option<bool>,
+        reason: &str,
+        impersonated: Option<Arc<User>>,
+    ) {
         if let Some(audit) = self.event.as_mut() {
             match allowed {
                 Some(allowed) => audit.authorized(if allowed { "allow" } else { "forbid" }, reason),
@@ -138,22 +144,8 @@ impl AuditState {
         }
     }
 
-    /// Notes an answer of the APIService API: its body when the level asks for it, and the
-    /// Status it carries (read from the body the API rendered).
-    pub(super) fn reply(&mut self, code: u16, body: &[u8]) {
-        let Some(audit) = self.event.as_mut() else {
-            return;
-        };
-        if audit.wants_response_body() {
-            audit.response_body(body);
-        }
-        if code >= 400 {
-            self.status = super::reply::status_of(body).map(Box::new);
-        }
-    }
-
     /// Notes an answer apiagg writes itself: its body when the level asks, and its Status.
-    fn own_answer(&mut self, reply: &Reply) {
+    pub(super) fn own_answer(&mut self, reply: &Reply) {
         if let Some(audit) = self.event.as_mut() {
             if audit.wants_response_body() {
                 audit.response_body(reply.body());
@@ -172,7 +164,7 @@ impl AuditState {
     }
 
     /// Writes the `ResponseComplete` event.
-    fn complete(&mut self, code: u16) {
+    pub(super) fn complete(&mut self, code: u16) {
         if let Some(audit) = self.event.take() {
             audit.complete(code, self.status.take().map(|s| *s));
         }
@@ -181,48 +173,6 @@ impl AuditState {
     /// The `Audit-ID` header value, when the request is audited.
     pub(super) fn id_header(&self) -> Option<http::HeaderValue> {
         self.id.as_deref().cloned()
-    }
-}
-
-impl RequestCtx {
-    /// Notes the authorization decision (none: an error) and its reason, and the impersonated
-    /// user, in the request's audit, as kube-apiserver's `WithAuthorization` annotates it.
-    pub(super) fn audit_authorized(&mut self, allowed: Option<bool>, reason: &str) {
-        let impersonated = self
-            .caller
-            .as_ref()
-            .filter(|c| c.method == crate::auth::Method::Impersonation)
-            .map(|c| c.user.clone());
-        self.audit.authorized(allowed, reason, impersonated);
-    }
-
-    /// The headers every answer apiagg writes itself carries: the audit ID and flow control's
-    /// classification.
-    pub(super) fn answer_headers(&self) -> Vec<(http::HeaderName, http::HeaderValue)> {
-        let mut headers = Vec::new();
-        if let Some(decision) = self.flow.classified() {
-            for (name, value) in super::flow::reply_headers(decision) {
-                headers.push((name, value.clone()));
-            }
-        }
-        if let Some(id) = self.audit.id_header() {
-            headers.push((AUDIT_ID_HEADER, id));
-        }
-        headers
-    }
-
-    /// An answer apiagg writes itself, noted in the audit and given the audit and flow-control
-    /// headers.
-    pub(super) fn own_answer(&mut self, reply: Reply) -> Reply {
-        self.audit.own_answer(&reply);
-        self.answer_headers()
-            .into_iter()
-            .fold(reply, |r, (name, value)| r.header(name, value))
-    }
-
-    /// Writes the `ResponseComplete` event (when the request ends).
-    pub(super) fn audit_complete(&mut self, code: u16) {
-        self.audit.complete(code);
     }
 }
 

@@ -8,13 +8,14 @@
 //! records whom it asks for). Refusals are kube-apiserver's Status: 403 `Forbidden`, or 500
 //! `InternalError` when the delegate could not decide.
 
-use super::Session;
+use apiagg_apis::Reason;
 use apiagg_requestinfo::RequestInfo;
 use http::HeaderName;
 
-use super::reply::{self, Reply};
-use super::{ApiaggProxy, RequestCtx};
-use crate::auth::{AuthzRequest, Refusal, Reviewer, ACCESS_CHECKS, IMPERSONATE_PREFIX};
+use super::ctx::{RequestCtx, Session};
+use super::refusal::Refusal;
+use super::service::ApiaggProxy;
+use crate::auth::{self, AuthzRequest, Reviewer, ACCESS_CHECKS, IMPERSONATE_PREFIX};
 use crate::backends::RouteTable;
 
 impl ApiaggProxy {
@@ -25,7 +26,7 @@ impl ApiaggProxy {
         session: &mut Session,
         ctx: &mut RequestCtx,
         info: &RequestInfo<'_>,
-    ) -> Result<(), Reply> {
+    ) -> Result<(), Refusal> {
         let authorizer = self.auth.authorizer();
         let Some(caller) = ctx.caller.as_ref().filter(|_| authorizer.enabled()) else {
             return Ok(());
@@ -64,7 +65,7 @@ impl ApiaggProxy {
         session: &mut Session,
         ctx: &mut RequestCtx,
         info: &RequestInfo<'_>,
-    ) -> Result<(), Reply> {
+    ) -> Result<(), Refusal> {
         let authorizer = self.auth.authorizer();
         let Some(caller) = ctx.caller.as_ref() else {
             return Ok(());
@@ -95,8 +96,8 @@ impl ApiaggProxy {
         &self,
         session: &Session,
         ctx: &mut RequestCtx,
-        outcome: Result<String, Refusal>,
-    ) -> Result<(), Reply> {
+        outcome: Result<String, auth::Refusal>,
+    ) -> Result<(), Refusal> {
         match outcome {
             Ok(reason) => {
                 ctx.audit_authorized(Some(true), &reason);
@@ -104,9 +105,11 @@ impl ApiaggProxy {
             }
             Err(refusal) => {
                 match &refusal {
-                    Refusal::Forbidden { reason, .. } => ctx.audit_authorized(Some(false), reason),
-                    Refusal::Internal(_) => ctx.audit_authorized(None, ""),
-                    Refusal::TooManyValues(_) => ctx.audit_authorized(Some(false), ""),
+                    auth::Refusal::Forbidden { reason, .. } => {
+                        ctx.audit_authorized(Some(false), reason)
+                    }
+                    auth::Refusal::Internal(_) => ctx.audit_authorized(None, ""),
+                    auth::Refusal::TooManyValues(_) => ctx.audit_authorized(Some(false), ""),
                 }
                 Err(self.refused(session, refusal))
             }
@@ -136,23 +139,23 @@ impl ApiaggProxy {
     }
 
     /// The answer to a refusal: 403 `Forbidden`, or 500 when nobody could decide.
-    fn refused(&self, session: &Session, refusal: Refusal) -> Reply {
+    fn refused(&self, session: &Session, refusal: auth::Refusal) -> Refusal {
         match refusal {
-            Refusal::Forbidden {
+            auth::Refusal::Forbidden {
                 message, details, ..
             } => {
                 tracing::debug!(
                     path = session.req_header().uri.path(),
                     "forbidden: {message}"
                 );
-                Reply::failure(403, "Forbidden", &message, Some(details))
+                Refusal::new(Reason::Forbidden, message).details(details)
             }
-            Refusal::Internal(message) => {
+            auth::Refusal::Internal(message) => {
                 tracing::warn!("authorization failed: {message}");
-                reply::failure_reply(500, "InternalError", &message)
+                Refusal::internal(message)
             }
-            Refusal::TooManyValues(message) => {
-                reply::failure_reply(431, "RequestHeaderFieldsTooLarge", &message)
+            auth::Refusal::TooManyValues(message) => {
+                Refusal::new(Reason::RequestHeaderFieldsTooLarge, message)
             }
         }
     }

@@ -1,14 +1,16 @@
-//! Bounds a request gets on its way to a backend: a watch's lifetime, and a place in its
-//! backend's bound of requests in flight.
+//! Bounds a request gets: its deadline (from the parse, step 1b), and on its way to a backend
+//! (step 8) a watch's lifetime, a place in its backend's bound of requests in flight and a
+//! descriptor of the open-file budget.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use apiagg_requestinfo::RequestInfo;
 
-use super::reply::{self, Reply};
-use super::{deadline, ApiaggProxy, RequestCtx};
-use crate::backends::{FileSlot, Slot, Upstream};
-use apiagg_observe::{OpenWatch, RouteKind};
+use super::deadline;
+use super::refusal::Refusal;
+use crate::backends::{FileSlot, OpenFiles, Slot, Upstream};
+use apiagg_observe::{OpenWatch, Watches};
 
 /// What bounds a request on its way to a backend; each part is given back when the request
 /// ends (dropped with it).
@@ -49,17 +51,19 @@ impl Bounds {
             deadline::Limit::Discovery(d) | deadline::Limit::Request(d) => Some(started + d),
         };
     }
-}
 
-impl ApiaggProxy {
     /// A watch ends, as kube-apiserver ends it, after the `timeoutSeconds` the client asked for
     /// or else after a random time between `--min-request-timeout` and twice it, passed to
     /// the backend as `timeoutSeconds` so that it ends the watch cleanly; apiagg cuts it a
     /// little later if the backend does not.
-    pub(super) fn bound_watch(&self, ctx: &mut RequestCtx, info: &RequestInfo<'_>) {
+    pub(super) fn bound_watch(
+        &mut self,
+        watches: &Arc<Watches>,
+        started: Instant,
+        info: &RequestInfo<'_>,
+    ) {
         /// How long after its lifetime, at most, apiagg cuts a watch the backend did not end.
         const CUT_AFTER: std::time::Duration = std::time::Duration::from_secs(15);
-        let watches = &self.gateway.watches;
         let asked = info
             .query
             .timeout_seconds
@@ -69,38 +73,40 @@ impl ApiaggProxy {
             Some(seconds) => Some(std::time::Duration::from_secs(seconds)),
             None => {
                 let lifetime = watches.lifetime();
-                ctx.bounds.watch_timeout = lifetime.map(|l| l.as_secs());
+                self.watch_timeout = lifetime.map(|l| l.as_secs());
                 lifetime
             }
         };
-        ctx.bounds.deadline = lifetime.and_then(|l| ctx.started.checked_add(l + l.min(CUT_AFTER)));
-        ctx.bounds.watch = Some(watches.open());
+        self.deadline = lifetime.and_then(|l| started.checked_add(l + l.min(CUT_AFTER)));
+        self.watch = Some(watches.open());
     }
 
     /// One slow backend holds at most its share of the gateway: a request to a remote
     /// APIService takes a place in its bound once it holds its flow-control seat and was
     /// authorized, just before it is sent (a request waiting in a queue holds no place, so one
-    /// caller's queued requests never lock others out of the backend). Long-running requests
-    /// are bounded by the connection bound instead. `Err`: the 429 to answer.
+    /// caller's queued requests never lock others out of the backend), at most `cap` of them.
+    /// Long-running requests are bounded by the connection bound instead. `Err`: the 429.
     pub(super) fn reserve_backend(
-        &self,
-        ctx: &mut RequestCtx,
+        &mut self,
+        cap: usize,
         upstream: &Upstream,
         info: &RequestInfo<'_>,
-    ) -> Result<(), Reply> {
-        if info.is_long_running() || !upstream.remote {
+    ) -> Result<(), Refusal> {
+        if info.is_long_running() {
             return Ok(());
         }
-        let cap = self.gateway.options.max_requests_per_apiservice;
-        match upstream.slots.try_take(cap) {
-            Some(slot) => {
-                ctx.bounds.backend_slot = Some(slot);
-                Ok(())
-            }
-            None => {
-                ctx.outcome.kind = RouteKind::Proxy;
-                Err(reply::backend_full(&upstream.label, cap))
-            }
-        }
+        let slot = upstream.slots.try_take(cap);
+        let slot = slot.ok_or_else(|| Refusal::backend_full(&upstream.label, cap))?;
+        self.backend_slot = Some(slot);
+        Ok(())
+    }
+
+    /// Every request to a backend holds a descriptor: within the budget, or refused before it
+    /// connects (apiagg never runs into `EMFILE` on the proxy path). `Err`: the 503.
+    pub(super) fn take_file(&mut self, open_files: &Arc<OpenFiles>) -> Result<(), Refusal> {
+        let file = open_files.try_upstream();
+        let file = file.ok_or_else(|| Refusal::out_of_files(open_files.budget()))?;
+        self.file = Some(file);
+        Ok(())
     }
 }

@@ -1,4 +1,4 @@
-//! Step 5 of `route` (phases.rs): API Priority and Fairness, as kube-apiserver wraps the
+//! Step 5 of the request path (phases.rs): API Priority and Fairness, as kube-apiserver wraps the
 //! aggregator (`WithPriorityAndFairness`). The request is classified (FlowSchema → priority
 //! level → flow), then runs at once, waits in its flow's fair queue, or is refused with 429 and
 //! `Retry-After`. The seat is held until the answer ends; a watch gives it back when it is
@@ -12,86 +12,17 @@
 //! lists relayed: [`FlowHold::count_list_bytes`]), a write more for the watches it will wake
 //! (counted here while they are open), anything else one.
 
+use apiagg_apis::Reason;
 use apiagg_requestinfo::RequestInfo;
-use serde_json::json;
 
-use super::reply::Reply;
-use super::{ApiaggProxy, RequestCtx};
+use super::audit::AuditState;
+use super::refusal::Refusal;
 use crate::auth::User;
 use apiagg_flowcontrol::{
     Admission, Decision, FlowControl, Rejection, Request, RequestKind, RequestShape, Seat,
     WatchGuard, WorkEstimate,
 };
 use apiagg_observe::Running;
-
-impl ApiaggProxy {
-    /// Admits the request under flow control: `Ok` once it may run (its seat, if any, in
-    /// `ctx`), `Err(reply)` when it is refused.
-    pub(super) async fn admit(
-        &self,
-        flow: &FlowControl,
-        ctx: &mut RequestCtx,
-        info: &RequestInfo<'_>,
-    ) -> Result<(), Reply> {
-        if info.is_long_running() && info.verb != "watch" {
-            return Ok(());
-        }
-        // Only lists, watches and writes are estimated: anything else (a GET above all) takes
-        // one seat without its shape being built.
-        let estimate = match RequestKind::of(info) {
-            RequestKind::Other => WorkEstimate::ONE,
-            _ => estimate(flow, &mut ctx.flow, info),
-        };
-        let user = ctx
-            .caller
-            .as_ref()
-            .map_or_else(|| &**User::anonymous(), |c| &*c.user);
-        let request = Request {
-            user: &user.name,
-            groups: &user.groups,
-            info,
-        };
-        let admission = flow.admit_estimated(&request, &estimate);
-        if let Some(audit) = ctx.audit.ongoing() {
-            // kube-apiserver's audit annotations of the classification.
-            let decision = match &admission {
-                Admission::Run(seat) => seat.decision(),
-                Admission::Exempt(decision) => decision,
-                Admission::Wait(waiter) => waiter.decision(),
-                Admission::Rejected(rejection) => &rejection.decision,
-            };
-            audit.annotate("apf_pl", decision.priority_level().to_string());
-            audit.annotate("apf_fs", decision.flow_schema().to_string());
-        }
-        let running = || self.gateway.metrics.running(info.is_write());
-        match admission {
-            Admission::Run(seat) => {
-                ctx.flow.seat = Some(seat);
-                ctx.flow.running = Some(running());
-                Ok(())
-            }
-            Admission::Exempt(decision) => {
-                ctx.flow.classified = Some(decision);
-                ctx.flow.running = Some(running());
-                Ok(())
-            }
-            Admission::Rejected(rejection) => Err(rejected(ctx, rejection)),
-            Admission::Wait(waiter) => {
-                ctx.flow.classified = Some(waiter.decision().clone());
-                // Boxed: waiting is the rare path; its state stays out of every request's
-                // future.
-                match Box::pin(waiter.wait()).await {
-                    Ok(seat) => {
-                        ctx.flow.seat = Some(seat);
-                        ctx.flow.running = Some(running());
-                        Ok(())
-                    }
-                    Err(rejection) => Err(rejected(ctx, rejection)),
-                }
-            }
-        }
-    }
-}
 
 /// The work of a list, watch or write; a list's answer is to be learned from, a watch is
 /// counted open (in `hold`).
@@ -157,6 +88,86 @@ impl ListSeen {
 }
 
 impl FlowHold {
+    /// Admits the request of `user` under flow control: `Ok` once it may run (its seat, if
+    /// any, held here; `running` counts it), `Err` when it is refused. The classification is
+    /// noted in `audit`.
+    pub(super) async fn admit(
+        &mut self,
+        flow: &FlowControl,
+        user: &User,
+        audit: &mut AuditState,
+        info: &RequestInfo<'_>,
+        running: impl Fn() -> Running,
+    ) -> Result<(), Refusal> {
+        if info.is_long_running() && info.verb != "watch" {
+            return Ok(());
+        }
+        // Only lists, watches and writes are estimated: anything else (a GET above all) takes
+        // one seat without its shape being built.
+        let estimate = match RequestKind::of(info) {
+            RequestKind::Other => WorkEstimate::ONE,
+            _ => estimate(flow, self, info),
+        };
+        let request = Request {
+            user: &user.name,
+            groups: &user.groups,
+            info,
+        };
+        let admission = flow.admit_estimated(&request, &estimate);
+        if let Some(audit) = audit.ongoing() {
+            // kube-apiserver's audit annotations of the classification.
+            let decision = match &admission {
+                Admission::Run(seat) => seat.decision(),
+                Admission::Exempt(decision) => decision,
+                Admission::Wait(waiter) => waiter.decision(),
+                Admission::Rejected(rejection) => &rejection.decision,
+            };
+            audit.annotate("apf_pl", decision.priority_level().to_string());
+            audit.annotate("apf_fs", decision.flow_schema().to_string());
+        }
+        match admission {
+            Admission::Run(seat) => {
+                self.seat = Some(seat);
+                self.running = Some(running());
+                Ok(())
+            }
+            Admission::Exempt(decision) => {
+                self.classified = Some(decision);
+                self.running = Some(running());
+                Ok(())
+            }
+            Admission::Rejected(rejection) => Err(self.rejected(rejection)),
+            Admission::Wait(waiter) => {
+                self.classified = Some(waiter.decision().clone());
+                // Boxed: waiting is the rare path; its state stays out of every request's
+                // future.
+                match Box::pin(waiter.wait()).await {
+                    Ok(seat) => {
+                        self.seat = Some(seat);
+                        self.running = Some(running());
+                        Ok(())
+                    }
+                    Err(rejection) => Err(self.rejected(rejection)),
+                }
+            }
+        }
+    }
+
+    /// kube-apiserver's answer to a request flow control refused (classified, holding no
+    /// seat).
+    fn rejected(&mut self, rejection: Rejection) -> Refusal {
+        let retry = rejection.retry_after.max(1);
+        tracing::debug!(
+            flow_schema = rejection.decision.flow_schema(),
+            priority_level = rejection.decision.priority_level(),
+            reason = rejection.reason,
+            "flow control refused a request"
+        );
+        self.classified = Some(rejection.decision);
+        let message = "Too many requests, please try again later.";
+        Refusal::new(Reason::TooManyRequests, message).retry_after(u64::from(retry))
+    }
+
     /// A piece of the answer's body was relayed: counted when the request is a list.
     #[inline]
     pub(super) fn count_list_bytes(&mut self, bytes: usize) {
@@ -226,22 +237,6 @@ pub fn reply_headers(decision: &Decision) -> [(http::HeaderName, &http::HeaderVa
             decision.priority_level_header(),
         ),
     ]
-}
-
-/// kube-apiserver's answer to a request flow control refused.
-fn rejected(ctx: &mut RequestCtx, rejection: Rejection) -> Reply {
-    let retry = rejection.retry_after.max(1);
-    tracing::debug!(
-        flow_schema = rejection.decision.flow_schema(),
-        priority_level = rejection.decision.priority_level(),
-        reason = rejection.reason,
-        "flow control refused a request"
-    );
-    ctx.flow.classified = Some(rejection.decision);
-    let details = json!({ "retryAfterSeconds": retry });
-    let message = "Too many requests, please try again later.";
-    Reply::failure(429, "TooManyRequests", message, Some(details))
-        .header(http::header::RETRY_AFTER, retry.to_string())
 }
 
 #[cfg(test)]

@@ -12,7 +12,9 @@ use http::{HeaderMap, HeaderName, HeaderValue};
 use pingora_error::{ErrorType::InvalidHTTPHeader, OrErr, Result};
 use pingora_http::RequestHeader;
 
+use super::ctx::To;
 use crate::auth::{Authenticator, FieldsSize, User};
+use crate::backends::Upstream;
 use apiagg_audit::AUDIT_ID_HEADER;
 
 mod size;
@@ -35,7 +37,19 @@ pub enum Identity<'a> {
     },
 }
 
-impl Identity<'_> {
+impl<'a> Identity<'a> {
+    /// How `user` is stated to `upstream`, reached the way `to` says.
+    pub(in crate::request) fn of(to: To, user: &'a User, upstream: &'a Upstream) -> Identity<'a> {
+        match to {
+            To::Remote => Identity::Remote(user),
+            To::DelegateAsCaller => Identity::CallerCredentials,
+            To::DelegateImpersonating => Identity::Impersonate {
+                user,
+                token: upstream.token.as_ref().and_then(|t| t.header()),
+            },
+        }
+    }
+
     /// Whether the request travels on apiagg's own connections (its client certificate).
     pub fn own_connection(&self) -> bool {
         matches!(self, Identity::Impersonate { .. })

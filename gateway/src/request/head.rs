@@ -15,8 +15,11 @@ use std::time::Duration;
 use pingora_error::{Error, ErrorType};
 use tokio::io::AsyncReadExt;
 
-use super::reply::{self, Reply};
-use super::Session;
+use pingora_core::protocols::http::ServerSession as Session;
+
+use super::refusal::Refusal;
+use super::reply::Reply;
+use apiagg_apis::Reason;
 
 /// Header lines pingora-core's HTTP/1 parser reads (its `MAX_HEADERS`).
 pub const MAX_H1_HEADER_LINES: usize = 256;
@@ -70,13 +73,13 @@ impl HeadRefusal {
     /// The Status answering it.
     pub fn reply(self) -> Reply {
         let message = self.to_string();
-        match self {
+        let refusal = match self {
             HeadRefusal::TooManyLines | HeadRefusal::TooLarge => {
-                reply::failure_reply(431, "RequestHeaderFieldsTooLarge", &message)
+                Refusal::new(Reason::RequestHeaderFieldsTooLarge, message)
             }
-            HeadRefusal::Malformed => reply::failure_reply(400, "BadRequest", &message),
-        }
-        .unnegotiated()
+            HeadRefusal::Malformed => Refusal::bad_request(message),
+        };
+        Reply::from(refusal).unnegotiated()
     }
 }
 

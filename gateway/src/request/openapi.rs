@@ -10,7 +10,9 @@ use pingora_http::RequestHeader;
 use apiagg_discovery::{accepts_coding, media_ranges};
 use apiagg_openapi_merge::OpenApiDocs;
 
+use super::refusal::Refusal;
 use super::reply::{self, Reply};
+use apiagg_apis::Reason;
 
 /// Which OpenAPI endpoint a path names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,7 +47,7 @@ pub fn answer(req: &RequestHeader, path: OpenApiPath<'_>, docs: Option<&OpenApiD
     // negotiated, JSON or CBOR).
     if let OpenApiPath::V3Document(key, _) = path {
         if !docs.v3.contains_key(key) {
-            return reply::not_found();
+            return Refusal::not_found().into();
         }
     }
     let format = match negotiate(header(req, "accept"), path == OpenApiPath::V2) {
@@ -65,9 +67,7 @@ fn header<'a>(req: &'a RequestHeader, name: &str) -> Option<&'a str> {
 }
 
 fn not_ready(message: &str) -> Reply {
-    let details = serde_json::json!({"retryAfterSeconds": 1});
-    Reply::failure(503, "ServiceUnavailable", message, Some(details))
-        .header(http::header::RETRY_AFTER, "1")
+    Refusal::unavailable(message).retry_after(1).into()
 }
 
 /// What a client gets.
@@ -113,7 +113,7 @@ fn negotiate(accept: Option<&str>, protobuf: bool) -> Result<Format, Reply> {
         };
         let message =
             format!("only the following media types are accepted: {offered}, not {accept:?}");
-        Reply::failure(406, "NotAcceptable", &message, None)
+        Refusal::new(Reason::NotAcceptable, message).into()
     })
 }
 
@@ -166,7 +166,7 @@ fn v2(req: &RequestHeader, docs: &OpenApiDocs, format: Format) -> Reply {
 
 fn v3_document(req: &RequestHeader, docs: &OpenApiDocs, key: &str, hash: Option<&str>) -> Reply {
     let Some(served) = docs.v3.get(key) else {
-        return reply::not_found();
+        return Refusal::not_found().into();
     };
     let current = served.doc.hash.as_str();
     let reply = match hash {

@@ -1,75 +1,72 @@
 //! The request path as one ordered function, in kube-apiserver's order (the seeds'
-//! `DefaultBuildHandlerChain`): canonical path and one parse → shutdown gate → health →
-//! authenticate (the audit begins) → impersonation → API Priority and Fairness → authorize →
-//! what apiagg answers itself | the APIService API | a remote APIService | the delegate.
+//! `DefaultBuildHandlerChain`): 0. canonical path and one parse → 1. shutdown gate, and the
+//! request's deadline (`?timeout=`) → 2. health → 3. authenticate (the audit begins) →
+//! 4. impersonation → 5. API Priority and Fairness → 6. authorize → 7. where it goes
+//! (resolve.rs) → 8. and 9. its places and its dispatch (dispatch.rs).
 
-use std::sync::Arc;
-
+use apiagg_apis::Reason;
 use apiagg_requestinfo::RequestInfo;
 use pingora_error::Result;
 
+use super::apiservice_api;
 use super::classify::{classify, exempt_from_shutdown, non_canonical, Route};
+use super::ctx::{RequestCtx, Session, Step};
+use super::deadline;
+use super::dispatch::impersonation_refused;
+use super::forward::asks_impersonation;
 use super::openapi::OpenApiPath;
-use super::reply::{self, Reply};
-use super::{apiservice_api, ApiaggProxy, RequestCtx, Session, Step};
-use crate::auth::ConnectionIdentity;
-use crate::backends::{RouteTable, Upstream};
+use super::refusal::Refusal;
+use super::reply::Reply;
+use super::resolve::Target;
+use super::service::ApiaggProxy;
+use crate::auth::{AuthError, Authenticated, ConnectionIdentity};
+use crate::backends::RouteTable;
 use apiagg_observe::{Milestone, RouteKind};
 
 impl ApiaggProxy {
     /// One request, in kube-apiserver's order, up to what happens to it ([`Step`]): every
-    /// check returns its value or the answer that refuses the request. `Err`: the client is
+    /// check returns its value or the refusal that answers the request. `Err`: the client is
     /// gone or writing an answer failed.
     pub(super) async fn route(&self, session: &mut Session, ctx: &mut RequestCtx) -> Result<Step> {
         // A Uri clone shares its bytes: no allocation on the request path.
         let uri = session.req_header().uri.clone();
-        self.trace_begin(session.req_header(), ctx);
+        ctx.trace = super::trace::Trace::begin(self.tracer.as_ref(), session.req_header());
 
         // 0. CONNECT is not an API request (and would frame no body): 405, and the connection
         // closes.
         if session.req_header().method == http::Method::CONNECT {
-            session.set_keepalive(None);
             let message = "CONNECT is refused: apiagg proxies API requests, it tunnels nothing";
-            let reply = reply::failure_reply(405, "MethodNotAllowed", message);
-            return Ok(Step::Answer(RouteKind::Refused, reply));
+            let refusal = Refusal::new(Reason::MethodNotAllowed, message).closing();
+            return Ok(Step::refused(refusal));
         }
         // Only canonical paths are routed: what apiagg routes on is what the backend sees.
         if let Some(why) = non_canonical(uri.path()) {
             let message =
                 format!("the request path is refused because {why}; send its canonical form");
-            let reply = reply::failure_reply(400, "BadRequest", &message);
-            return Ok(Step::Answer(RouteKind::Refused, reply));
+            return Ok(Step::refused(Refusal::bad_request(message)));
         }
         // One parse of the request: routing, authorization, deadlines, the APIService API and
         // metrics all read it; nothing below parses the path or the query again.
-        let info = match RequestInfo::new(
-            session.req_header().method.as_str(),
-            uri.path(),
-            uri.query(),
-        ) {
+        let method = session.req_header().method.as_str();
+        let info = match RequestInfo::new(method, uri.path(), uri.query()) {
             Ok(info) => info,
-            Err(e) => {
-                let reply = reply::failure_reply(400, "BadRequest", &e.to_string());
-                return Ok(Step::Answer(RouteKind::Refused, reply));
-            }
+            Err(e) => return Ok(Step::refused(Refusal::bad_request(e.to_string()))),
         };
         let route = classify(&info);
 
         // 1. Shutdown gate: after the shutdown delay only health and metrics are served.
-        let lifecycle = &self.gateway.lifecycle;
-        if lifecycle.reached(Milestone::Rejecting) && !exempt_from_shutdown(&route) {
-            let agent = session.req_header().headers.get("user-agent");
-            let loopback = agent
-                .and_then(|v| v.to_str().ok())
-                .is_some_and(|a| a.starts_with("kube-apiserver/"));
-            if !loopback {
-                let reply = Reply::text(
-                    429,
-                    "The apiserver is shutting down, please try again later.\n",
-                )
-                .header(http::header::RETRY_AFTER, "5")
-                .header(http::header::CONNECTION, "close");
-                return Ok(Step::Answer(RouteKind::Shutdown, reply));
+        if let Some(reply) = self.shutting_down(session, &route) {
+            return Ok(Step::Answer(RouteKind::Shutdown, reply));
+        }
+        // 1b. The request's deadline (kube-apiserver's `WithRequestDeadline`): a `?timeout=`
+        // that does not parse is refused before anything costs a review (audited without a
+        // user, as upstream audits it).
+        match deadline::limit(&info, self.gateway.options.request_timeout) {
+            Ok(limit) => ctx.bounds.limit_to(limit, ctx.started),
+            Err(e) => {
+                ctx.audit
+                    .begin(&self.audit, session, ctx.started, &info, None);
+                return Ok(Step::refused(Refusal::bad_request(e.to_string())));
             }
         }
 
@@ -80,78 +77,54 @@ impl ApiaggProxy {
             }
         }
 
-        // 3. Who the caller is: 401 Status when the credentials do not hold.
+        // 3. Who the caller is: 401 Status when the credentials do not hold; the audit of the
+        // request starts (3a).
         let routes = self.gateway.routes.load();
-        let connection = session
-            .digest()
-            .and_then(|d| d.ssl_digest.as_ref())
-            .and_then(|tls| tls.extension.get::<ConnectionIdentity>());
-        ctx.trace_step("authentication");
-        let started = std::time::Instant::now();
-        let authenticated = self
-            .auth
-            .authenticate(
-                uri.path(),
-                &session.req_header().headers,
-                session.client_addr().and_then(|a| a.as_inet()).copied(),
-                connection,
-                routes.delegate.as_deref(),
-                &self.gateway.clients,
-            )
-            .await;
-        self.auth.count(&authenticated, started.elapsed());
-        ctx.trace_step_end();
-        match authenticated {
-            Ok(caller) => {
-                // 3a. The audit of the request starts (the policy decides its level).
-                self.audit_begin(session, ctx, &info, Some(caller.user.clone()));
-                ctx.caller = Some(caller);
-            }
-            Err(why) => {
-                tracing::debug!(path = uri.path(), "unauthenticated: {why}");
-                self.audit_begin(session, ctx, &info, None);
-                let reply = reply::unauthenticated(&why);
-                return Ok(Step::Answer(RouteKind::Refused, reply));
-            }
+        if let Err(refusal) = self.authenticate(session, ctx, &info, &routes).await {
+            return Ok(Step::refused(refusal));
         }
 
-        // 4. Impersonation (authorization.mode: Webhook): the caller's `Impersonate-*` headers
-        // are authorized and applied before flow control classifies the request, so flow
-        // control sees only an identity apiagg has authorized.
-        let impersonated = self.impersonate(session, ctx, &info).await;
-        if let Err(reply) = impersonated {
+        // 4. Impersonation (authorization.mode: Webhook or RBAC): the caller's `Impersonate-*`
+        // headers are authorized and applied before flow control classifies the request, so
+        // flow control sees only an identity apiagg has authorized. Headers apiagg does not
+        // honour are left for the delegate to decide, which it can only for callers whose
+        // credentials it sees.
+        if let Err(refusal) = self.impersonate(session, ctx, &info).await {
             ctx.audit_authorized(Some(false), "");
-            return Ok(Step::Answer(RouteKind::Refused, reply));
+            return Ok(Step::refused(refusal));
+        }
+        let delegate_sees_caller = ctx
+            .caller
+            .as_ref()
+            .is_none_or(Authenticated::delegate_authenticates);
+        if !delegate_sees_caller && asks_impersonation(session.req_header()) {
+            ctx.audit_authorized(Some(false), "");
+            return Ok(Step::refused(impersonation_refused()));
         }
 
         // 5. API Priority and Fairness: run now, wait in a fair queue, or 429. Before
         // authorization, as kube-apiserver's chain: a flood is throttled before it costs
         // reviews at the delegate.
-        if let Some(flow) = &self.flow {
-            ctx.trace_step("flow-control");
-            let admitted = self.admit(flow, ctx, &info).await;
-            ctx.trace_step_end();
-            if let Err(reply) = admitted {
-                return Ok(Step::Answer(RouteKind::Refused, reply));
-            }
+        if let Err(refusal) = self.admit(ctx, &info).await {
+            return Ok(Step::refused(refusal));
         }
 
         // 6. What the caller may do: 403 Status when refused, 500 when nobody could decide.
-        ctx.trace_step("authorization");
+        ctx.trace.step("authorization");
         let authorized = self.authorize(session, ctx, &info).await;
-        ctx.trace_step_end();
-        if let Err(reply) = authorized {
-            return Ok(Step::Answer(RouteKind::Refused, reply));
+        ctx.trace.step_end();
+        if let Err(refusal) = authorized {
+            return Ok(Step::refused(refusal));
         }
         // Whose trace the request joins: the caller's only when it is privileged.
-        ctx.trace_authorized();
+        ctx.trace.authorized(ctx.caller.as_ref().map(|c| &*c.user));
 
         // `/openapi/v2` is merged on demand: the first client after a change waits for it.
         if route == Route::OpenApi(OpenApiPath::V2) {
             self.openapi_v2_merged().await;
         }
 
-        // 7. Where the request goes, resolved once.
+        // 7. Where the request goes, resolved once (resolve.rs).
         match self.resolve(session.req_header(), ctx, route, &info, &routes) {
             Target::Own(kind, reply) => Ok(Step::Answer(kind, reply)),
             Target::ApiServiceApi => {
@@ -159,19 +132,8 @@ impl ApiaggProxy {
                 // Boxed: the API's state (patches, applies, watches) stays out of every
                 // request's future.
                 let served = apiservice_api::serve(session, &self.gateway, &info, ctx);
-                ctx.outcome.code = Box::pin(served).await?;
+                Box::pin(served).await?;
                 Ok(Step::Served)
-            }
-            Target::Remote(upstream) => {
-                // 8. A place in the backend's bound, taken only by a request about to be sent.
-                if let Err(reply) = self.reserve_backend(ctx, &upstream, &info) {
-                    // Counted as the APIService's answer (its 429s per group-version).
-                    ctx.attempts.upstream = Some(upstream);
-                    return Ok(Step::Answer(RouteKind::Proxy, reply));
-                }
-                // 9. Dispatch.
-                self.to_upstream(session, ctx, RouteKind::Proxy, upstream, &info)
-                    .await
             }
             Target::Unavailable(name) => {
                 let method = session.req_header().method.as_str();
@@ -180,71 +142,121 @@ impl ApiaggProxy {
                 // The APIService's answer too: a dead backend's 503s show in its series (its
                 // error ratio, its alert).
                 ctx.outcome.unavailable = Some(self.gateway.metrics.group_version(group, version));
-                Ok(Step::Answer(RouteKind::Proxy, self.unavailable(name)))
+                Ok(Step::Answer(
+                    RouteKind::Proxy,
+                    self.unavailable(name).into(),
+                ))
             }
-            Target::Delegate(delegate) => {
-                self.to_upstream(session, ctx, RouteKind::Delegate, delegate, &info)
-                    .await
+            // 8. and 9. (dispatch.rs)
+            Target::Remote(upstream) | Target::Delegate(upstream) => {
+                self.dispatch(session, ctx, upstream, &info).await
             }
             Target::Nowhere => {
-                let reply = if ctx.arrived_complete {
-                    reply::not_found()
+                let refusal = if ctx.arrived_complete {
+                    Refusal::not_found()
                 } else {
-                    reply::mux_incomplete_reply()
+                    Refusal::mux_incomplete()
                 };
-                Ok(Step::Answer(RouteKind::NotFound, reply))
+                Ok(Step::Answer(RouteKind::NotFound, refusal.into()))
             }
         }
     }
 
-    /// Where an authorized request goes: what apiagg answers itself, the APIService API, a
-    /// remote APIService's backend (503 while none of its endpoints is available), or the
-    /// delegate (404 without one, 503 before the mux is complete).
-    fn resolve<'r>(
+    /// Step 1: after the shutdown delay, what is not exempt is refused (429, the connection
+    /// closes) but for kube-apiserver's own loopback requests.
+    fn shutting_down(&self, session: &Session, route: &Route<'_>) -> Option<Reply> {
+        let lifecycle = &self.gateway.lifecycle;
+        if !lifecycle.reached(Milestone::Rejecting) || exempt_from_shutdown(route) {
+            return None;
+        }
+        let agent = session.req_header().headers.get("user-agent");
+        let loopback = agent
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|a| a.starts_with("kube-apiserver/"));
+        let message = "The apiserver is shutting down, please try again later.\n";
+        (!loopback).then(|| {
+            Reply::text(429, message)
+                .header(http::header::RETRY_AFTER, "5")
+                .header(http::header::CONNECTION, "close")
+        })
+    }
+
+    /// Step 3: who the caller is (`ctx.caller`), and 3a: the audit of the request starts (the
+    /// policy decides its level; a refused caller is audited without a user).
+    async fn authenticate(
         &self,
-        req: &pingora_http::RequestHeader,
+        session: &Session,
         ctx: &mut RequestCtx,
-        route: Route<'_>,
         info: &RequestInfo<'_>,
-        routes: &'r RouteTable,
-    ) -> Target<'r> {
-        if let Some((kind, reply)) = self.served_here(req, ctx, route) {
-            return Target::Own(kind, reply);
-        }
-        // The APIService API is apiagg's own (never the delegate's).
-        if info.group_version_key() == Some(crate::apiservices::GROUP_VERSION) {
-            return Target::ApiServiceApi;
-        }
-        if let Route::GroupVersion(key) = route {
-            if let Some(index) = routes.registry.index_of(key) {
-                let entry = &routes.registry.entries()[index];
-                if !entry.is_delegated() {
-                    return match routes.upstreams.get(index).cloned().flatten() {
-                        Some(upstream) if upstream.available() => Target::Remote(upstream),
-                        _ => Target::Unavailable(&entry.name),
-                    };
-                }
+        routes: &RouteTable,
+    ) -> Result<(), Refusal> {
+        let connection = session
+            .digest()
+            .and_then(|d| d.ssl_digest.as_ref())
+            .and_then(|tls| tls.extension.get::<ConnectionIdentity>());
+        ctx.trace.step("authentication");
+        let started = std::time::Instant::now();
+        let header = session.req_header();
+        let authenticated = self
+            .auth
+            .authenticate(
+                header.uri.path(),
+                &header.headers,
+                session.client_addr().and_then(|a| a.as_inet()).copied(),
+                connection,
+                routes.delegate.as_deref(),
+                &self.gateway.clients,
+            )
+            .await;
+        self.auth.count(&authenticated, started.elapsed());
+        ctx.trace.step_end();
+        match authenticated {
+            Ok(caller) => {
+                let user = Some(caller.user.clone());
+                ctx.audit
+                    .begin(&self.audit, session, ctx.started, info, user);
+                ctx.caller = Some(caller);
+                Ok(())
+            }
+            Err(why) => {
+                tracing::debug!(path = header.uri.path(), "unauthenticated: {why}");
+                ctx.audit
+                    .begin(&self.audit, session, ctx.started, info, None);
+                Err(unauthenticated(&why))
             }
         }
-        match routes.delegate.clone() {
-            Some(delegate) => Target::Delegate(delegate),
-            None => Target::Nowhere,
-        }
+    }
+
+    /// Step 5, when flow control is on: the request runs now, waits in a fair queue, or is
+    /// refused (429).
+    async fn admit(&self, ctx: &mut RequestCtx, info: &RequestInfo<'_>) -> Result<(), Refusal> {
+        let Some(flow) = &self.flow else {
+            return Ok(());
+        };
+        ctx.trace.step("flow-control");
+        let metrics = &self.gateway.metrics;
+        let running = || metrics.running(info.is_write());
+        let anonymous = crate::auth::User::anonymous();
+        let user = ctx.caller.as_ref().map_or(&**anonymous, |c| &*c.user);
+        let admitted = (ctx.flow)
+            .admit(flow, user, &mut ctx.audit, info, running)
+            .await;
+        ctx.trace.step_end();
+        admitted
     }
 }
 
-/// Where a request goes, resolved once after it was authorized.
-enum Target<'r> {
-    /// apiagg answers it itself (discovery, OpenAPI, status, metrics).
-    Own(RouteKind, Reply),
-    /// The APIService API (apiservice_api.rs).
-    ApiServiceApi,
-    /// A remote APIService's backend, some endpoint of it available.
-    Remote(Arc<Upstream>),
-    /// A remote APIService none of whose endpoints is available (named).
-    Unavailable(&'r str),
-    /// The delegate kube-apiserver.
-    Delegate(Arc<Upstream>),
-    /// Nobody: no delegate is configured.
-    Nowhere,
+/// The answer to a caller authentication refused: 401 saying nothing about why (as
+/// kube-apiserver), or 429 with `Retry-After` when TokenReviews are rate-limited.
+fn unauthenticated(why: &AuthError) -> Refusal {
+    let message = if why.status() == 429 {
+        why.to_string()
+    } else {
+        "Unauthorized".to_string()
+    };
+    let refusal = Refusal::with_code(why.status(), why.reason(), message);
+    match why.retry_after() {
+        Some(seconds) => refusal.retry_after_header(u64::from(seconds)),
+        None => refusal,
+    }
 }

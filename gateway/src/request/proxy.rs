@@ -1,4 +1,4 @@
-//! The forwarding loop: a request for `ctx.attempts.upstream` goes to one of its healthy
+//! The forwarding loop: a request for its dispatch's backend goes to one of its healthy
 //! endpoints over a pooled connection (pingora-core's connectors), its answer comes back piece
 //! by piece, and a failure before anything reached the backend is retried once elsewhere.
 //!
@@ -19,8 +19,11 @@ use pingora_core::protocols::http::client::HttpSession as BackendSession;
 use pingora_error::{Error, ErrorType, Result};
 use pingora_http::RequestHeader;
 
+use super::attempts::Attempts;
 use super::backend::Backend;
-use super::{deadline, errors, forward, framing, ApiaggProxy, RequestCtx, Session};
+use super::ctx::{Dispatch, RequestCtx, Session};
+use super::service::ApiaggProxy;
+use super::{deadline, errors, forward, framing};
 use crate::backends::H1Client;
 use apiagg_audit::AUDIT_ID_HEADER;
 
@@ -32,20 +35,27 @@ const ENDPOINT_EJECTED: ErrorType = ErrorType::Custom("EndpointEjected");
 const RETRIES: u8 = 1;
 
 impl ApiaggProxy {
-    /// Forwards the request to `ctx.attempts.upstream` and streams the answer back. `Err`: the
-    /// request failed for good (the caller answers with a Status when nothing was written yet).
-    pub(super) async fn forward(&self, session: &mut Session, ctx: &mut RequestCtx) -> Result<()> {
+    /// Forwards the request as `dispatch` says and streams the answer back. `Err`: the request
+    /// failed for good (the caller answers with a Status when nothing was written yet).
+    pub(super) async fn forward(
+        &self,
+        session: &mut Session,
+        ctx: &mut RequestCtx,
+        dispatch: Dispatch,
+    ) -> Result<()> {
+        ctx.outcome.sent_to(&dispatch.upstream);
+        let mut attempts = Attempts::new(dispatch.upstream.clone(), dispatch.own_connection());
         let has_body = !session.is_body_empty();
         if has_body && session.req_header().method.is_idempotent() {
             session.enable_retry_buffering();
         }
         let mut retries = 0;
         loop {
-            let left = self.pick_endpoint(ctx)?;
-            let (mut backend, reused) = match self.connect(ctx, left).await {
+            let left = self.pick_endpoint(ctx, &mut attempts)?;
+            let (mut backend, reused) = match self.connect(&attempts, left).await {
                 Ok(connected) => connected,
                 Err(e) => {
-                    let e = self.fail_to_connect(ctx, e);
+                    let e = self.fail_to_connect(ctx, &mut attempts, e);
                     if e.retry() && retries < RETRIES {
                         retries += 1;
                         continue;
@@ -62,7 +72,13 @@ impl ApiaggProxy {
             let each = if whole.is_some() { None } else { left };
             backend.set_timeouts(each, each);
             let replay = (retries > 0).then(|| session.get_retry_buffer()).flatten();
-            let exchange = self.exchange(session, ctx, &mut backend, has_body, replay);
+            let exchange = self.exchange(
+                session,
+                ctx,
+                (&dispatch, &mut attempts),
+                &mut backend,
+                (has_body, replay),
+            );
             let exchanged = match whole {
                 Some(deadline) => tokio::time::timeout_at(deadline.into(), exchange)
                     .await
@@ -73,7 +89,7 @@ impl ApiaggProxy {
             };
             match exchanged {
                 Ok(true) => {
-                    self.release(ctx, backend);
+                    self.release(&attempts, backend);
                     return Ok(());
                 }
                 Ok(false) => {
@@ -82,7 +98,7 @@ impl ApiaggProxy {
                 }
                 Err(e) => {
                     backend.shutdown().await;
-                    let e = self.error_while_proxy(session, e, ctx, reused);
+                    let e = self.error_while_proxy(session, e, ctx, &mut attempts, reused);
                     if e.retry() && retries < RETRIES && session.response_written().is_none() {
                         retries += 1;
                         continue;
@@ -95,12 +111,15 @@ impl ApiaggProxy {
 
     /// A connection to the picked endpoint: a multiplexed HTTP/2 one with a free stream, an
     /// idle HTTP/1.1 one from the endpoint's pool, or a new one (`true`: reused).
-    async fn connect(&self, ctx: &RequestCtx, left: Option<Duration>) -> Result<(Backend, bool)> {
-        let attempts = &ctx.attempts;
+    async fn connect(
+        &self,
+        attempts: &Attempts,
+        left: Option<Duration>,
+    ) -> Result<(Backend, bool)> {
         let (Some(endpoint), Some(pool), Some(template)) =
             (attempts.current(), attempts.idle_pool(), attempts.peer())
         else {
-            return Error::e_explain(ErrorType::InternalError, "no upstream selected");
+            return Error::e_explain(ErrorType::InternalError, "no endpoint picked");
         };
         let h2 = template.options.alpn.get_max_http_version() == 2;
         if h2 {
@@ -148,15 +167,15 @@ impl ApiaggProxy {
     /// Gives back a connection whose exchange completed: an HTTP/1.1 one to its endpoint's pool
     /// (when both sides keep it and its answer was read to its end), an HTTP/2 stream to its
     /// connection.
-    fn release(&self, ctx: &RequestCtx, backend: Backend) {
+    fn release(&self, attempts: &Attempts, backend: Backend) {
         match backend {
             Backend::H1(h1) => {
-                if let (true, Some(pool)) = (h1.reusable(), ctx.attempts.idle_pool()) {
+                if let (true, Some(pool)) = (h1.reusable(), attempts.idle_pool()) {
                     pool.put(h1.into_inner());
                 }
             }
             Backend::H2(h2) => {
-                if let Some(peer) = ctx.attempts.peer() {
+                if let Some(peer) = attempts.peer() {
                     let idle = peer.options.idle_timeout;
                     self.connector.release_http_session(h2, peer, idle);
                 }
@@ -170,20 +189,22 @@ impl ApiaggProxy {
         &self,
         session: &mut Session,
         ctx: &mut RequestCtx,
+        (dispatch, attempts): (&Dispatch, &mut Attempts),
         backend: &mut Backend,
-        has_body: bool,
-        replay: Option<Bytes>,
+        (has_body, replay): (bool, Option<Bytes>),
     ) -> Result<bool> {
         // The connection is up: the backend's span starts (its context goes upstream).
-        ctx.trace_backend(None);
-        let head = self.backend_request(session, ctx, backend.is_h2(), has_body)?;
+        ctx.trace
+            .backend(&attempts.upstream, Some(attempts.endpoint));
+        let head =
+            self.backend_request(session, ctx, dispatch, attempts.endpoint, backend, has_body)?;
         backend.write_request_header(head).await?;
         if has_body {
             self.send_body(session, ctx, backend, replay).await?;
         }
         backend.finish_request_body().await?;
-        first_head(session, ctx, backend).await?;
-        ctx.attempts.answered = true;
+        first_head(session, attempts, backend).await?;
+        attempts.answered = true;
         self.relay_answer(session, ctx, backend).await
     }
 
@@ -193,14 +214,16 @@ impl ApiaggProxy {
         &self,
         session: &Session,
         ctx: &RequestCtx,
-        h2: bool,
+        dispatch: &Dispatch,
+        endpoint: usize,
+        backend: &Backend,
         has_body: bool,
     ) -> Result<Box<RequestHeader>> {
-        let Some(upstream) = &ctx.attempts.upstream else {
-            return Error::e_explain(ErrorType::InternalError, "no upstream selected");
+        let h2 = backend.is_h2();
+        let forwarding = self.forwarding(session, ctx, dispatch);
+        let Some(endpoint) = dispatch.upstream.endpoints.get(endpoint) else {
+            return Error::e_explain(ErrorType::InternalError, "no endpoint picked");
         };
-        let forwarding = self.forwarding(session, ctx, upstream);
-        let endpoint = &upstream.endpoints[ctx.attempts.endpoint];
         let mut request = forward::forwarded_head(
             session.req_header(),
             &forwarding,
@@ -257,29 +280,42 @@ impl ApiaggProxy {
 
     /// Picks a healthy endpoint of the chosen upstream (again on each retry); returns the time
     /// left to the request's deadline (`None`: it has none), an error when it passed.
-    fn pick_endpoint(&self, ctx: &mut RequestCtx) -> Result<Option<Duration>> {
+    fn pick_endpoint(
+        &self,
+        ctx: &mut RequestCtx,
+        attempts: &mut Attempts,
+    ) -> Result<Option<Duration>> {
         let cap = ctx
             .bounds
             .backend_slot
             .is_some()
             .then_some(self.gateway.options.max_requests_per_endpoint);
-        ctx.attempts.pick(cap)?;
+        attempts.pick(cap)?;
+        if let Some((_, endpoint)) = ctx.outcome.backend.as_mut() {
+            *endpoint = attempts.endpoint;
+        }
         let left = deadline::left(ctx.bounds.deadline)?;
-        ctx.trace_connect();
+        ctx.trace.connect(&attempts.upstream, attempts.endpoint);
         Ok(left)
     }
 
     /// Connecting failed: eject the endpoint; retry on another healthy one (the request never
     /// reached this one). Unless apiagg itself is out of open files or memory: then nothing is
     /// ejected and the client gets a 503 saying so.
-    fn fail_to_connect(&self, ctx: &mut RequestCtx, mut e: Box<Error>) -> Box<Error> {
-        ctx.trace_connect_failed(&e);
+    fn fail_to_connect(
+        &self,
+        ctx: &mut RequestCtx,
+        attempts: &mut Attempts,
+        mut e: Box<Error>,
+    ) -> Box<Error> {
+        ctx.trace.connect_failed(&e);
         if errors::exhausted(&e).is_some() {
             // apiagg's own exhaustion: no endpoint is to blame, and another would fail alike.
             e.set_retry(false);
-        } else if let Some(upstream) = &ctx.attempts.upstream {
-            errors::eject(&self.gateway.health, upstream, ctx.attempts.endpoint, &e);
-            e.set_retry(ctx.attempts.has_untried());
+        } else {
+            let health = &self.gateway.health;
+            errors::eject(health, &attempts.upstream, attempts.endpoint, &e);
+            e.set_retry(attempts.has_untried());
         }
         e
     }
@@ -292,36 +328,31 @@ impl ApiaggProxy {
         session: &Session,
         e: Box<Error>,
         ctx: &mut RequestCtx,
+        attempts: &mut Attempts,
         reused: bool,
     ) -> Box<Error> {
-        ctx.trace_backend_failed(&e);
-        if let (true, Some(upstream)) =
-            (errors::endpoint_broken(&e, reused), &ctx.attempts.upstream)
-        {
-            errors::eject(&self.gateway.health, upstream, ctx.attempts.endpoint, &e);
+        ctx.trace.backend_failed(&e);
+        if errors::endpoint_broken(&e, reused) {
+            let health = &self.gateway.health;
+            errors::eject(health, &attempts.upstream, attempts.endpoint, &e);
         }
-        let url = ctx
-            .attempts
+        let url = attempts
             .current()
             .map_or("", |endpoint| endpoint.url.as_str());
         let mut e = e.more_context(format!("Endpoint: {url}"));
-        if !movable(session) || e.esource() != &pingora_error::ErrorSource::Upstream {
-            e.set_retry(false);
-        } else {
-            // A stale pooled connection is retried (the request never reached the backend).
-            e.retry.decide_reuse(reused);
-            // A connection lost before the answer's head (an HTTP/2 stream refused by the
-            // backend's GOAWAY, a backend gone mid-request, an endpoint ejected while it
-            // waited): once more, on another endpoint, or on a new connection to this one when
-            // the dead one was pooled.
-            let unanswered = !ctx.attempts.answered && connection_lost(&e);
-            if unanswered && (reused || ctx.attempts.has_untried()) {
-                e.set_retry(true);
-            }
-            // Another endpoint if there is one (this one may be going away), else a fresh
-            // connection to the same.
-            ctx.attempts.retry_same = e.retry() && !ctx.attempts.has_untried();
-        }
+        // pingora's own verdict: a stale pooled connection is retried (the request never
+        // reached the backend).
+        e.retry.decide_reuse(reused);
+        let next = errors::after_exchange(&errors::Exchanged {
+            movable: movable(session),
+            from_backend: e.esource() == &pingora_error::ErrorSource::Upstream,
+            retryable: e.retry(),
+            lost_unanswered: !attempts.answered && connection_lost(&e),
+            reused,
+            untried: attempts.has_untried(),
+        });
+        e.set_retry(next.again);
+        attempts.retry_same = next.same_endpoint;
         e
     }
 }
@@ -347,8 +378,8 @@ fn movable(session: &Session) -> bool {
 /// Waits for the backend's first response head. A request that may be sent again stops waiting
 /// when its endpoint is ejected meanwhile (it went silent: its probes time out, kubernetes#141318)
 /// while another endpoint is healthy, and fails with [`ENDPOINT_EJECTED`] to be retried there.
-async fn first_head(session: &Session, ctx: &RequestCtx, backend: &mut Backend) -> Result<()> {
-    let endpoint = ctx.attempts.current().filter(|_| movable(session));
+async fn first_head(session: &Session, attempts: &Attempts, backend: &mut Backend) -> Result<()> {
+    let endpoint = attempts.current().filter(|_| movable(session));
     let mut read = std::pin::pin!(backend.read_response_header());
     if let Some(endpoint) = endpoint {
         // Registered before the health is read: an ejection in between is not missed.
@@ -358,7 +389,7 @@ async fn first_head(session: &Session, ctx: &RequestCtx, backend: &mut Backend) 
                 biased;
                 read = &mut read => return read,
                 () = ejected => {
-                    if ctx.attempts.has_untried() {
+                    if attempts.has_untried() {
                         let e = Error::explain(
                             ENDPOINT_EJECTED,
                             "the endpoint was ejected while the request waited for its answer",

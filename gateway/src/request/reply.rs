@@ -1,15 +1,15 @@
-//! Responses apiagg writes itself; every error among them is a `metav1.Status`.
+//! Responses apiagg writes itself; every error among them is a `metav1.Status`, made from a
+//! [`Refusal`].
 
-use super::Session;
-use apiagg_apis::failure_status;
+use apiagg_apis::Failure;
 use bytes::Bytes;
 use http::header::{CACHE_CONTROL, CONTENT_LENGTH, CONTENT_TYPE, X_CONTENT_TYPE_OPTIONS};
 use http::{HeaderName, HeaderValue, StatusCode};
+use pingora_core::protocols::http::ServerSession as Session;
 use pingora_error::{ErrorType::InvalidHTTPHeader, OrErr, Result};
 use pingora_http::ResponseHeader;
-use serde_json::{json, Value};
 
-use crate::auth::AuthError;
+use super::refusal::Refusal;
 use apiagg_audit::StatusSummary;
 
 /// `application/json`
@@ -28,6 +28,8 @@ pub struct Reply {
     /// The body is a `Status` apiagg rendered (not relayed): a client that asks for CBOR gets
     /// it in CBOR, as kube-apiserver 1.37 answers its errors.
     own_status: bool,
+    /// The client connection closes after this answer.
+    close: bool,
 }
 
 impl Reply {
@@ -60,17 +62,19 @@ impl Reply {
             headers: Vec::new(),
             status: None,
             own_status: false,
+            close: false,
         }
     }
 
     /// A failure `metav1.Status` (its code in the body and the response), and what it says for
     /// the audit.
-    pub fn failure(code: u16, reason: &str, message: &str, details: Option<Value>) -> Reply {
-        let mut reply = Reply::json(code, failure(code, reason, message, details));
+    pub fn failure(failure: &Failure) -> Reply {
+        let body = Bytes::from(failure.to_json().to_string());
+        let mut reply = Reply::json(failure.code, body);
         reply.status = Some(Box::new(StatusSummary {
             status: "Failure".into(),
-            message: message.to_string(),
-            reason: reason.to_string().into(),
+            message: failure.message.clone(),
+            reason: failure.reason.as_str().into(),
         }));
         reply.own_status = true;
         reply
@@ -97,21 +101,13 @@ impl Reply {
         self
     }
 
-    /// A failure `Status` apiagg rendered as JSON elsewhere (the APIService API's answers):
-    /// read for the audit and negotiated like [`Reply::failure`]'s, JSON or CBOR.
-    pub fn own_status(code: u16, json: Bytes) -> Reply {
-        let mut reply = Reply::json(code, json).read_status();
-        reply.own_status = true;
-        reply
-    }
-
     /// `304 Not Modified` (no body, no content headers).
     pub fn not_modified() -> Reply {
         Reply::new(304, "", Bytes::new())
     }
 
-    /// Adds a header. apiagg's values are always valid header values; one that is not (a bug)
-    /// is left out and logged.
+    /// Adds a header (a name may repeat: each value is sent). apiagg's values are always valid
+    /// header values; one that is not (a bug) is left out and logged.
     pub fn header<V>(mut self, name: HeaderName, value: V) -> Reply
     where
         V: TryInto<HeaderValue>,
@@ -156,8 +152,18 @@ impl Reply {
             let nosniff = HeaderValue::from_static("nosniff");
             head.headers.insert(X_CONTENT_TYPE_OPTIONS, nosniff);
         }
+        // The first value of a name replaces a default above; the next ones add to it.
+        let mut named: Vec<HeaderName> = Vec::new();
         for (name, value) in self.headers {
-            head.headers.insert(name, value);
+            if named.contains(&name) {
+                head.headers.append(name, value);
+            } else {
+                head.headers.insert(name.clone(), value);
+                named.push(name);
+            }
+        }
+        if self.close {
+            session.set_keepalive(None);
         }
         let resp = ResponseHeader::from(head);
         if self.code == 304 {
@@ -166,6 +172,17 @@ impl Reply {
         }
         session.write_response_header(Box::new(resp)).await?;
         session.write_response_body(self.body, true).await
+    }
+}
+
+impl From<Refusal> for Reply {
+    fn from(refusal: Refusal) -> Reply {
+        let mut reply = Reply::failure(&refusal.failure);
+        reply.close = refusal.close;
+        match refusal.retry_after {
+            Some(seconds) => reply.header(http::header::RETRY_AFTER, seconds),
+            None => reply,
+        }
     }
 }
 
@@ -221,86 +238,6 @@ pub fn watch_head(
     Ok(Box::new(head))
 }
 
-/// Renders a failure `Status` (`kind`, `apiVersion`, `metadata`, `status`, `message`, `reason`,
-/// optional `details`, `code`, in the order kube-apiserver writes them).
-pub fn failure(code: u16, reason: &str, message: &str, details: Option<Value>) -> Bytes {
-    Bytes::from(failure_status(code, reason, message, details).to_string())
-}
-
-const MUX_INCOMPLETE: &str =
-    "the request has been made before all known HTTP paths have been installed, please try again";
-
-/// 503 for a request that arrived before every route was installed (k8s.io/apiserver's
-/// `pkg/util/notfoundhandler/not_found_handler.go`), with `Retry-After`.
-pub fn mux_incomplete_reply() -> Reply {
-    let details = json!({"retryAfterSeconds": MUX_RETRY_AFTER_SECONDS});
-    Reply::failure(503, "ServiceUnavailable", MUX_INCOMPLETE, Some(details)).header(
-        http::header::RETRY_AFTER,
-        HeaderValue::from(MUX_RETRY_AFTER_SECONDS),
-    )
-}
-
-/// `Retry-After` sent with [`mux_incomplete_reply`].
-pub const MUX_RETRY_AFTER_SECONDS: u64 = 5;
-
-/// The 404 for paths nothing serves, negotiated (JSON, or CBOR when asked): the `Status`
-/// kube-apiserver's last handler writes since kubernetes#138219 (k8s.io/apiserver's
-/// `pkg/util/notfoundhandler/not_found_handler.go`; 1.37.2 still writes the text `404 page not
-/// found`), without `details`.
-pub fn not_found() -> Reply {
-    let message = "the server could not find the requested resource";
-    Reply::failure(404, "NotFound", message, None)
-}
-
-/// The answer to a caller authentication refused: 401 saying nothing about why (as
-/// kube-apiserver), or 429 with `Retry-After` when TokenReviews are rate-limited.
-pub fn unauthenticated(why: &AuthError) -> Reply {
-    let message = if why.status() == 429 {
-        why.to_string()
-    } else {
-        "Unauthorized".to_string()
-    };
-    let reply = failure_reply(why.status(), why.reason(), &message);
-    match why.retry_after() {
-        Some(seconds) => reply.header(http::header::RETRY_AFTER, seconds.to_string()),
-        None => reply,
-    }
-}
-
-/// A failure `Status` reply with the same code in the body and the response.
-pub fn failure_reply(code: u16, reason: &str, message: &str) -> Reply {
-    Reply::failure(code, reason, message, None)
-}
-
-/// 429 for a request to a backend that already has its bound of requests in flight.
-pub fn backend_full(backend: &str, cap: usize) -> Reply {
-    let message = format!(
-        "too many requests in flight to {backend} (its bound is {cap}); please try again later"
-    );
-    let details = json!({ "retryAfterSeconds": 1 });
-    Reply::failure(429, "TooManyRequests", &message, Some(details))
-        .header(http::header::RETRY_AFTER, "1")
-}
-
-/// 503 for a request refused because client and backend connections spend apiagg's whole
-/// open-file budget (`budget` connections).
-pub fn out_of_files(budget: usize) -> Reply {
-    let message = format!(
-        "service unavailable: apiagg holds {budget} client and backend connections, all its \
-         open-file limit allows; please try again later"
-    );
-    let details = json!({ "retryAfterSeconds": 1 });
-    Reply::failure(503, "ServiceUnavailable", &message, Some(details))
-        .header(http::header::RETRY_AFTER, "1")
-}
-
-/// 504 for a request that did not finish within its timeout (k8s.io/apiserver's
-/// `pkg/server/filters/timeout.go`).
-pub fn timeout_reply() -> Reply {
-    let message = "Timeout: request did not complete within the allotted timeout";
-    Reply::failure(504, "Timeout", message, Some(json!({})))
-}
-
 /// The status, message and reason of a `metav1.Status` body.
 pub fn status_of(body: &[u8]) -> Option<StatusSummary> {
     let status: serde_json::Value = serde_json::from_slice(body).ok()?;
@@ -315,10 +252,13 @@ pub fn status_of(body: &[u8]) -> Option<StatusSummary> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use apiagg_apis::Reason;
+    use serde_json::{json, Value};
 
     #[test]
     fn a_failure_says_what_its_body_says_and_relayed_statuses_are_read() {
-        let refused = Reply::failure(403, "Forbidden", "no", Some(json!({"kind": "x"})));
+        let failure = Failure::new(Reason::Forbidden, "no").details(json!({"kind": "x"}));
+        let refused = Reply::failure(&failure);
         let said = refused.status().cloned();
         assert_eq!(said, status_of(refused.body()));
         assert_eq!(
@@ -338,6 +278,7 @@ mod tests {
     #[test]
     fn the_404_is_kube_apiservers_status_in_json_or_cbor_as_asked() {
         let json = br#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"the server could not find the requested resource","reason":"NotFound","code":404}"#;
+        let not_found = || Reply::from(Refusal::not_found());
         assert_eq!(not_found().body(), &Bytes::from_static(json));
         let mut req = pingora_http::RequestHeader::build("GET", b"/nowhere", None).expect("head");
         let (_, kind, body) = not_found().negotiated(&req).into_parts();
@@ -348,20 +289,14 @@ mod tests {
         assert_eq!(kind, apiagg_apis::CBOR);
         let json: Value = serde_json::from_slice(json).expect("JSON");
         assert_eq!(apiagg_apis::from_cbor(&body).expect("CBOR"), json);
-        // A Status rendered elsewhere negotiates alike; a document never does.
-        let api = Reply::own_status(404, Bytes::from(json.to_string()));
-        assert_eq!(
-            api.status().map(|s| s.message.as_str()),
-            json["message"].as_str()
-        );
-        assert_eq!(api.negotiated(&req).into_parts().1, apiagg_apis::CBOR);
+        // A document never negotiates.
         let document = Reply::json(200, Bytes::from_static(b"{}"));
         assert_eq!(document.negotiated(&req).into_parts().1, JSON);
     }
 
     #[test]
     fn field_order_matches_kube() {
-        let reply = mux_incomplete_reply();
+        let reply = Reply::from(Refusal::mux_incomplete());
         let body = reply.body();
         assert_eq!(
             std::str::from_utf8(body).expect("utf8"),

@@ -1,5 +1,5 @@
 //! What happens to a backend's answer on its way back (its head and body), and the answer to a
-//! request that could not be proxied: the request path's second half, called by `phases.rs`.
+//! request that could not be proxied.
 
 use std::time::Instant;
 
@@ -8,8 +8,11 @@ use pingora_error::{Error, ErrorSource, ErrorType, Result};
 use pingora_http::{RequestHeader, ResponseHeader};
 
 use super::backend::Backend;
-use super::{deadline, errors, ApiaggProxy, RequestCtx, Session};
-use super::{framing, reply};
+use super::ctx::{RequestCtx, Session};
+use super::refusal::Refusal;
+use super::reply::Reply;
+use super::service::ApiaggProxy;
+use super::{deadline, errors, flow, framing};
 use apiagg_audit::AUDIT_ID_HEADER;
 use apiagg_observe::RouteKind;
 
@@ -27,44 +30,7 @@ impl ApiaggProxy {
         ctx: &mut RequestCtx,
         backend: &mut Backend,
     ) -> Result<bool> {
-        let mut informational = 0;
-        let mut head = loop {
-            let Some(status) = backend.response_header().map(|h| h.status) else {
-                return no_head();
-            };
-            if !status.is_informational() {
-                match backend.relayed_head() {
-                    Some(head) => break head,
-                    None => return no_head(),
-                }
-            }
-            if status == http::StatusCode::SWITCHING_PROTOCOLS {
-                // Upgrades are tunnelled (upgrade.rs): a 101 here is a backend that broke HTTP.
-                return Error::e_explain(
-                    ErrorType::InvalidHTTPHeader,
-                    "unasked 101 from the backend",
-                )
-                .map_err(|e| e.into_up());
-            }
-            if let (false, Some(informational)) = (session.is_http2(), backend.response_header()) {
-                let informational = Box::new(informational.clone());
-                session
-                    .write_response_header(informational)
-                    .await
-                    .map_err(|e| e.into_down())?;
-            }
-            // A backend that sends informational heads without end keeps the request (and its
-            // seat) until the deadline: more than Go's transport accepts is a failure.
-            informational += 1;
-            if informational > MAX_INFORMATIONAL {
-                return Error::e_explain(
-                    ErrorType::InvalidHTTPHeader,
-                    format!("more than {MAX_INFORMATIONAL} informational (1xx) responses"),
-                )
-                .map_err(|e| e.into_up());
-            }
-            backend.read_response_header().await?;
-        };
+        let mut head = final_head(session, backend).await?;
         framing::strip_response_hop_by_hop(&mut head);
         let answered_well = head.status.is_success();
         self.filter_head(&mut head, session.req_header(), ctx)?;
@@ -154,7 +120,7 @@ impl ApiaggProxy {
         // Names parsed once for the process (a custom name given as text is parsed, and
         // copied, at every insert).
         if let Some(decision) = ctx.flow.classified() {
-            for (name, value) in super::flow::reply_headers(decision) {
+            for (name, value) in flow::reply_headers(decision) {
                 response.insert_header(name, value.clone())?;
             }
         }
@@ -178,7 +144,7 @@ impl ApiaggProxy {
         let code = response.status.as_u16();
         if ctx.outcome.streaming_list && matches!(code, 400 | 422) {
             // The backend may refuse streaming lists after all: the next one probes again.
-            if let Some(upstream) = &ctx.attempts.upstream {
+            if let Some(upstream) = ctx.outcome.upstream() {
                 upstream.watch_list.recheck();
             }
         }
@@ -188,15 +154,16 @@ impl ApiaggProxy {
         else {
             return Ok(());
         };
-        let (code, content_type, body) = replacement.negotiated(req).into_parts();
+        let retry_after = replacement.retry_after;
+        let (code, content_type, body) = Reply::from(replacement).negotiated(req).into_parts();
         response.set_status(code)?;
         for name in ["location", "transfer-encoding", "content-encoding", "etag"] {
             response.remove_header(name);
         }
         response.insert_header("Content-Type", content_type)?;
         response.insert_header("Content-Length", body.len().to_string())?;
-        if code == 503 {
-            response.insert_header("Retry-After", reply::MUX_RETRY_AFTER_SECONDS.to_string())?;
+        if let Some(seconds) = retry_after {
+            response.insert_header("Retry-After", seconds.to_string())?;
         }
         ctx.outcome.replacement = Some(body);
         Ok(())
@@ -217,7 +184,9 @@ impl ApiaggProxy {
     }
 
     /// The answer to a request that failed for good: a Status instead of pingora's empty 502,
-    /// unless the client is gone or a response was already started.
+    /// unless the client is gone or a response was already started. The connection closes
+    /// after it (a body may be half read), and the client knows before it sends the next
+    /// request on it.
     pub(super) async fn fail(&self, session: &mut Session, e: &Error, ctx: &mut RequestCtx) {
         let downstream_gone = e.esource() == &ErrorSource::Downstream;
         if !downstream_gone && !ctx.outcome.ended_by_us {
@@ -227,58 +196,91 @@ impl ApiaggProxy {
             ctx.outcome.code = 0;
             return;
         }
-        let target = ctx.attempts.upstream.as_ref().map_or_else(
-            || "no backend".to_string(),
-            |u| {
-                let authority = u
-                    .endpoints
-                    .get(ctx.attempts.endpoint)
-                    .map_or("", |e| &e.authority);
-                format!("{} at {authority}", u.label)
-            },
-        );
-        let full = ctx.bounds.backend_slot.is_some() && e.etype() == &ErrorType::ConnectNoRoute;
-        let reply = match deadline::expired(ctx.bounds.deadline, ctx.bounds.limit, e) {
-            _ if full
-                && ctx
-                    .attempts
-                    .upstream
-                    .as_ref()
-                    .is_some_and(|u| u.available()) =>
-            {
-                let cap = self.gateway.options.max_requests_per_endpoint;
-                reply::backend_full(&target, cap)
-            }
-            Some(deadline::Limit::Request(_)) => reply::timeout_reply(),
-            Some(_) => reply::failure_reply(
-                503,
-                "ServiceUnavailable",
-                &format!("error trying to reach service {target}: context deadline exceeded"),
-            ),
-            None => errors::unreachable(ctx.outcome.kind, ctx.arrived_complete, &target, e),
-        };
-        let reply = ctx.own_answer(reply);
-        // The connection is closed after a failed proxy attempt (a body may be half read), and
-        // a client must know before it sends the next request on it.
-        let reply_code = reply.code();
-        session.set_keepalive(None);
-        let code = match reply.send(session).await {
-            Ok(()) => reply_code,
-            Err(_) => 0,
-        };
+        let refusal = self.failure(ctx, e).closing();
+        let code = refusal.code();
         if ctx.outcome.kind == RouteKind::Proxy {
             let (group, version) = ctx
-                .attempts
-                .upstream
-                .as_ref()
+                .outcome
+                .upstream()
                 .and_then(|u| u.metrics.as_ref())
                 .map_or(("", ""), |m| (m.group(), m.version()));
             let method = session.req_header().method.as_str().to_string();
-            self.gateway
-                .metrics
-                .terminated(&method, group, version, reply_code);
+            let metrics = &self.gateway.metrics;
+            metrics.terminated(&method, group, version, code);
         }
-        ctx.outcome.code = code;
+        if ctx.answer(session, refusal.into()).await.is_err() {
+            ctx.outcome.code = 0;
+        }
+    }
+
+    /// What a request that failed with `e` is answered: the backend's bound was full, its
+    /// deadline passed, or its backend could not be reached.
+    fn failure(&self, ctx: &RequestCtx, e: &Error) -> Refusal {
+        let target = ctx.outcome.target();
+        let full = ctx.bounds.backend_slot.is_some() && e.etype() == &ErrorType::ConnectNoRoute;
+        let available = ctx.outcome.upstream().is_some_and(|u| u.available());
+        if full && available {
+            let cap = self.gateway.options.max_requests_per_endpoint;
+            return Refusal::backend_full(&target, cap);
+        }
+        match deadline::expired(ctx.bounds.deadline, ctx.bounds.limit, e) {
+            Some(deadline::Limit::Request(_)) => Refusal::timeout(),
+            Some(_) => Refusal::unavailable(format!(
+                "error trying to reach service {target}: context deadline exceeded"
+            )),
+            None => errors::unreachable(ctx.outcome.kind, ctx.arrived_complete, &target, e),
+        }
+    }
+
+    /// Logs a failure to proxy, unless it repeats the last one of its backend within ten
+    /// seconds (then it is counted, and the count goes into the next line).
+    fn log_failure(&self, ctx: &RequestCtx, e: &Error) {
+        let label = ctx.outcome.backend_label();
+        let kind = format!("{:?} {:?}", e.esource(), e.etype());
+        if let Some(suppressed) = self.repeats.admit(label, &kind) {
+            tracing::warn!(backend = label, suppressed, "request failed: {e}");
+        }
+    }
+}
+
+/// The backend's final answer head, once informational (1xx) ones were relayed to an HTTP/1.1
+/// client (an HTTP/2 one gets none): more than Go's transport accepts is a failure, and so is
+/// a `101` nobody asked for.
+async fn final_head(session: &mut Session, backend: &mut Backend) -> Result<Box<ResponseHeader>> {
+    let mut informational = 0;
+    loop {
+        let Some(status) = backend.response_header().map(|h| h.status) else {
+            return no_head();
+        };
+        if !status.is_informational() {
+            match backend.relayed_head() {
+                Some(head) => return Ok(head),
+                None => return no_head(),
+            }
+        }
+        if status == http::StatusCode::SWITCHING_PROTOCOLS {
+            // Upgrades are tunnelled (upgrade.rs): a 101 here is a backend that broke HTTP.
+            return Error::e_explain(ErrorType::InvalidHTTPHeader, "unasked 101 from the backend")
+                .map_err(|e| e.into_up());
+        }
+        if let (false, Some(informational)) = (session.is_http2(), backend.response_header()) {
+            let informational = Box::new(informational.clone());
+            session
+                .write_response_header(informational)
+                .await
+                .map_err(|e| e.into_down())?;
+        }
+        // A backend that sends informational heads without end keeps the request (and its
+        // seat) until the deadline: more than Go's transport accepts is a failure.
+        informational += 1;
+        if informational > MAX_INFORMATIONAL {
+            return Error::e_explain(
+                ErrorType::InvalidHTTPHeader,
+                format!("more than {MAX_INFORMATIONAL} informational (1xx) responses"),
+            )
+            .map_err(|e| e.into_up());
+        }
+        backend.read_response_header().await?;
     }
 }
 

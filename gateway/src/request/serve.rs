@@ -20,9 +20,11 @@ use pingora_core::apps::{
 use pingora_core::protocols::http::v2::server::{default_h2_options, H2Options};
 use pingora_core::server::ShutdownWatch;
 
+use super::ctx::{RequestCtx, Session, Step};
 use super::forward::MAX_H2_HEADER_LIST;
 use super::head;
-use super::{ApiaggProxy, Deadlined, RequestCtx, Session, Step};
+use super::service::ApiaggProxy;
+use crate::deadlines::Deadlined;
 use apiagg_observe::RouteKind;
 
 /// Streams an HTTP/2 client may open at once on one connection (kube-apiserver's 250).
@@ -81,9 +83,15 @@ impl HttpServerApp for ApiaggProxy {
                 let mut ctx = self.new_ctx();
                 let outcome = match self.route(&mut session, &mut ctx).await {
                     Ok(Step::Answer(kind, reply)) => {
-                        self.answer(&mut session, &mut ctx, kind, reply).await
+                        ctx.outcome.kind = kind;
+                        ctx.answer(&mut session, reply).await
                     }
-                    Ok(Step::Forward) => self.forward(&mut session, &mut ctx).await,
+                    Ok(Step::Forward(dispatch)) => {
+                        self.forward(&mut session, &mut ctx, dispatch).await
+                    }
+                    Ok(Step::Tunnel(dispatch)) => {
+                        self.tunnel(&mut session, &mut ctx, dispatch).await
+                    }
                     Ok(Step::Served) => Ok(()),
                     Err(e) => Err(e),
                 };
@@ -142,12 +150,11 @@ impl ApiaggProxy {
             arrived_complete: self.gateway.lifecycle.mux_complete(),
             caller: None,
             outcome: Default::default(),
-            attempts: Default::default(),
             bounds: Default::default(),
             flow: Default::default(),
             audit: Default::default(),
-            trace: None,
-            _in_flight: Some(self.gateway.lifecycle.track()),
+            trace: Default::default(),
+            in_flight: Some(self.gateway.lifecycle.track()),
         }
     }
 
@@ -157,22 +164,23 @@ impl ApiaggProxy {
         let code = session
             .response_written()
             .map_or(ctx.outcome.code, |r| r.status.as_u16());
-        ctx.audit_complete(code);
-        ctx.trace_end(code);
+        ctx.audit.complete(code);
+        let audit_id = ctx.audit.id_header();
+        let route = ctx.outcome.kind.as_str();
+        ctx.trace
+            .end(code, route, ctx.outcome.upstream().map(|u| &**u), audit_id);
         ctx.flow.end();
         let metrics = &self.gateway.metrics;
         metrics.in_flight.dec();
-        ctx._in_flight = None;
+        ctx.in_flight = None;
         if !self.gateway.options.request_metrics {
             return;
         }
         let seconds = ctx.started.elapsed().as_secs_f64();
         metrics.observe(ctx.outcome.kind, code, seconds);
         if ctx.outcome.kind == RouteKind::Proxy {
-            let upstream = ctx.attempts.upstream.as_ref();
-            let served = upstream.and_then(|u| u.metrics.as_ref());
-            if let Some(m) = served.or(ctx.outcome.unavailable.as_ref()) {
-                m.observe(code, seconds);
+            if let Some(series) = ctx.outcome.series() {
+                series.observe(code, seconds);
             }
         }
         if !ctx.outcome.subresource.is_empty() {

@@ -20,7 +20,6 @@ use opentelemetry::{Context, KeyValue};
 use opentelemetry_sdk::trace::Span;
 use pingora_http::RequestHeader;
 
-use super::{ApiaggProxy, RequestCtx};
 use crate::auth::User;
 use crate::backends::Upstream;
 use apiagg_observe::{Tracer, TRACEPARENT, TRACESTATE};
@@ -32,7 +31,7 @@ const SERVER_SPAN: &str = "KubernetesAPI";
 const TRUSTED_GROUPS: [&str; 2] = ["system:masters", "system:monitoring"];
 
 /// The spans of one traced request.
-pub struct RequestTrace {
+struct RequestTrace {
     tracer: Arc<Tracer>,
     /// The caller's valid trace context, if any.
     remote: Option<SpanContext>,
@@ -51,13 +50,121 @@ pub struct RequestTrace {
     headers: Vec<(HeaderName, HeaderValue)>,
 }
 
-impl ApiaggProxy {
-    /// Starts the request's trace when tracing is on.
+/// The trace of one request: `None` inside while tracing is off (each step checks it once).
+#[derive(Default)]
+pub(super) struct Trace(Option<Box<RequestTrace>>);
+
+impl Trace {
+    /// The trace of the request whose head is `req`, when tracing is on.
     #[inline]
-    pub(super) fn trace_begin(&self, req: &RequestHeader, ctx: &mut RequestCtx) {
-        if let Some(tracer) = &self.tracer {
-            ctx.trace = Some(begin(tracer, req));
+    pub(super) fn begin(tracer: Option<&Arc<Tracer>>, req: &RequestHeader) -> Trace {
+        Trace(tracer.map(|tracer| begin(tracer, req)))
+    }
+
+    /// The caller (`user`, the impersonated one if any) was authorized: the server span
+    /// starts, continuing the caller's trace only when the caller is privileged.
+    #[inline]
+    pub(super) fn authorized(&mut self, user: Option<&User>) {
+        if let Some(trace) = self.0.as_deref_mut() {
+            let trusted = user.is_some_and(|u| {
+                u.groups
+                    .iter()
+                    .any(|g| TRUSTED_GROUPS.contains(&g.as_str()))
+            });
+            trace.start_server(trusted);
         }
+    }
+
+    /// Starts the step `name` of the request path (ended by [`Trace::step_end`]).
+    #[inline]
+    pub(super) fn step(&mut self, name: &'static str) {
+        if let Some(trace) = self.0.as_deref_mut() {
+            match &trace.server {
+                Some(_) => {
+                    let span = trace.child(name, SpanKind::Internal, Vec::new());
+                    trace.step = Some(span);
+                }
+                None => trace.early.push((name, SystemTime::now(), None)),
+            }
+        }
+    }
+
+    /// Ends the running step.
+    #[inline]
+    pub(super) fn step_end(&mut self) {
+        if let Some(trace) = self.0.as_deref_mut() {
+            if let Some(mut span) = trace.step.take() {
+                span.end();
+            } else if let Some((_, _, end @ None)) = trace.early.last_mut() {
+                *end = Some(SystemTime::now());
+            }
+        }
+    }
+
+    /// Endpoint `endpoint` of `upstream` was picked (proxy.rs): connecting starts.
+    #[inline]
+    pub(super) fn connect(&mut self, upstream: &Upstream, endpoint: usize) {
+        if let Some(trace) = self.0.as_deref_mut() {
+            let attributes = endpoint_attributes(Some(upstream), Some(endpoint));
+            if let Some(mut failed) = trace.connect.take() {
+                failed.end();
+            }
+            let span = trace.child("connect", SpanKind::Client, attributes);
+            trace.connect = Some(span);
+        }
+    }
+
+    /// Connecting failed.
+    #[inline]
+    pub(super) fn connect_failed(&mut self, e: &pingora_error::Error) {
+        if let Some(mut span) = self.0.as_deref_mut().and_then(|t| t.connect.take()) {
+            span.set_status(Status::error(e.to_string()));
+            span.end();
+        }
+    }
+
+    /// The request goes to `upstream` (proxied: the connection to `endpoint` is up; tunnelled
+    /// or emulated: about to dial): the connect span ends, the backend's starts, and its trace
+    /// context is what the upstream request carries.
+    #[inline]
+    pub(super) fn backend(&mut self, upstream: &Upstream, endpoint: Option<usize>) {
+        if let Some(trace) = self.0.as_deref_mut() {
+            trace.backend(endpoint_attributes(Some(upstream), endpoint));
+        }
+    }
+
+    /// Proxying failed after connecting (the backend's span says so; a retry starts anew).
+    #[inline]
+    pub(super) fn backend_failed(&mut self, e: &pingora_error::Error) {
+        if let Some(span) = self.0.as_deref_mut().and_then(|t| t.backend.as_mut()) {
+            span.set_status(Status::error(e.to_string()));
+        }
+    }
+
+    /// The request ended with `code` on `route`, answered by `backend`: every open span ends.
+    #[inline]
+    pub(super) fn end(
+        &mut self,
+        code: u16,
+        route: &'static str,
+        backend: Option<&Upstream>,
+        audit_id: Option<HeaderValue>,
+    ) {
+        if let Some(trace) = self.0.take() {
+            end(
+                trace,
+                code,
+                route,
+                backend.map(|u| u.label.clone()),
+                audit_id,
+            );
+        }
+    }
+
+    /// The trace-context headers the upstream request carries (none when tracing is off).
+    #[inline]
+    pub(super) fn headers(&self) -> &[(HeaderName, HeaderValue)] {
+        self.0.as_deref().map_or(&[], |t| t.headers.as_slice())
     }
 }
 
@@ -84,114 +191,6 @@ fn begin(tracer: &Arc<Tracer>, req: &RequestHeader) -> Box<RequestTrace> {
         backend: None,
         headers: Vec::new(),
     })
-}
-
-impl RequestCtx {
-    /// The caller was authorized: the server span starts, continuing the caller's trace only
-    /// when the caller (the impersonated user, if any) is privileged.
-    #[inline]
-    pub(super) fn trace_authorized(&mut self) {
-        if let Some(trace) = self.trace.as_deref_mut() {
-            let user: Option<&User> = self.caller.as_ref().map(|c| &*c.user);
-            let trusted = user.is_some_and(|u| {
-                u.groups
-                    .iter()
-                    .any(|g| TRUSTED_GROUPS.contains(&g.as_str()))
-            });
-            trace.start_server(trusted);
-        }
-    }
-
-    /// Starts the step `name` of `route` (ended by [`RequestCtx::trace_step_end`]).
-    #[inline]
-    pub(super) fn trace_step(&mut self, name: &'static str) {
-        if let Some(trace) = self.trace.as_deref_mut() {
-            match &trace.server {
-                Some(_) => {
-                    let span = trace.child(name, SpanKind::Internal, Vec::new());
-                    trace.step = Some(span);
-                }
-                None => trace.early.push((name, SystemTime::now(), None)),
-            }
-        }
-    }
-
-    /// Ends the running step.
-    #[inline]
-    pub(super) fn trace_step_end(&mut self) {
-        if let Some(trace) = self.trace.as_deref_mut() {
-            if let Some(mut span) = trace.step.take() {
-                span.end();
-            } else if let Some((_, _, end @ None)) = trace.early.last_mut() {
-                *end = Some(SystemTime::now());
-            }
-        }
-    }
-
-    /// An endpoint was picked (`connect`, proxy.rs): connecting starts.
-    #[inline]
-    pub(super) fn trace_connect(&mut self) {
-        if let Some(trace) = self.trace.as_deref_mut() {
-            let attributes = endpoint_attributes(
-                self.attempts.upstream.as_deref(),
-                Some(self.attempts.endpoint),
-            );
-            if let Some(mut failed) = trace.connect.take() {
-                failed.end();
-            }
-            let span = trace.child("connect", SpanKind::Client, attributes);
-            trace.connect = Some(span);
-        }
-    }
-
-    /// Connecting failed.
-    #[inline]
-    pub(super) fn trace_connect_failed(&mut self, e: &pingora_error::Error) {
-        if let Some(mut span) = self.trace.as_deref_mut().and_then(|t| t.connect.take()) {
-            span.set_status(Status::error(e.to_string()));
-            span.end();
-        }
-    }
-
-    /// The request goes to `upstream` (proxied: the connection is up; tunnelled: about to
-    /// dial): the connect span ends, the backend's starts, and its trace context is what the
-    /// upstream request carries.
-    #[inline]
-    pub(super) fn trace_backend(&mut self, upstream: Option<&Upstream>) {
-        if let Some(trace) = self.trace.as_deref_mut() {
-            let endpoint = self
-                .attempts
-                .upstream
-                .is_some()
-                .then_some(self.attempts.endpoint);
-            let upstream = upstream.or(self.attempts.upstream.as_deref());
-            trace.backend(endpoint_attributes(upstream, endpoint));
-        }
-    }
-
-    /// Proxying failed after connecting (the backend's span says so; a retry starts anew).
-    #[inline]
-    pub(super) fn trace_backend_failed(&mut self, e: &pingora_error::Error) {
-        if let Some(span) = self.trace.as_deref_mut().and_then(|t| t.backend.as_mut()) {
-            span.set_status(Status::error(e.to_string()));
-        }
-    }
-
-    /// The request ended with `code`: every open span ends.
-    #[inline]
-    pub(super) fn trace_end(&mut self, code: u16) {
-        if let Some(trace) = self.trace.take() {
-            let backend = self.attempts.upstream.as_ref().map(|u| u.label.clone());
-            let audit_id = self.audit.id_header();
-            end(trace, code, self.outcome.kind.as_str(), backend, audit_id);
-        }
-    }
-
-    /// The trace-context headers the upstream request carries (none when tracing is off).
-    #[inline]
-    pub(super) fn trace_headers(&self) -> &[(HeaderName, HeaderValue)] {
-        self.trace.as_deref().map_or(&[], |t| t.headers.as_slice())
-    }
 }
 
 impl RequestTrace {

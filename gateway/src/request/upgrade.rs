@@ -9,7 +9,6 @@
 use std::io;
 use std::time::Duration;
 
-use super::Session;
 use pingora_core::protocols::http::server::Session as HttpSession;
 use pingora_core::protocols::l4::stream::Stream as L4Stream;
 use pingora_core::protocols::Stream;
@@ -18,9 +17,12 @@ use rustls::pki_types::ServerName;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use super::ctx::{Dispatch, RequestCtx, Session};
 use super::forward::{self, Forwarding};
-use super::reply;
+use super::refusal::Refusal;
+use super::service::ApiaggProxy;
 use crate::backends::Upstream;
+use apiagg_observe::RouteKind;
 
 const HEAD_LIMIT: usize = 64 * 1024;
 
@@ -49,6 +51,34 @@ pub enum Refused {
     /// header must never reach a backend on a normal request).
     #[error("the upgrade to {0:?} is refused: the Upgrade header is sent without \"Connection: upgrade\"")]
     NotNominated(String),
+}
+
+impl ApiaggProxy {
+    /// Tunnels an upgrade as `dispatch` says; a failure before anything was relayed is
+    /// answered with its Status by the one writer (audited, with the request's headers).
+    pub(super) async fn tunnel(
+        &self,
+        session: &mut Session,
+        ctx: &mut RequestCtx,
+        dispatch: Dispatch,
+    ) -> pingora_error::Result<()> {
+        ctx.outcome.kind = RouteKind::Upgrade;
+        ctx.outcome.sent_to(&dispatch.upstream);
+        ctx.trace.backend(&dispatch.upstream, None);
+        let tunnelled = {
+            let forwarding = self.forwarding(session, ctx, &dispatch);
+            let connect = self.gateway.options.connect_timeout;
+            // Boxed: the tunnel's state stays out of every request's future.
+            Box::pin(tunnel(session, &dispatch.upstream, &forwarding, connect)).await
+        };
+        match tunnelled {
+            Ok(code) => {
+                ctx.outcome.code = code;
+                Ok(())
+            }
+            Err(refusal) => ctx.answer(session, refusal.into()).await,
+        }
+    }
 }
 
 /// The protocols apiagg tunnels (compared case-insensitively): kubectl exec, attach and
@@ -212,20 +242,9 @@ async fn take_client_stream(session: &mut Session) -> io::Result<Stream> {
     }
 }
 
-async fn fail(session: &mut Session, code: u16, message: String) -> u16 {
-    tracing::warn!("{message}");
-    let reason = if code == 503 {
-        "ServiceUnavailable"
-    } else {
-        "InternalError"
-    };
-    match reply::failure_reply(code, reason, &message)
-        .send(session)
-        .await
-    {
-        Ok(()) => code,
-        Err(_) => 0,
-    }
+fn fail(refusal: Refusal) -> Refusal {
+    tracing::warn!("{}", refusal.failure.message);
+    refusal
 }
 
 /// The backend's answer to an upgrade request.
@@ -238,17 +257,16 @@ struct Answer {
 }
 
 /// Dials a healthy endpoint, sends the request head and reads the answer's head; the error is
-/// the message of the 503 (or 500) the client gets.
+/// the 503 (or 500) the client gets.
 async fn ask(
     request: &RequestHeader,
     upstream: &Upstream,
     forwarding: &Forwarding<'_>,
     connect: Duration,
-) -> Result<Answer, (u16, String)> {
+) -> Result<Answer, Refusal> {
     let label = &upstream.label;
     let index = upstream.pick().ok_or_else(|| {
-        let message = format!("service unavailable: {label} has no endpoints");
-        (503, message)
+        Refusal::unavailable(format!("service unavailable: {label} has no endpoints"))
     })?;
     let authority = &upstream.endpoints[index].authority;
     let head = forward::upgrade_head(
@@ -256,11 +274,10 @@ async fn ask(
         forwarding,
         &upstream.endpoints[index].authority_header,
     )
-    .map_err(|e| (500, format!("cannot build the upgrade request: {e}")))?;
+    .map_err(|e| Refusal::internal(format!("cannot build the upgrade request: {e}")))?;
     let own = forwarding.identity.own_connection();
     let mut backend = dial(upstream, index, own, connect).await.map_err(|e| {
-        let message = format!("error dialing backend {label} at {authority}: {e}");
-        (503, message)
+        Refusal::unavailable(format!("error dialing backend {label} at {authority}: {e}"))
     })?;
     let exchange = async {
         backend.write_all(&head).await?;
@@ -271,10 +288,11 @@ async fn ask(
     };
     let (code, head, early) = exchange.await.map_err(|e| {
         let message = format!("error trying to reach service {label} at {authority}: {e}");
-        (503, message)
+        Refusal::unavailable(message)
     })?;
     if code != 101 && code < 400 {
-        return Err((503, format!("invalid upgrade response: status code {code}")));
+        let message = format!("invalid upgrade response: status code {code}");
+        return Err(Refusal::unavailable(message));
     }
     Ok(Answer {
         code,
@@ -291,9 +309,9 @@ pub async fn tunnel(
     upstream: &Upstream,
     forwarding: &Forwarding<'_>,
     connect: Duration,
-) -> u16 {
+) -> Result<u16, Refusal> {
     if session.is_http2() {
-        return fail(session, 503, "upgrades need HTTP/1.1".into()).await;
+        return Err(fail(Refusal::unavailable("upgrades need HTTP/1.1")));
     }
     let Answer {
         code,
@@ -302,18 +320,14 @@ pub async fn tunnel(
         mut backend,
     } = match ask(session.req_header(), upstream, forwarding, connect).await {
         Ok(answer) => answer,
-        Err((code, message)) => return fail(session, code, message).await,
+        Err(refusal) => return Err(fail(refusal)),
     };
 
     let mut client = match take_client_stream(session).await {
         Ok(s) => s,
         Err(e) => {
-            return fail(
-                session,
-                500,
-                format!("cannot take over the connection: {e}"),
-            )
-            .await
+            let message = format!("cannot take over the connection: {e}");
+            return Err(fail(Refusal::internal(message)));
         }
     };
     let relay = async {
@@ -331,7 +345,7 @@ pub async fn tunnel(
     if let Err(e) = relay.await {
         tracing::debug!("upgrade tunnel to {} ended: {e}", upstream.label);
     }
-    code
+    Ok(code)
 }
 
 #[cfg(test)]

@@ -237,7 +237,7 @@ impl Authorizer {
         if grant.blanket {
             // Only AlwaysAllow said yes: apiagg's own `impersonate` right is never lent on a
             // decision no policy made. The headers stay; only the delegate, asked with the
-            // caller's own credentials, may honour them (request::to_upstream).
+            // caller's own credentials, may honour them (request::dispatch).
             tracing::debug!(
                 caller = %caller.user.name,
                 "impersonation allowed only by AlwaysAllow: left to the delegate"

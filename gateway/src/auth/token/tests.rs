@@ -321,7 +321,7 @@ async fn the_authenticator_answers_401_for_an_unforwardable_reviewed_user() {
     assert_eq!(
         (
             AuthError::TooManyReviews.status(),
-            AuthError::TooManyReviews.reason()
+            AuthError::TooManyReviews.reason().as_str()
         ),
         (429, "TooManyRequests")
     );

@@ -15,7 +15,7 @@
 use pingora_http::RequestHeader;
 
 use crate::auth::{FieldsSize, FIELD_OVERHEAD};
-use crate::request::Session;
+use pingora_core::protocols::http::ServerSession as Session;
 
 /// Header fields a forwarded head may carry: kube-apiserver's `maxHeaderValueCount`.
 pub const MAX_FORWARDED_FIELDS: usize = 16_384;

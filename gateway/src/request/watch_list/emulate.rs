@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use crate::request::Session;
+use apiagg_apis::{Failure, Reason};
 use apiagg_requestinfo::QueryParams;
 use bytes::Bytes;
 use pingora_error::{Error, ErrorType, Result};
@@ -17,8 +17,9 @@ use pingora_error::{Error, ErrorType, Result};
 use super::output::{Output, Stopped};
 use super::protocol::{self, ItemType, Page};
 use crate::backends::{Client, FetchError, Fetched};
+use crate::request::ctx::{RequestCtx, Session};
+use crate::request::refusal::Refusal;
 use crate::request::reply::{self, Reply};
-use crate::request::RequestCtx;
 use apiagg_observe::Watches;
 
 /// Pages larger than this are parsed on a blocking thread, off the async workers.
@@ -77,9 +78,9 @@ enum Failed {
 }
 
 impl Stream<'_> {
-    /// Serves the stream; returns the status code the client got. A stream that breaks after
-    /// its head is abandoned ([`reply::abandon`]) and its failure returned.
-    pub async fn serve(self, session: &mut Session, ctx: &mut RequestCtx) -> Result<u16> {
+    /// Serves the stream. A stream that breaks after its head is abandoned
+    /// ([`reply::abandon`]) and its failure returned.
+    pub async fn serve(self, session: &mut Session, ctx: &mut RequestCtx) -> Result<()> {
         let first = match self.page(None).await {
             Ok(page) => page,
             Err(failed) => return self.refuse(session, ctx, failed).await,
@@ -89,9 +90,9 @@ impl Stream<'_> {
         match self.body(session, ctx, &mut out, first).await {
             Ok(()) => {
                 out.end(session).await;
-                Ok(200)
+                Ok(())
             }
-            Err(Stopped::ClientGone) => Ok(200),
+            Err(Stopped::ClientGone) => Ok(()),
             Err(Stopped::Broken(e)) => {
                 reply::abandon(session).await;
                 Err(e)
@@ -201,7 +202,7 @@ impl Stream<'_> {
         session: &mut Session,
         ctx: &mut RequestCtx,
         failed: Failed,
-    ) -> Result<u16> {
+    ) -> Result<()> {
         let reply = match failed {
             Failed::Answer(fetched) => {
                 let status = serde_json::from_slice::<serde_json::Value>(&fetched.body)
@@ -213,26 +214,24 @@ impl Stream<'_> {
                         "listing for a streaming list: the backend answered {}",
                         fetched.status
                     );
-                    reply::failure_reply(fetched.status, "InternalError", &message)
+                    let reason = Reason::InternalError;
+                    Refusal::with_code(fetched.status, reason, message).into()
                 }
             }
             Failed::Fetch(e) => {
                 let message = format!("service unavailable: listing for a streaming list: {e}");
-                reply::failure_reply(503, "ServiceUnavailable", &message)
+                Refusal::unavailable(message).into()
             }
             Failed::Parse(why) => {
                 let message = format!("listing for a streaming list: {why}");
-                reply::failure_reply(500, "InternalError", &message)
+                Refusal::internal(message).into()
             }
             Failed::Timeout(bound) => {
                 let message = format!("listing for a streaming list took longer than {bound:?}");
-                reply::failure_reply(504, "Timeout", &message)
+                Refusal::new(Reason::Timeout, message).into()
             }
         };
-        let code = reply.code();
-        ctx.outcome.code = code;
-        ctx.own_answer(reply).send(session).await?;
-        Ok(code)
+        ctx.answer(session, reply).await
     }
 
     /// The stream's head: JSON lines (gzipped when `out` is), with the audit and flow-control
@@ -323,7 +322,8 @@ fn error_line(failed: Failed, what: &str) -> Vec<u8> {
         Failed::Parse(why) => protocol::error_event(500, b"", &format!("{what}: {why}")),
         Failed::Timeout(bound) => {
             let message = format!("{what}: the initial events took longer than {bound:?}");
-            protocol::error_event(504, &reply::failure(504, "Timeout", &message, None), what)
+            let status = Failure::new(Reason::Timeout, message).to_json();
+            protocol::error_event(504, status.to_string().as_bytes(), what)
         }
     }
 }

@@ -23,72 +23,73 @@ mod output;
 mod probe;
 mod protocol;
 
-use std::sync::Arc;
 use std::time::Instant;
 
-use crate::request::Session;
+use apiagg_apis::Reason;
 use apiagg_requestinfo::{QueryParams, RequestInfo};
 use pingora_error::Result;
 
 use self::protocol::Encoding;
-use super::reply::{self, Reply};
-use super::{forward, ApiaggProxy, RequestCtx};
-use crate::backends::{Upstream, Verdict, WatchListPlan};
+use super::ctx::{Dispatch, RequestCtx, Session};
+use super::forward;
+use super::refusal::Refusal;
+use super::service::ApiaggProxy;
+use crate::backends::{Verdict, WatchListPlan};
 use apiagg_discovery::accepts_coding;
 use apiagg_observe::RouteKind;
 
 pub use protocol::asked;
 
 impl ApiaggProxy {
-    /// A streaming list to a remote APIService. `Ok(None)`: pingora proxies it as it is (the
+    /// A streaming list to a remote APIService. `Ok(false)`: it is forwarded as it is (the
     /// backend honours streaming lists, or the client asked for a form apiagg does not
-    /// write); `Ok(Some(code))`: apiagg answered it.
+    /// write); `Ok(true)`: apiagg answered it.
     pub(super) async fn watch_list(
         &self,
         session: &mut Session,
         ctx: &mut RequestCtx,
-        upstream: &Arc<Upstream>,
+        dispatch: &Dispatch,
         info: &RequestInfo<'_>,
-    ) -> Result<Option<u16>> {
+    ) -> Result<bool> {
+        let upstream = &dispatch.upstream;
         let headers = &session.req_header().headers;
         let header = |name: http::HeaderName| headers.get(name).and_then(|v| v.to_str().ok());
         let gzip = header(http::header::ACCEPT_ENCODING)
             .is_some_and(|codings| accepts_coding(codings, "gzip"));
         match protocol::encoding(header(http::header::ACCEPT)) {
-            Encoding::PassThrough => return Ok(None),
+            Encoding::PassThrough => return Ok(false),
             Encoding::Json => {}
             Encoding::NotAcceptable => {
                 let message = "only the following media types are accepted for an emulated \
                                streaming list: application/json";
-                let reply = reply::failure_reply(406, "NotAcceptable", message);
-                return self.answered(session, ctx, reply).await;
+                let refusal = Refusal::new(Reason::NotAcceptable, message);
+                return answered(session, ctx, refusal).await;
             }
         }
         if let Err(message) = valid_options(&info.query) {
-            let reply = invalid(&message);
-            return self.answered(session, ctx, reply).await;
+            return answered(session, ctx, invalid(&message)).await;
         }
         let metrics = &self.gateway.metrics;
         let plan = upstream.watch_list.plan(Instant::now());
         if let WatchListPlan::Native = plan {
             metrics.watch_list_stream(&upstream.label, "native");
-            return Ok(None);
+            return Ok(false);
         }
         // Probing or emulating: apiagg talks to the backend itself.
         let Some(index) = upstream.pick() else {
-            return Ok(None);
+            return Ok(false);
         };
         let client = match self.gateway.clients.endpoint(upstream, index) {
             Ok(client) => client,
             Err(e) => {
                 tracing::warn!(backend = upstream.label, "streaming list: {e}");
-                return Ok(None);
+                return Ok(false);
             }
         };
         // With tracing on, the probe, the lists and the watch carry the backend span's context.
-        ctx.trace_backend(Some(upstream));
+        ctx.trace.backend(upstream, None);
         let headers = {
-            let forwarding = self.forwarding(session, ctx, upstream);
+            let forwarding = self.forwarding(session, ctx, dispatch);
             let authority = &upstream.endpoints[index].authority_header;
             let audit_id = ctx.audit.id_header();
             forward::fetch_headers(session.req_header(), &forwarding, authority, audit_id)?
@@ -121,12 +122,11 @@ impl ApiaggProxy {
         };
         if let WatchListPlan::Native = plan {
             metrics.watch_list_stream(&upstream.label, "native");
-            return Ok(None);
+            return Ok(false);
         }
         metrics.watch_list_stream(&upstream.label, "emulated");
-        ctx.outcome.kind = RouteKind::Proxy;
         // Named before the stream: one that breaks is logged and counted as this backend's.
-        ctx.attempts.upstream = Some(upstream.clone());
+        ctx.outcome.sent_to(upstream);
         let stream = emulate::Stream {
             client,
             headers,
@@ -138,21 +138,16 @@ impl ApiaggProxy {
             watches: &self.gateway.watches,
             gzip,
         };
-        let code = stream.serve(session, ctx).await?;
-        Ok(Some(code))
+        stream.serve(session, ctx).await?;
+        Ok(true)
     }
+}
 
-    /// Writes `reply` and reports its code.
-    async fn answered(
-        &self,
-        session: &mut Session,
-        ctx: &mut RequestCtx,
-        reply: Reply,
-    ) -> Result<Option<u16>> {
-        let code = reply.code();
-        self.answer(session, ctx, RouteKind::Refused, reply).await?;
-        Ok(Some(code))
-    }
+/// Answers a streaming list apiagg refuses itself.
+async fn answered(session: &mut Session, ctx: &mut RequestCtx, refusal: Refusal) -> Result<bool> {
+    ctx.outcome.kind = RouteKind::Refused;
+    ctx.answer(session, refusal.into()).await?;
+    Ok(true)
 }
 
 /// kube-apiserver's checks of a streaming list's options (its 422 messages).
@@ -175,11 +170,8 @@ fn valid_options(q: &QueryParams<'_>) -> Result<(), String> {
 }
 
 /// A 422 `Invalid` of `ListOptions`, as kube-apiserver refuses list options.
-fn invalid(message: &str) -> Reply {
-    Reply::failure(
-        422,
-        "Invalid",
-        &format!("ListOptions.meta.k8s.io \"\" is invalid: {message}"),
-        Some(serde_json::json!({"group": "meta.k8s.io", "kind": "ListOptions"})),
-    )
+fn invalid(message: &str) -> Refusal {
+    let message = format!("ListOptions.meta.k8s.io \"\" is invalid: {message}");
+    let details = serde_json::json!({"group": "meta.k8s.io", "kind": "ListOptions"});
+    Refusal::new(Reason::Invalid, message).details(details)
 }

@@ -11,7 +11,7 @@ use flate2::write::GzEncoder;
 use flate2::Compression;
 use pingora_error::{Error, ErrorType};
 
-use crate::request::Session;
+use crate::request::ctx::Session;
 
 /// Writes larger than this are compressed on a blocking thread, off the async workers.
 const COMPRESS_INLINE: usize = 256 << 10;

@@ -3,7 +3,7 @@
 //! client's, list pages turned into `ADDED` events, the BOOKMARK annotated
 //! `k8s.io/initial-events-end`, and a backend's failure turned into an `ERROR` event.
 
-use apiagg_apis::{failure_status, reason_for};
+use apiagg_apis::{failure_status, Reason};
 use apiagg_requestinfo::{QueryParams, RequestInfo};
 use serde::de::IgnoredAny;
 use serde::Deserialize;
@@ -311,7 +311,7 @@ pub fn error_event(code: u16, body: &[u8], what: &str) -> Vec<u8> {
         .unwrap_or_else(|| {
             let excerpt = String::from_utf8_lossy(&body[..body.len().min(256)]);
             let message = format!("{what}: the backend answered {code}: {excerpt}");
-            failure_status(code, reason_for(code), &message, None)
+            failure_status(code, Reason::for_code(code), &message, None)
         });
     let mut line = json!({"type": "ERROR", "object": status})
         .to_string()
