@@ -3,6 +3,8 @@
 # runs in minutes; every script prints its figures as ratios against the anchor it names, in the
 # same run. Pick some with BENCH="instructions proxy-load" (default: all below); lengthen with the
 # scripts' own knobs (DURATION, N1/N2, …; see each script's header). Not run in CI.
+# BENCH=side-by-side (apiagg against kube-apiserver's aggregator, issue 45) runs only when named:
+# its first run builds the real Kubernetes servers with Go (scripts/need.sh kube); QUICK=1 here.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 all="instructions proxy-load discovery-load trust-load watch-scale availability startup apiservice-api overload"
@@ -17,6 +19,7 @@ for bench in ${BENCH:-$all}; do
         availability) KILLS="${KILLS:-5}" "$script" ;;
         startup) APISERVICES="${APISERVICES:-50}" SERVERS="${SERVERS:-5}" "$script" ;;
         overload) FLOOD="${FLOOD:-2000}" "$script" ;;
+        side-by-side) QUICK="${QUICK:-1}" "$script" ;;
         *) "$script" ;;
     esac
 done
