@@ -13,9 +13,11 @@ use super::metrics::{Reason, Series};
 use super::queueset::Grant;
 
 /// Response header naming the FlowSchema's uid.
-pub const FLOW_SCHEMA_UID_HEADER: &str = "X-Kubernetes-PF-FlowSchema-UID";
+pub const FLOW_SCHEMA_UID_HEADER: http::HeaderName =
+    http::HeaderName::from_static("x-kubernetes-pf-flowschema-uid");
 /// Response header naming the priority level's uid.
-pub const PRIORITY_LEVEL_UID_HEADER: &str = "X-Kubernetes-PF-PriorityLevel-UID";
+pub const PRIORITY_LEVEL_UID_HEADER: http::HeaderName =
+    http::HeaderName::from_static("x-kubernetes-pf-prioritylevel-uid");
 
 /// Where a request was classified: its FlowSchema and priority level, with the response
 /// headers ready. Cheap to clone (one reference count).

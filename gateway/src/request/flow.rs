@@ -20,7 +20,7 @@ use super::refusal::Refusal;
 use crate::auth::User;
 use apiagg_flowcontrol::{
     Admission, Decision, FlowControl, Rejection, Request, RequestKind, RequestShape, Seat,
-    WatchGuard, WorkEstimate,
+    WatchGuard, WorkEstimate, FLOW_SCHEMA_UID_HEADER, PRIORITY_LEVEL_UID_HEADER,
 };
 use apiagg_observe::Running;
 
@@ -218,39 +218,10 @@ impl FlowHold {
     }
 }
 
-/// `X-Kubernetes-PF-FlowSchema-UID` in the lower case `HeaderName::from_static` wants.
-const FLOW_SCHEMA_UID: &str = "x-kubernetes-pf-flowschema-uid";
-/// `X-Kubernetes-PF-PriorityLevel-UID`, likewise.
-const PRIORITY_LEVEL_UID: &str = "x-kubernetes-pf-prioritylevel-uid";
-
-/// The two classification headers of a decision, for every answer. `HeaderName::from_static`
-/// needs lower case: the names are flow control's constants, lower-cased (the unit test below
-/// holds them to those constants).
+/// The two classification headers of a decision, for every answer.
 pub fn reply_headers(decision: &Decision) -> [(http::HeaderName, &http::HeaderValue); 2] {
     [
-        (
-            http::HeaderName::from_static(FLOW_SCHEMA_UID),
-            decision.flow_schema_header(),
-        ),
-        (
-            http::HeaderName::from_static(PRIORITY_LEVEL_UID),
-            decision.priority_level_header(),
-        ),
+        (FLOW_SCHEMA_UID_HEADER, decision.flow_schema_header()),
+        (PRIORITY_LEVEL_UID_HEADER, decision.priority_level_header()),
     ]
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn reply_header_names_are_the_flow_control_headers() {
-        use apiagg_flowcontrol::{FLOW_SCHEMA_UID_HEADER, PRIORITY_LEVEL_UID_HEADER};
-        assert_eq!(
-            FLOW_SCHEMA_UID_HEADER.to_ascii_lowercase(),
-            super::FLOW_SCHEMA_UID
-        );
-        assert_eq!(
-            PRIORITY_LEVEL_UID_HEADER.to_ascii_lowercase(),
-            super::PRIORITY_LEVEL_UID
-        );
-    }
 }
