@@ -92,6 +92,11 @@ impl EndpointHealth {
         self.mark_failed(error)
     }
 
+    /// Probes failed in a row (reset by a passing probe).
+    pub fn failed_probes(&self) -> u32 {
+        self.failed_probes.load(Ordering::Relaxed)
+    }
+
     /// The last failure, if the endpoint is failed.
     pub fn last_error(&self) -> Option<Arc<String>> {
         self.last_error.load_full()

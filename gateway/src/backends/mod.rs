@@ -23,7 +23,7 @@ mod watch_list;
 pub use certs::{bundle_not_after, check_pair, earliest_not_after, CertError, Purpose};
 pub use client::{Client, Clients, FetchError, Fetched, Lines};
 pub use credentials::{ClientIdentity, CredentialError};
-pub use endpoint_health::{Failure, HealthBook};
+pub use endpoint_health::{EndpointHealth, Failure, HealthBook};
 pub use exhaustion::own_exhaustion;
 pub use h1::{H1Client, ADDED_TO_ANSWERS};
 pub use kubeconfig::{kubeconfig_client, KubeconfigClient};

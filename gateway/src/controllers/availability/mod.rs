@@ -29,7 +29,7 @@ use self::conditions::{evaluate, Evaluation, Observed};
 use self::probe::probe;
 use self::status_writes::{status_writes, StatusWrite};
 use super::targets::group_version_path;
-use crate::backends::{Clients, Failure, HealthBook, RouteTable, Upstream};
+use crate::backends::{Clients, EndpointHealth, Failure, HealthBook, RouteTable, Upstream};
 use crate::state::{EndpointStatus, ProbeOptions, Publisher, Routes, Statuses};
 use apiagg_observe::Metrics;
 use apiagg_store::Store;
@@ -94,20 +94,20 @@ impl AvailabilityController {
         }
     }
 
-    /// Probes every endpoint of every remote APIService once, on that APIService's own path,
-    /// concurrently.
-    /// With `spread`, the probes are spread over half an interval (periodic rounds); without,
-    /// they all start at once (start-up and route changes, so new APIServices get their
-    /// condition at once).
-    async fn probe_all(&self, routes: &RouteTable, spread: bool) {
+    /// Probes the endpoints `round` names of every remote APIService once, on that APIService's
+    /// own path, and the delegate's, concurrently. A periodic round spreads its probes over half
+    /// an interval; the others start them all at once (start-up and route changes, so new
+    /// APIServices get their condition at once; rechecks of endpoints just ejected).
+    async fn probe_all(&self, routes: &RouteTable, round: Round) {
         let mut seen: HashSet<u64> = HashSet::new();
         let mut probes = Vec::new();
+        let wanted = |health: &EndpointHealth| round != Round::Recheck || recheck(health);
         for (index, entry) in routes.registry.entries().iter().enumerate() {
             let Some(upstream) = routes.upstreams.get(index).cloned().flatten() else {
                 continue;
             };
             for (i, endpoint) in upstream.endpoints.iter().enumerate() {
-                if !seen.insert(endpoint.health_key) {
+                if !wanted(&endpoint.health) || !seen.insert(endpoint.health_key) {
                     continue;
                 }
                 match self.handles.clients.endpoint(&upstream, i) {
@@ -126,6 +126,9 @@ impl AvailabilityController {
         // The delegate's endpoints (an HA control plane) are probed on `/readyz`.
         if let Some(delegate) = &routes.delegate {
             for (i, endpoint) in delegate.endpoints.iter().enumerate() {
+                if !wanted(&endpoint.health) {
+                    continue;
+                }
                 if let Ok(client) = self.handles.clients.endpoint(delegate, i) {
                     probes.push((
                         client,
@@ -137,7 +140,7 @@ impl AvailabilityController {
             }
         }
         // Spread the probes over half an interval so many backends do not burst at once.
-        let spread = if spread {
+        let spread = if round == Round::Periodic {
             self.handles.options.interval / 2
         } else {
             Duration::ZERO
@@ -157,7 +160,8 @@ impl AvailabilityController {
                 let flipped = match failure {
                     None => health.mark_healthy(),
                     Some(f) if f.ours => false,
-                    Some(f) if f.definitive => health.mark_failed(f.message),
+                    // Counted as a failed probe too (what ends the rechecks).
+                    Some(f) if f.definitive => health.probe_failed(f.message, 1),
                     Some(f) => health.probe_failed(f.message, threshold),
                 };
                 if flipped {
@@ -187,15 +191,26 @@ impl BackgroundService for AvailabilityController {
         let mut generation = self.handles.routes.subscribe();
         let mut tick = tokio::time::interval(self.handles.options.interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut rechecks = tokio::time::interval(recheck_interval(self.handles.options.interval));
+        rechecks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut first = true;
         let Some(mut reported) = self.handles.health.take_reports() else {
             tracing::error!("the endpoint failures are read by another availability controller");
             return;
         };
         loop {
-            let spread = tokio::select! {
-                _ = tick.tick() => !std::mem::take(&mut first),
-                _ = generation.changed() => false,
+            let round = tokio::select! {
+                _ = tick.tick() => match std::mem::take(&mut first) {
+                    true => Round::All,
+                    false => Round::Periodic,
+                },
+                _ = generation.changed() => Round::All,
+                _ = rechecks.tick() => {
+                    if !any_recheck(&self.handles.routes.load()) {
+                        continue;
+                    }
+                    Round::Recheck
+                }
                 // A failure seen by the proxy: publish it now, probe again on the next tick.
                 Some(failure) = reported.recv() => {
                     if eject(failure, &mut reported) {
@@ -206,7 +221,7 @@ impl BackgroundService for AvailabilityController {
                 _ = shutdown.changed() => return,
             };
             let routes = self.handles.routes.load();
-            let round = self.probe_all(&routes, spread);
+            let round = self.probe_all(&routes, round);
             tokio::pin!(round);
             // Health flips during the round (probes or proxied traffic) are published as they
             // happen.
@@ -225,6 +240,43 @@ impl BackgroundService for AvailabilityController {
             self.publish(&routes);
         }
     }
+}
+
+/// Which endpoints a round probes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Round {
+    /// Every endpoint, spread over half an interval.
+    Periodic,
+    /// Every endpoint at once (start-up, route changes).
+    All,
+    /// Only endpoints ejected a short while ago, at once: a backend that restarts serves again
+    /// within a fraction of the interval (kube-aggregator re-checks a failing APIService with a
+    /// fast, growing backoff too).
+    Recheck,
+}
+
+/// Probes failed in a row up to which an ejected endpoint is rechecked between rounds: with
+/// the default 500 ms interval, rechecks every 100 ms for about the first three seconds of an
+/// outage; then only the periodic rounds probe it.
+const RECHECKS: u32 = 30;
+
+/// Time between two rechecks: a fifth of the interval, at least 50 ms.
+fn recheck_interval(interval: Duration) -> Duration {
+    (interval / 5).max(Duration::from_millis(50))
+}
+
+/// Whether an endpoint is rechecked between rounds.
+fn recheck(health: &EndpointHealth) -> bool {
+    !health.is_healthy() && health.failed_probes() < RECHECKS
+}
+
+/// Whether any endpoint of `routes` is to be rechecked.
+fn any_recheck(routes: &RouteTable) -> bool {
+    let remote = routes.upstreams.iter().flatten();
+    remote
+        .chain(routes.delegate.iter())
+        .flat_map(|u| u.endpoints.iter())
+        .any(|e| recheck(&e.health))
 }
 
 /// Ejects the endpoint of `failure` and of every other failure already reported; whether some
