@@ -165,10 +165,18 @@ struct ServeArgs {
     /// X25519MLKEM768 (4588) leads where the crypto provider has it. Default: the provider's.
     #[arg(long, value_delimiter = ',', value_parser = app::curve_id, value_name = "IDS")]
     tls_curve_preferences: Vec<u16>,
-    /// On SIGTERM, open watches are ended evenly over this period instead of all at once (the
-    /// drain waits at least this long for them).
+    /// On SIGTERM, after the shutdown delay, open watches are ended one at a time (their
+    /// number over this period a second, at least 200) instead of all at once; those left at
+    /// its end go then.
     #[arg(long, value_parser = delay, default_value = "30s")]
     shutdown_watch_termination_grace_period: Duration,
+    /// As kube-apiserver's flag: after the shutdown delay, new requests get 429 with
+    /// `Retry-After: 5` and `Connection: close` until the in-flight ones drained. Without it,
+    /// apiagg stops taking requests: idle connections close, a request that still comes gets
+    /// 503 with `Retry-After: 1` and its connection closes.
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1,
+        require_equals = true, default_missing_value = "true")]
+    shutdown_send_retry_after: bool,
     /// Requests (not long-running) in flight to one APIService's backend at most, all its
     /// endpoints together: one slow backend holds at most this share of the gateway; more get
     /// 429 with Retry-After.
@@ -352,6 +360,7 @@ fn launch(args: ServeArgs) -> Launch {
         connect_timeout: args.backend_connect_timeout,
         min_request_timeout: args.min_request_timeout,
         watch_termination_grace: args.shutdown_watch_termination_grace_period,
+        send_retry_after: args.shutdown_send_retry_after,
         max_requests_per_apiservice: args.max_requests_inflight_per_apiservice as usize,
         max_requests_per_endpoint: args.max_requests_inflight_per_endpoint as usize,
         ..Options::default()

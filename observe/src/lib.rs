@@ -19,4 +19,4 @@ pub use lifecycle::{InFlight, Lifecycle, Milestone};
 pub use metrics::{CertificateKind, GroupVersionMetrics, Metrics, RouteKind, Running};
 pub use otel::{load as load_tracing, Tracer, TRACEPARENT, TRACESTATE};
 pub use repeats::Repeats;
-pub use watches::{OpenWatch, Watches};
+pub use watches::{drain_rate, OpenWatch, Watches, MIN_DRAIN_RATE};

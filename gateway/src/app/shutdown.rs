@@ -1,7 +1,8 @@
 //! Graceful termination driven by apiagg (as k8s.io/apiserver's `pkg/server/genericapiserver.go`
 //! terminates): SIGTERM turns readyz red at once, the server keeps serving for the shutdown
-//! delay, then refuses new requests with 429 while the in-flight ones drain (bounded), and only
-//! then lets pingora stop.
+//! delay, then stops taking new requests (or, with `--shutdown-send-retry-after`, refuses them
+//! with 429) while the in-flight ones drain (bounded) and open watches end at a bounded rate,
+//! and only then lets pingora stop.
 
 use std::sync::Arc;
 
@@ -76,11 +77,17 @@ impl ShutdownSignalWatch for GracefulShutdown {
         }
         lifecycle.reach(Milestone::Rejecting);
         let grace = options.watch_termination_grace;
-        self.watches.start_draining(grace);
+        let watches = self.watches.open_now();
+        let rate = self.watches.start_draining(grace);
+        let refusing = if options.send_retry_after {
+            "refusing new requests (429, Retry-After: 5)"
+        } else {
+            "not taking new requests"
+        };
         tracing::info!(
             in_flight = lifecycle.in_flight(),
-            watches = self.watches.open_now(),
-            "refusing new requests, draining in-flight ones; open watches end over {grace:?}"
+            watches,
+            "{refusing}, draining in-flight ones; open watches end at {rate:.0} a second within {grace:?}"
         );
         // The drain waits for the watches' grace period at least.
         let limit = options

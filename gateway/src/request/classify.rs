@@ -157,10 +157,13 @@ fn is_dot_segment(segment: &[u8]) -> bool {
     matches!(segment, b"." | b"..")
 }
 
-/// Whether a route is still served while shutting down (k8s.io/apiserver's
-/// `pkg/server/filters/with_retry_after.go`): health and metrics.
-pub fn exempt_from_shutdown(route: &Route<'_>) -> bool {
-    matches!(route, Route::Health(..) | Route::Metrics)
+/// Whether a path is still served while shutting down: health probes and metrics, by
+/// k8s.io/apiserver's `pathPrefixesExemptFromRetryAfter` (`pkg/server/filters/
+/// with_retry_after.go`), which are prefixes (`/metrics/slis` too).
+pub fn exempt_from_shutdown(path: &str) -> bool {
+    ["/readyz", "/livez", "/healthz", "/metrics"]
+        .iter()
+        .any(|prefix| path.starts_with(prefix))
 }
 
 #[cfg(test)]
@@ -283,12 +286,18 @@ mod tests {
     }
 
     #[test]
-    fn shutdown_exemptions_are_exact() {
-        assert!(exempt_from_shutdown(&route("/readyz")));
-        assert!(exempt_from_shutdown(&route("/livez/ping")));
-        assert!(exempt_from_shutdown(&route("/metrics")));
-        assert!(!exempt_from_shutdown(&route("/metrics/x")));
-        assert!(!exempt_from_shutdown(&route("/healthzfoo")));
-        assert!(!exempt_from_shutdown(&route("/apis")));
+    fn shutdown_exemptions_are_upstreams_prefixes() {
+        for path in [
+            "/readyz",
+            "/livez/ping",
+            "/metrics",
+            "/metrics/slis",
+            "/healthzfoo",
+        ] {
+            assert!(exempt_from_shutdown(path), "{path}");
+        }
+        for path in ["/apis", "/api/v1/readyz", "/version", "/"] {
+            assert!(!exempt_from_shutdown(path), "{path}");
+        }
     }
 }

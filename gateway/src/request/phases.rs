@@ -55,7 +55,7 @@ impl ApiaggProxy {
         let route = classify(&info);
 
         // 1. Shutdown gate: after the shutdown delay only health and metrics are served.
-        if let Some(reply) = self.shutting_down(session, &route) {
+        if let Some(reply) = self.shutting_down(session, uri.path()) {
             return Ok(Step::Answer(RouteKind::Shutdown, reply));
         }
         // 1b. The request's deadline (kube-apiserver's `WithRequestDeadline`): a `?timeout=`
@@ -162,23 +162,48 @@ impl ApiaggProxy {
         }
     }
 
-    /// Step 1: after the shutdown delay, what is not exempt is refused (429, the connection
-    /// closes) but for kube-apiserver's own loopback requests.
-    fn shutting_down(&self, session: &Session, route: &Route<'_>) -> Option<Reply> {
+    /// Step 1, the one shutdown gate (k8s.io/apiserver's `WithRetryAfter` and `WithWaitGroup`):
+    /// once the shutdown delay passed (upstream's `NotAcceptingNewRequest`), a request that is
+    /// not exempt (health and metrics by path, kube-apiserver's own loopback by user agent) is
+    /// refused and its connection closes. With `--shutdown-send-retry-after` it gets upstream's
+    /// 429 (`Retry-After: 5`, `Connection: close`, its text); without, apiagg has stopped
+    /// taking requests ([`Self::stopped_taking_requests`]) and one that still comes gets the
+    /// 503 Status upstream's wait group answers (`Retry-After: 1`).
+    fn shutting_down(&self, session: &Session, path: &str) -> Option<Reply> {
         let lifecycle = &self.gateway.lifecycle;
-        if !lifecycle.reached(Milestone::Rejecting) || exempt_from_shutdown(route) {
+        if !lifecycle.reached(Milestone::Rejecting) || exempt_from_shutdown(path) {
             return None;
         }
-        let agent = session.req_header().headers.get("user-agent");
+        let agent = session.req_header().headers.get(http::header::USER_AGENT);
         let loopback = agent
             .and_then(|v| v.to_str().ok())
             .is_some_and(|a| a.starts_with("kube-apiserver/"));
+        if loopback {
+            return None;
+        }
+        if !self.gateway.options.send_retry_after {
+            let refusal = Refusal::unavailable("apiserver is shutting down");
+            return Some(refusal.retry_after_header(1).closing().into());
+        }
         let message = "The apiserver is shutting down, please try again later.\n";
-        (!loopback).then(|| {
-            Reply::text(429, message)
-                .header(http::header::RETRY_AFTER, "5")
-                .header(http::header::CONNECTION, "close")
-        })
+        let reply = Reply::text(429, message).header(http::header::RETRY_AFTER, "5");
+        Some(reply.closing())
+    }
+
+    /// Whether apiagg has stopped taking requests, as kube-apiserver's HTTP server stops
+    /// (`Server.Shutdown`) once the shutdown delay passed unless `--shutdown-send-retry-after`
+    /// keeps it up until the drain: connections waiting for their next request close.
+    pub(super) fn stopped_taking_requests(&self) -> bool {
+        !self.gateway.options.send_retry_after
+            && self.gateway.lifecycle.reached(Milestone::Rejecting)
+    }
+
+    /// Completes once apiagg stops taking requests (never with `--shutdown-send-retry-after`).
+    pub(super) async fn until_stopped_taking_requests(&self) {
+        if self.gateway.options.send_retry_after {
+            return std::future::pending().await;
+        }
+        self.gateway.lifecycle.until(Milestone::Rejecting).await;
     }
 
     /// Step 3: who the caller is (`ctx.caller`), and 3a: the audit of the request starts (the

@@ -119,6 +119,13 @@ impl Reply {
         self
     }
 
+    /// The same reply, after which the client connection closes (`Connection: close` on
+    /// HTTP/1.1).
+    pub fn closing(mut self) -> Reply {
+        self.close = true;
+        self
+    }
+
     /// The status code.
     pub fn code(&self) -> u16 {
         self.code

@@ -68,11 +68,15 @@ impl ApiaggProxy {
                         biased;
                         piece = backend.read_response_body() => piece?,
                         () = watches.turn(watch) => {
-                            // The process is terminating: this watch's turn in the drain came
-                            // (the client re-watches, at another replica).
+                            // The process is terminating and this watch's turn in the drain
+                            // came: it ends cleanly, as kube-apiserver's watch handler returns
+                            // (END_STREAM, or the last chunk; no reset), and the client
+                            // re-watches, at another replica. The backend's body was not read
+                            // to its end: its connection is not reused.
                             watches.ended_by_drain();
                             ctx.outcome.ended_by_us = true;
-                            return Error::e_explain(ErrorType::ReadTimedout, "the watch ended at shutdown");
+                            session.finish_body().await.map_err(|e| e.into_down())?;
+                            return Ok(false);
                         }
                         () = sleep_until(until) => {
                             ctx.outcome.ended_by_us = true;

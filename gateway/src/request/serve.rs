@@ -46,15 +46,19 @@ impl HttpServerApp for ApiaggProxy {
         Self: 'async_trait,
     {
         Box::pin(async move {
-            // A connection waiting for its next request is let go once the server stops listening.
+            // A connection waiting for its next request is let go once the server stops listening,
+            // or stops taking requests at shutdown (phases.rs, step 1: one that arrives after
+            // that is read and refused there).
             let closing = self.closing.notified();
             if self.closed.load(Ordering::Acquire) {
                 return None;
             }
+            let stopped = self.stopped_taking_requests();
             let read = tokio::select! {
                 biased;
                 read = session.read_request() => read,
                 () = closing => return None,
+                () = self.until_stopped_taking_requests(), if !stopped => return None,
             };
             match read {
                 Ok(true) => {}
@@ -108,6 +112,10 @@ impl HttpServerApp for ApiaggProxy {
             }
             if failed {
                 return None;
+            }
+            if self.stopped_taking_requests() {
+                // As Go's `Server.Shutdown`: no request after this one on the connection.
+                session.set_keepalive(None);
             }
             let settings = HttpPersistentSettings::for_session(&session);
             // Boxed: finishing (draining what the client sent and nobody read) is a large future.

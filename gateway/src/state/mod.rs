@@ -69,9 +69,12 @@ pub struct Options {
     /// A watch without `timeoutSeconds` lasts between this and twice this
     /// (`--min-request-timeout`; zero: unbounded).
     pub min_request_timeout: Duration,
-    /// On SIGTERM, open watches are ended evenly over this period
+    /// On SIGTERM, open watches are ended at a bounded rate within this period
     /// (`--shutdown-watch-termination-grace-period`).
     pub watch_termination_grace: Duration,
+    /// After the shutdown delay, new requests get 429 with `Retry-After` until the in-flight
+    /// ones drained (`--shutdown-send-retry-after`); otherwise apiagg stops taking requests.
+    pub send_retry_after: bool,
     /// Requests (not long-running) in flight to one APIService's backend at most; more get 429.
     pub max_requests_per_apiservice: usize,
     /// The same, per endpoint of a backend.
@@ -103,6 +106,7 @@ impl Default for Options {
             connect_timeout: Duration::from_secs(5),
             min_request_timeout: Duration::from_secs(1800),
             watch_termination_grace: Duration::from_secs(30),
+            send_retry_after: false,
             max_requests_per_apiservice: 150,
             max_requests_per_endpoint: 150,
         }

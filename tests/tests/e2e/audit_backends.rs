@@ -113,7 +113,13 @@ async fn attempt(c: &reqwest::Client, url: String) -> Outcome {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_under_load_loses_no_event() {
     use std::sync::atomic::{AtomicUsize, Ordering};
-    let extra = ["--shutdown-delay", "0s", "--shutdown-drain-timeout", "30s"];
+    let extra = [
+        "--shutdown-delay",
+        "0s",
+        "--shutdown-drain-timeout",
+        "30s",
+        "--shutdown-send-retry-after",
+    ];
     let mut a = audited(None, &extra).await;
     let url = |path: &str| a.gw.url(path);
 

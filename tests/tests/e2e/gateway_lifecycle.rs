@@ -312,7 +312,13 @@ async fn sigterm_turns_readyz_red_and_lets_requests_finish() {
     );
     let mut gw = Apiagg::start(
         &config,
-        &["--shutdown-delay", "3s", "--shutdown-drain-timeout", "20s"],
+        &[
+            "--shutdown-delay",
+            "3s",
+            "--shutdown-drain-timeout",
+            "20s",
+            "--shutdown-send-retry-after",
+        ],
     );
     gw.wait_ready().await;
     let c = client();
@@ -380,7 +386,17 @@ async fn sigterm_turns_readyz_red_and_lets_requests_finish() {
         term.elapsed() >= Duration::from_secs(3),
         "refused before the delay ended"
     );
+    // Upstream's answer (k8s.io/apiserver's with_retry_after.go), word for word.
     assert_eq!(refused.headers()["retry-after"], "5");
+    assert_eq!(refused.headers()["connection"], "close");
+    assert_eq!(
+        refused.headers()["content-type"],
+        "text/plain; charset=utf-8"
+    );
+    assert_eq!(
+        refused.text().await.expect("text"),
+        "The apiserver is shutting down, please try again later.\n"
+    );
     assert_eq!(slow.await.expect("join").expect("slow request"), 200);
     assert_eq!(gw.proc.wait_exit(Duration::from_secs(10)), Some(0));
 }

@@ -50,6 +50,7 @@ mod registry;
 mod sample_apiserver;
 mod sample_auth;
 mod secure_defaults;
+mod shutdown;
 mod step_order;
 mod timeouts;
 mod tls_curves;

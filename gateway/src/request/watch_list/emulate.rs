@@ -20,7 +20,7 @@ use crate::backends::{Client, FetchError, Fetched};
 use crate::request::ctx::{RequestCtx, Session};
 use crate::request::refusal::Refusal;
 use crate::request::reply::{self, Reply};
-use apiagg_observe::Watches;
+use apiagg_observe::{OpenWatch, Watches};
 
 /// Pages larger than this are parsed on a blocking thread, off the async workers.
 const PARSE_INLINE: usize = 256 << 10;
@@ -65,6 +65,8 @@ struct Listed {
 enum Next {
     Chunk(reqwest::Result<Option<Bytes>>),
     Tick,
+    /// The watch's turn in the shutdown drain came.
+    Drained,
     ClientGone,
 }
 
@@ -286,12 +288,17 @@ impl Stream<'_> {
             let next = tokio::select! {
                 chunk = response.chunk() => Next::Chunk(chunk),
                 _ = tick.tick() => Next::Tick,
+                () = drain_turn(self.watches, ctx.bounds.watch.as_ref()) => Next::Drained,
                 // A request without a body: this returns only when the client goes away.
                 _ = session.read_body_or_idle(true) => Next::ClientGone,
             };
             match next {
                 Next::Chunk(Ok(Some(chunk))) => out.relay(session, chunk).await?,
                 Next::Chunk(Ok(None)) | Next::ClientGone => return Ok(()),
+                Next::Drained => {
+                    self.watches.ended_by_drain();
+                    return Ok(());
+                }
                 Next::Chunk(Err(e)) => {
                     let context = format!("emulated streaming list: the watch at {url} broke");
                     let broken = Error::because(ErrorType::ReadError, context, e).into_up();
@@ -302,15 +309,17 @@ impl Stream<'_> {
                     if ctx.bounds.deadline.is_some_and(|d| now >= d) {
                         return Ok(());
                     }
-                    if let Some(watch) = &ctx.bounds.watch {
-                        if self.watches.drain_ends(watch, now) {
-                            self.watches.ended_by_drain();
-                            return Ok(());
-                        }
-                    }
                 }
             }
         }
+    }
+}
+
+/// Completes at `watch`'s turn in the shutdown drain (never for a request that is no watch).
+async fn drain_turn(watches: &Watches, watch: Option<&OpenWatch>) {
+    match watch {
+        Some(watch) => watches.turn(watch).await,
+        None => std::future::pending().await,
     }
 }
 
