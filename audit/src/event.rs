@@ -4,9 +4,10 @@
 //! `annotations`) sorted by key. Serialization runs on the backends' threads.
 //!
 //! Bodies: `requestObject` (level `Request` and up) and `responseObject` (`RequestResponse`)
-//! hold the JSON bodies the request path captured, compacted as Go compacts them. A body larger
-//! than the limit, or one that is not JSON (protobuf, YAML apply patches), is left out and the
-//! annotation `audit.apiagg.io/request-object` or `audit.apiagg.io/response-object` says why.
+//! hold the JSON bodies the request path captured, compacted as Go compacts them; CBOR and YAML
+//! request bodies are transcoded to JSON (encoding.rs). A body larger than the limit, or one
+//! with no JSON form (protobuf, malformed CBOR or YAML), is left out and the annotation
+//! `audit.apiagg.io/request-object` or `audit.apiagg.io/response-object` says why.
 
 use std::borrow::Cow;
 use std::net::IpAddr;
@@ -164,9 +165,16 @@ pub(super) enum Omitted {
     /// without the body.
     #[error("omitted: the audit queues hold too much body data")]
     OverBudget,
-    /// The body is not JSON (protobuf, YAML apply patches). Not retryable.
+    /// The body is not JSON (protobuf, or sent as JSON and malformed). Not retryable.
     #[error("omitted: the body is not JSON")]
     NotJson,
+    /// The body was sent as CBOR or YAML (`from`) and has no JSON form: malformed, or YAML
+    /// whose aliases expand past the bounded reader's limit. Not retryable.
+    #[error("omitted: the {from} body cannot be transcoded to JSON")]
+    NotTranscoded {
+        /// `CBOR` or `YAML`.
+        from: &'static str,
+    },
 }
 
 /// A captured body, turned into compact JSON once, by whichever backend writes it first (the
@@ -178,16 +186,28 @@ pub(super) struct Body {
     /// Why there is no JSON, when known at capture (too large, over the budget).
     omitted: Option<Omitted>,
     omit_managed_fields: bool,
+    /// How `raw` is encoded (CBOR and YAML are transcoded to JSON).
+    encoding: Encoding,
+    /// The capture limit, which transcoded JSON must fit too.
+    limit: usize,
     rendered: OnceLock<Result<Box<RawValue>, Omitted>>,
     _reservation: Option<Reservation>,
 }
 
 impl Body {
-    pub fn captured(bytes: Vec<u8>, omit_managed_fields: bool, reservation: Reservation) -> Body {
+    pub fn captured(
+        bytes: Vec<u8>,
+        omit_managed_fields: bool,
+        encoding: Encoding,
+        limit: usize,
+        reservation: Reservation,
+    ) -> Body {
         Body {
             raw: Mutex::new(Some(bytes)),
             omitted: None,
             omit_managed_fields,
+            encoding,
+            limit,
             rendered: OnceLock::new(),
             _reservation: Some(reservation),
         }
@@ -199,6 +219,8 @@ impl Body {
             raw: Mutex::new(None),
             omitted: Some(why),
             omit_managed_fields: false,
+            encoding: Encoding::Json,
+            limit: 0,
             rendered: OnceLock::new(),
             _reservation: None,
         }
@@ -211,10 +233,27 @@ impl Body {
                 return Err(why);
             }
             let raw = self.raw.lock().unwrap_or_else(|e| e.into_inner()).take();
-            raw.and_then(|bytes| render(&bytes, self.omit_managed_fields))
-                .ok_or(Omitted::NotJson)
+            let bytes = raw.ok_or(Omitted::NotJson)?;
+            match encoding::transcode(&bytes, self.encoding) {
+                None => render(&bytes, self.omit_managed_fields).ok_or(Omitted::NotJson),
+                Some(value) => self.transcoded(value?),
+            }
         });
         rendered.as_deref().map_err(|why| *why)
+    }
+}
+
+impl Body {
+    /// A transcoded body as compact JSON, within the capture limit.
+    fn transcoded(&self, mut value: serde_json::Value) -> Result<Box<RawValue>, Omitted> {
+        if self.omit_managed_fields {
+            strip_all_managed_fields(&mut value);
+        }
+        let json = serde_json::to_string(&value).map_err(|_| Omitted::NotJson)?;
+        if json.len() > self.limit {
+            return Err(Omitted::TooLarge { limit: self.limit });
+        }
+        RawValue::from_string(json).map_err(|_| Omitted::NotJson)
     }
 }
 
@@ -223,23 +262,28 @@ impl Body {
 fn render(bytes: &[u8], omit_managed_fields: bool) -> Option<Box<RawValue>> {
     if omit_managed_fields {
         let mut value: serde_json::Value = serde_json::from_slice(bytes).ok()?;
-        strip_managed_fields(&mut value);
-        if let Some(items) = value.get_mut("items").and_then(|i| i.as_array_mut()) {
-            items.iter_mut().for_each(strip_managed_fields);
-        }
-        if let Some(rows) = value.get_mut("rows").and_then(|r| r.as_array_mut()) {
-            for row in rows {
-                if let Some(object) = row.get_mut("object") {
-                    strip_managed_fields(object);
-                }
-            }
-        }
+        strip_all_managed_fields(&mut value);
         return serde_json::value::to_raw_value(&value).ok();
     }
     // Checked, then compacted byte for byte (numbers keep their exact text, as with Go).
     serde_json::from_slice::<serde::de::IgnoredAny>(bytes).ok()?;
     let text = std::str::from_utf8(bytes).ok()?;
     RawValue::from_string(compact(text)).ok()
+}
+
+/// `metadata.managedFields` removed from the object, its `items` and its `rows[].object`.
+fn strip_all_managed_fields(value: &mut serde_json::Value) {
+    strip_managed_fields(value);
+    if let Some(items) = value.get_mut("items").and_then(|i| i.as_array_mut()) {
+        items.iter_mut().for_each(strip_managed_fields);
+    }
+    if let Some(rows) = value.get_mut("rows").and_then(|r| r.as_array_mut()) {
+        for row in rows {
+            if let Some(object) = row.get_mut("object") {
+                strip_managed_fields(object);
+            }
+        }
+    }
 }
 
 fn strip_managed_fields(object: &mut serde_json::Value) {
@@ -269,8 +313,10 @@ fn compact(text: &str) -> String {
     out
 }
 
+mod encoding;
 mod json;
 
+pub(crate) use encoding::Encoding;
 pub(super) use json::{EventList, Json};
 
 #[cfg(test)]

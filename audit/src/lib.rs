@@ -18,8 +18,9 @@
 //! Events are serialized and written on each backend's own thread; the request path only clones
 //! a few `Arc`s and pushes onto queues that never wait (a full queue drops and counts).
 //!
-//! Bodies: only JSON bodies of at most [`Settings::body_limit`] bytes (1 MiB) are recorded, and
-//! none of long-running requests (watch, exec, attach, port-forward, log, proxy); the queued
+//! Bodies: only bodies of at most [`Settings::body_limit`] bytes (1 MiB) with a JSON form are
+//! recorded (CBOR and YAML request bodies transcoded, see [`RequestAudit::request_content_type`]),
+//! and none of long-running requests (watch, exec, attach, port-forward, log, proxy); the queued
 //! events hold at most [`Settings::body_budget`] bytes of bodies together (128 MiB), so a slow
 //! backend cannot make audit memory grow with traffic. A body left out is named in an
 //! annotation (`audit.apiagg.io/request-object`, `audit.apiagg.io/response-object`) with why.

@@ -11,7 +11,7 @@ use std::time::SystemTime;
 
 use apiagg_requestinfo::RequestInfo;
 
-use super::event::{Body, Common, Event, Omitted, ResponseStatus};
+use super::event::{Body, Common, Encoding, Event, Omitted, ResponseStatus};
 use super::id::AuditId;
 use super::policy::{Decision, Level, Stage};
 use super::sink::Sink;
@@ -90,12 +90,14 @@ impl Capture {
     }
 
     /// The body for an event (`None` when nothing was sent or nothing is wanted).
-    fn take(&mut self, sink: &Sink, omit_managed_fields: bool) -> Option<Arc<Body>> {
+    fn take(&mut self, sink: &Sink, omit: bool, encoding: Encoding) -> Option<Arc<Body>> {
         let body = match std::mem::replace(self, Capture::Off) {
             Capture::Off => return None,
             Capture::On(bytes) if bytes.is_empty() => return None,
             Capture::On(bytes) => match sink.budget.reserve(bytes.len()) {
-                Some(reservation) => Body::captured(bytes, omit_managed_fields, reservation),
+                Some(reservation) => {
+                    Body::captured(bytes, omit, encoding, sink.body_limit, reservation)
+                }
                 None => Body::omitted(Omitted::OverBudget),
             },
             Capture::TooLarge => Body::omitted(Omitted::TooLarge {
@@ -115,6 +117,8 @@ pub struct RequestAudit {
     impersonated: Option<Arc<dyn Identity>>,
     annotations: Vec<(&'static str, String)>,
     request: Capture,
+    /// How the request body is encoded (its `Content-Type`).
+    request_encoding: Encoding,
     response: Capture,
     /// The request body once an event has carried it (shared by later events).
     request_object: Option<Arc<Body>>,
@@ -141,6 +145,7 @@ impl RequestAudit {
         let mut audit = RequestAudit {
             common: Arc::new(Common::new(begin)),
             request: wants(Level::Request),
+            request_encoding: Encoding::Json,
             response: wants(Level::RequestResponse),
             sink,
             decision,
@@ -202,6 +207,14 @@ impl RequestAudit {
             Some(_) => {}
             None => self.annotations.push((key, value)),
         }
+    }
+
+    /// The request body's `Content-Type`, when [`wants_request_body`](Self::wants_request_body):
+    /// CBOR (`application/cbor`, `application/apply-patch+cbor`) and YAML (`application/yaml`,
+    /// `application/apply-patch+yaml`) bodies are transcoded to JSON when the event is written
+    /// (kubernetes#139419); anything else is recorded only when it is JSON.
+    pub fn request_content_type(&mut self, content_type: &str) {
+        self.request_encoding = Encoding::of_content_type(content_type);
     }
 
     /// A piece of the request body, in order. Kept up to the body limit; past it the body is
@@ -304,7 +317,8 @@ impl RequestAudit {
             Stage::RequestReceived => (None, None),
             Stage::ResponseStarted => (self.request_object(), None),
             Stage::ResponseComplete | Stage::Panic => {
-                (self.request_object(), self.response.take(&self.sink, omit))
+                let response = self.response.take(&self.sink, omit, Encoding::Json);
+                (self.request_object(), response)
             }
         };
         let event = Event {
@@ -326,7 +340,7 @@ impl RequestAudit {
 
     fn request_object(&mut self) -> Option<Arc<Body>> {
         let omit = self.decision.omit_managed_fields;
-        if let Some(body) = self.request.take(&self.sink, omit) {
+        if let Some(body) = self.request.take(&self.sink, omit, self.request_encoding) {
             self.request_object = Some(body);
         }
         self.request_object.clone()
@@ -355,3 +369,6 @@ impl Drop for RequestAudit {
         self.finish(0, None);
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -6,10 +6,12 @@ use std::time::Duration;
 
 #[path = "cli/controls.rs"]
 mod controls;
+#[path = "cli/flags.rs"]
+mod flags;
 
 use apiagg_gateway::app::{self, Launch, StoreChoice};
 use apiagg_gateway::{OpenApiV2, Options, ProbeOptions};
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 
 /// glibc malloc showed up at about 15% of the proxy's CPU; mimalloc handles its many small,
 /// short-lived allocations much better.
@@ -331,7 +333,8 @@ fn init_logging(format: LogFormat) {
     }
 }
 
-fn launch(args: ServeArgs) -> Launch {
+/// `flags`: the flags as `/flagz` lists them.
+fn launch(args: ServeArgs, flags: Vec<(String, String)>) -> Launch {
     let options = Options {
         shutdown_delay: args.shutdown_delay,
         drain_timeout: args.shutdown_drain_timeout,
@@ -363,6 +366,7 @@ fn launch(args: ServeArgs) -> Launch {
         send_retry_after: args.shutdown_send_retry_after,
         max_requests_per_apiservice: args.max_requests_inflight_per_apiservice as usize,
         max_requests_per_endpoint: args.max_requests_inflight_per_endpoint as usize,
+        flags: flags.into(),
         ..Options::default()
     };
     let store = if args.etcd_servers.is_empty() {
@@ -403,11 +407,17 @@ fn launch(args: ServeArgs) -> Launch {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let command = Cli::command();
+    let matches = command.clone().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let result = match cli.command {
         Command::Serve(args) => {
             init_logging(args.log_format);
-            app::serve(launch(*args))
+            let serve = command
+                .find_subcommand("serve")
+                .zip(matches.subcommand_matches("serve"));
+            let flags = serve.map(|(c, m)| flags::of(c, m)).unwrap_or_default();
+            app::serve(launch(*args, flags))
         }
         Command::Check {
             config,

@@ -16,7 +16,10 @@ mod watches;
 pub use errors::error_chain;
 pub use health_checks::{answer as health_answer, Endpoint as HealthEndpoint};
 pub use lifecycle::{InFlight, Lifecycle, Milestone};
-pub use metrics::{CertificateKind, GroupVersionMetrics, Metrics, RouteKind, Running};
+pub use metrics::{
+    CertificateKind, GroupVersionMetrics, Metrics, RouteKind, Running, WatchEventSeries,
+    WatchEvents,
+};
 pub use otel::{load as load_tracing, Tracer, TRACEPARENT, TRACESTATE};
 pub use repeats::Repeats;
 pub use watches::{drain_rate, OpenWatch, Watches, MIN_DRAIN_RATE};

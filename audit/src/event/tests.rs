@@ -66,6 +66,8 @@ fn captured(bytes: &[u8], omit_managed_fields: bool) -> Option<Arc<Body>> {
     Some(Arc::new(Body::captured(
         bytes.to_vec(),
         omit_managed_fields,
+        Encoding::Json,
+        1 << 20,
         reservation,
     )))
 }

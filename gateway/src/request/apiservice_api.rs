@@ -15,7 +15,7 @@ use super::refusal::Refusal;
 use super::reply::{self, Reply};
 use crate::apiservices::{cbor_answer, Answer, Api, ApiRequest, WatchStream};
 use crate::state::Gateway;
-use apiagg_observe::{Lifecycle, Milestone};
+use apiagg_observe::{Lifecycle, Milestone, WatchEventSeries};
 
 /// `Content-Type` of a watch in CBOR: a sequence of CBOR items (RFC 8742), as kube-apiserver.
 const CBOR_SEQ: &str = "application/cbor-seq";
@@ -135,7 +135,19 @@ pub async fn serve(
         Answer::Watch(stream) => {
             ctx.outcome.code = 200;
             let headers = ctx.answer_headers();
-            stream_watch(session, *stream, &gateway.lifecycle, headers, cbor).await
+            let (group, version) = crate::apiservices::GROUP_VERSION
+                .split_once('/')
+                .unwrap_or_default();
+            let events = gateway
+                .metrics
+                .watch_events
+                .series(group, version, "apiservices");
+            let watch = Watch {
+                lifecycle: &gateway.lifecycle,
+                events,
+                cbor,
+            };
+            stream_watch(session, *stream, watch, headers).await
         }
     }
 }
@@ -162,15 +174,28 @@ fn warning_header(text: &str) -> String {
     format!("299 - \"{quoted}\"")
 }
 
+/// How a watch of the API is sent.
+struct Watch<'a> {
+    lifecycle: &'a Lifecycle,
+    /// `apiserver_watch_events_*` of `apiservices`: each event sent, its size as written.
+    events: WatchEventSeries,
+    /// In CBOR (a CBOR sequence) instead of JSON lines.
+    cbor: bool,
+}
+
 /// Sends a watch until it ends, the client leaves, its timeout passes or shutdown refuses new
 /// requests (the client then watches through another replica or after the restart).
 async fn stream_watch(
     session: &mut Session,
     mut stream: WatchStream,
-    lifecycle: &Lifecycle,
+    watch: Watch<'_>,
     headers: Vec<(http::HeaderName, http::HeaderValue)>,
-    cbor: bool,
 ) -> Result<()> {
+    let Watch {
+        lifecycle,
+        events,
+        cbor,
+    } = watch;
     let mut head = reply::watch_head(headers, session.is_http2())?;
     if cbor {
         head.insert_header("Content-Type", CBOR_SEQ)?;
@@ -193,11 +218,13 @@ async fn stream_watch(
                     },
                     false => line,
                 };
+                let size = event.len();
                 let sent = session.write_response_body(Bytes::from(event), false);
                 // A client that went away ends its watch; that is not an error.
                 if sent.await.is_err() {
                     return Ok(());
                 }
+                events.observe(size);
             }
             Ok(None) | Err(_) => break,
         }

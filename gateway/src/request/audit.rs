@@ -116,6 +116,13 @@ impl AuditState {
             received,
         };
         self.event = auditor.begin(begin);
+        // Read only when the level records the body: CBOR and YAML are transcoded to JSON.
+        if let Some(event) = self.event.as_deref_mut().filter(|e| e.wants_request_body()) {
+            let content_type = header.headers.get(http::header::CONTENT_TYPE);
+            if let Some(content_type) = content_type.and_then(|v| v.to_str().ok()) {
+                event.request_content_type(content_type);
+            }
+        }
         // Formatted once: the backend and the caller both get it.
         self.id = Some(Box::new(id.header_value()));
     }

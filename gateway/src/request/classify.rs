@@ -3,6 +3,7 @@
 use apiagg_requestinfo::RequestInfo;
 
 use super::openapi::OpenApiPath;
+use super::statusz::Zpage;
 use apiagg_observe::HealthEndpoint;
 
 /// The route of a path.
@@ -18,6 +19,8 @@ pub enum Route<'a> {
     FlowDump,
     /// `/version`
     Version,
+    /// `/statusz` and `/flagz` (apiagg's own z-pages, statusz.rs).
+    Zpage(Zpage),
     /// `/apis` (`slash` false) or `/apis/` (`slash` true).
     Apis { slash: bool },
     /// `/apis/<g>` or `/apis/<g>/`.
@@ -44,6 +47,8 @@ pub fn classify<'a>(info: &RequestInfo<'a>) -> Route<'a> {
             Route::FlowDump
         }
         "version" if alone => Route::Version,
+        "statusz" if alone => Route::Zpage(Zpage::Statusz),
+        "flagz" if alone => Route::Zpage(Zpage::Flagz),
         "api" => Route::GroupVersion("/v1"),
         "openapi" => match OpenApiPath::parse(info.after(1)) {
             Some(OpenApiPath::V3Document(key, _)) => {
@@ -196,6 +201,9 @@ mod tests {
             ("/metrics", Route::Metrics),
             ("/metricsfoo", Route::Other),
             ("/version", Route::Version),
+            ("/statusz", Route::Zpage(Zpage::Statusz)),
+            ("/flagz", Route::Zpage(Zpage::Flagz)),
+            ("/flagz/x", Route::Other),
             ("/openapi/v2", Route::OpenApi(OpenApiPath::V2)),
             (
                 "/openapi/v3/api/v1",

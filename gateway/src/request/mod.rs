@@ -12,8 +12,8 @@
 //! - What every step shares: `service` (the proxy and what it reads), `ctx` (a request's state,
 //!   what happens to it, and the one writer of apiagg's own answers).
 //! - A request's state, one concern each: `audit`, `flow`, `bounds`, `trace`, `attempts`.
-//! - Leaves: `reply` and `refusal` (answers apiagg writes itself), `answers` and `openapi`
-//!   (documents it serves), `forward` (the header policy), `framing`, `backend`, `errors`,
+//! - Leaves: `reply` and `refusal` (answers apiagg writes itself), `answers`, `openapi` and
+//!   `statusz` (documents it serves: discovery, OpenAPI, `/statusz` and `/flagz`), `forward` (the header policy), `framing`, `backend`, `errors`,
 //!   `deadline`, `classify`.
 //!
 //! Everything here reads published snapshots only, and builds no document per request; the
@@ -53,6 +53,7 @@ mod framing;
 mod openapi;
 mod refusal;
 mod reply;
+mod statusz;
 
 /// For the fuzz targets only (the `fuzzing` module of lib.rs).
 #[cfg(feature = "fuzzing")]

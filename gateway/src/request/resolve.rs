@@ -15,6 +15,7 @@ use super::openapi::{self, OpenApiPath};
 use super::refusal::Refusal;
 use super::reply::Reply;
 use super::service::ApiaggProxy;
+use super::statusz::{self, Facts};
 use crate::backends::{RouteTable, Upstream};
 use crate::state::OpenApiV2;
 use apiagg_observe::RouteKind;
@@ -119,6 +120,14 @@ impl ApiaggProxy {
                 Reply::text(200, dump)
             }
             Route::Version if gateway.routes.load().delegate.is_none() => answers::version(),
+            // apiagg's own z-pages, also with a delegate (its are kube-apiserver's own).
+            Route::Zpage(page) => {
+                let facts = Facts {
+                    started: gateway.started,
+                    flags: &gateway.options.flags,
+                };
+                statusz::answer(req, page, &facts)
+            }
             Route::Apis { slash } => {
                 if !slash {
                     ctx.outcome.subresource = "apis";

@@ -79,6 +79,9 @@ pub struct Options {
     pub max_requests_per_apiservice: usize,
     /// The same, per endpoint of a backend.
     pub max_requests_per_endpoint: usize,
+    /// The command-line flags apiagg was started with and their values (defaults included,
+    /// secrets shown as `CLASSIFIED`), sorted by name: what `/flagz` lists.
+    pub flags: Arc<[(String, String)]>,
 }
 
 impl Default for Options {
@@ -109,6 +112,7 @@ impl Default for Options {
             send_retry_after: false,
             max_requests_per_apiservice: 150,
             max_requests_per_endpoint: 150,
+            flags: Arc::from([]),
         }
     }
 }
@@ -159,6 +163,8 @@ pub struct Gateway {
     pub metrics: Arc<Metrics>,
     /// Options.
     pub options: Options,
+    /// When the gateway started (`/statusz`).
+    pub started: std::time::SystemTime,
 }
 
 impl Gateway {
@@ -194,6 +200,7 @@ impl Gateway {
             watches: Watches::new(options.min_request_timeout),
             metrics: Arc::new(Metrics::new()?),
             options,
+            started: std::time::SystemTime::now(),
         };
         Ok((gateway, writers))
     }

@@ -4,6 +4,7 @@
 mod availability;
 mod certificates;
 mod requests;
+mod watch_events;
 
 use std::sync::Arc;
 
@@ -16,6 +17,7 @@ use rustc_hash::FxBuildHasher;
 
 pub use certificates::CertificateKind;
 pub use requests::{GroupVersionMetrics, RouteKind};
+pub use watch_events::{WatchEventSeries, WatchEvents};
 
 /// Every metric apiagg exports.
 pub struct Metrics {
@@ -55,6 +57,9 @@ pub struct Metrics {
     pub apiserver_duration: HistogramVec,
     /// `apiserver_request_terminations_total{verb,group,version,resource,subresource,scope,component,code}`
     pub terminations: IntCounterVec,
+    /// `apiserver_watch_events_total` and `apiserver_watch_events_sizes{group,version,resource}`
+    /// of the watches apiagg writes itself.
+    pub watch_events: WatchEvents,
     /// `apiagg_watch_list_streams_total{apiservice,mode}` (see [`Metrics::watch_list_stream`]).
     watch_list_streams: IntCounterVec,
     per_gv: DashMap<String, Arc<GroupVersionMetrics>>,
@@ -356,7 +361,9 @@ impl Metrics {
              listed, sent the initial events and the annotated BOOKMARK, then watched).",
             &["apiservice", "mode"],
         )?;
+        let watch_events = WatchEvents::register(&r)?;
         let metrics = Metrics {
+            watch_events,
             registry: r,
             watch_list_streams,
             requests,

@@ -244,11 +244,20 @@ async fn hostile_requests_are_refused_before_any_backend_sees_them() {
     assert_eq!(impersonating.status(), 403);
 }
 
+/// The shutdown gate exempts what kube-apiserver's `WithRetryAfter` exempts: paths that start
+/// with `/readyz`, `/livez`, `/healthz` or `/metrics` (upstream's prefixes, which apiagg once
+/// matched exactly); everything else gets the 429 once the shutdown delay passed. An exempt
+/// path is still authenticated, authorized and routed after the gate.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn shutdown_exemptions_are_exact_paths() {
+async fn shutdown_exemptions_are_upstreams_prefixes() {
     let backend = sample(G, "wardle", false);
     let config = one_backend("wardle", &backend);
-    let gw = Apiagg::start(&config, &["--shutdown-drain-timeout", "10s"]);
+    let args = [
+        "--shutdown-drain-timeout",
+        "10s",
+        "--shutdown-send-retry-after",
+    ];
+    let gw = Apiagg::start(&config, &args);
     gw.wait_ready().await;
     // A request in flight keeps apiagg draining (and answering) after SIGTERM. (An idle watch
     // no longer does: it ends at its turn in the drain, the first watch at once.)
@@ -268,7 +277,17 @@ async fn shutdown_exemptions_are_exact_paths() {
     .await;
     assert_eq!(status_code(&gw.url("/metrics")).await, 200);
     assert_eq!(status_code(&gw.url("/livez")).await, 200);
-    for path in ["/metricsX", "/metrics/x", "/livezX", "/readyzfoo"] {
+    for path in [
+        "/metricsX",
+        "/metrics/x",
+        "/livezX",
+        "/readyzfoo",
+        "/healthz/x",
+    ] {
+        let code = status_code(&gw.url(path)).await;
+        assert_ne!(code, 429, "{path} starts with an exempt prefix");
+    }
+    for path in ["/version", "/x/metrics", "/api/livez", "/openapi/v2"] {
         assert_eq!(status_code(&gw.url(path)).await, 429, "{path}");
     }
     let slow = slow.await.expect("task").expect("the slow request drains");

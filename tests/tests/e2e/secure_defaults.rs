@@ -95,8 +95,9 @@ async fn without_an_authorizer_only_administrators_change_routes() {
     let watch = "/apis/apiregistration.k8s.io/v1/watch/apiservices?timeoutSeconds=1";
     assert_eq!(c.get(&anonymous, watch, &[]).await.0, 403);
 
-    // Rows: /metrics and /debug/apiagg/status: 403 to anonymous and alice, 200 to monitoring.
-    for monitoring in ["/metrics", "/debug/apiagg/status"] {
+    // Rows: /metrics, /statusz, /flagz and /debug/apiagg/status: 403 to anonymous and alice,
+    // 200 to monitoring.
+    for monitoring in ["/metrics", "/statusz", "/flagz", "/debug/apiagg/status"] {
         assert_refused(
             &c.get(&anonymous, monitoring, &[]).await,
             "system:anonymous",
@@ -128,7 +129,8 @@ async fn without_an_authorizer_only_administrators_change_routes() {
     for line in [
         "access: requests without credentials: allowed, as system:anonymous",
         "access: APIService writes: members of system:masters",
-        "access: /metrics and /debug/apiagg: members of system:masters or system:monitoring",
+        "access: /metrics, /statusz, /flagz and /debug/apiagg: members of system:masters or \
+         system:monitoring",
     ] {
         assert!(log.contains(line), "{line} missing from the log:\n{log}");
     }

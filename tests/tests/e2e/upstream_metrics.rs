@@ -44,3 +44,49 @@ async fn openapi_v2_is_counted_like_v3() {
     let v3 = [r#"subresource="openapi/v3""#, r#"code="200""#];
     assert!(sample(&w.gw, family, &v3).await.is_some_and(|n| n >= 1.0));
 }
+
+/// `apiserver_watch_events_total` and `_sizes{group,version,resource}` (k8s.io/apiserver's
+/// `pkg/endpoints/metrics`): one per event of the APIService API's watches, sized as written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_events_of_the_apiservice_api_are_counted_and_sized() {
+    let args = format!("--group {G} --version {V} --resource flunders --kind Flunder --name w");
+    let wardle = Sample::start(&args.split(' ').collect::<Vec<_>>(), false);
+    let gw = Apiagg::start(&one_backend("wardle", &wardle), &[]);
+    gw.wait_ready().await;
+    let labels = [
+        r#"group="apiregistration.k8s.io""#,
+        r#"version="v1""#,
+        r#"resource="apiservices""#,
+    ];
+    let total = "apiserver_watch_events_total";
+    assert_eq!(sample(&gw, total, &labels).await, None, "no watch yet");
+    let watch = "/apis/apiregistration.k8s.io/v1/apiservices?watch=true&timeoutSeconds=1";
+    let mut sent = Vec::new();
+    for _ in 0..2 {
+        let r = get(&gw.url(watch), &[]).await;
+        assert_eq!(r.status(), 200);
+        let body = r.text().await.expect("events");
+        sent.extend(body.split_inclusive('\n').map(str::len));
+    }
+    assert!(
+        !sent.is_empty(),
+        "the watches sent the registered APIServices"
+    );
+    let count = sent.len() as f64;
+    let bytes = sent.iter().sum::<usize>() as f64;
+    assert_eq!(sample(&gw, total, &labels).await, Some(count));
+    let sizes = "apiserver_watch_events_sizes";
+    let sum = format!("{sizes}_sum");
+    assert_eq!(sample(&gw, &sum, &labels).await, Some(bytes));
+    let all = [&labels[..], &[r#"le="131072""#]].concat();
+    assert_eq!(
+        sample(&gw, &format!("{sizes}_bucket"), &all).await,
+        Some(count)
+    );
+    let small = [&labels[..], &[r#"le="1024""#]].concat();
+    let under_1k = sent.iter().filter(|&&n| n <= 1024).count() as f64;
+    assert_eq!(
+        sample(&gw, &format!("{sizes}_bucket"), &small).await,
+        Some(under_1k)
+    );
+}

@@ -6,7 +6,7 @@
 //! |---|---|
 //! | APIService API writes (create, update, patch, delete) | `system:masters` |
 //! | APIService API reads (get, list, watch) | authenticated callers (not anonymous) |
-//! | `/metrics`, `/debug/apiagg/…`, `/debug/api_priority_and_fairness/…` | `system:masters`, `system:monitoring` |
+//! | `/metrics`, `/statusz`, `/flagz`, `/debug/apiagg/…`, `/debug/api_priority_and_fairness/…` | `system:masters`, `system:monitoring` |
 //! | everything else | everybody apiagg let in |
 //!
 //! `allowAnyoneToChangeAPIServices` and `allowAnyoneToReadMetrics` open the first and the third
@@ -24,7 +24,7 @@ pub enum Protected {
     ApiServiceWrite,
     /// Reading APIServices (backends, CA bundles, availability).
     ApiServiceRead,
-    /// `/metrics` and `/debug/apiagg/…` (apiagg's own).
+    /// `/metrics`, `/statusz`, `/flagz` and `/debug/apiagg/…` (apiagg's own).
     Monitoring,
 }
 
@@ -44,7 +44,7 @@ impl Protected {
         }
         // What apiagg answers itself; other `/debug/…` paths are the delegate's to authorize.
         let own = match info.segment(0) {
-            "metrics" => info.total_segments() == 1,
+            "metrics" | "statusz" | "flagz" => info.total_segments() == 1,
             "debug" => matches!(info.segment(1), "apiagg" | "api_priority_and_fairness"),
             _ => false,
         };
@@ -127,7 +127,7 @@ impl Builtin {
                 who(self.anyone_changes_api_services, Protected::ApiServiceRead)
             ),
             format!(
-                "/metrics and /debug/apiagg: {}",
+                "/metrics, /statusz, /flagz and /debug/apiagg: {}",
                 who(self.anyone_reads_metrics, Protected::Monitoring)
             ),
         ]
@@ -163,12 +163,15 @@ mod tests {
         // The group-version's discovery document is discovery, as `/apis` is.
         assert_eq!(of("GET", "/apis/apiregistration.k8s.io/v1"), None);
         assert_eq!(of("GET", "/metrics"), Some(Protected::Monitoring));
+        assert_eq!(of("GET", "/statusz"), Some(Protected::Monitoring));
+        assert_eq!(of("GET", "/flagz"), Some(Protected::Monitoring));
         assert_eq!(
             of("GET", "/debug/apiagg/status"),
             Some(Protected::Monitoring)
         );
         for other in [
             "/metrics/x",
+            "/flagz/x",
             "/debug/whoami",
             "/apis/apps/v1/deployments",
             "/apis",

@@ -399,7 +399,10 @@ fn an_endpoint_no_probe_has_passed_yet_is_not_called_available() {
 #[test]
 fn an_ejected_endpoint_is_rechecked_between_rounds_for_the_first_seconds_only() {
     let health = crate::backends::EndpointHealth::default();
-    assert!(!super::recheck(&health), "a healthy endpoint waits for its round");
+    assert!(
+        !super::recheck(&health),
+        "a healthy endpoint waits for its round"
+    );
     // Ejected by the request path: no probe has failed yet.
     health.mark_failed("connection refused".into());
     assert!(super::recheck(&health));
@@ -408,12 +411,25 @@ fn an_ejected_endpoint_is_rechecked_between_rounds_for_the_first_seconds_only() 
     }
     assert!(super::recheck(&health), "still within the rechecks");
     health.probe_failed("connection refused".into(), 1);
-    assert!(!super::recheck(&health), "a long outage is left to the rounds");
+    assert!(
+        !super::recheck(&health),
+        "a long outage is left to the rounds"
+    );
     // Back: healthy, and the next outage is rechecked again.
     health.mark_healthy();
     health.mark_failed("reset".into());
     assert!(super::recheck(&health));
     let ms = |d: std::time::Duration| d.as_millis();
-    assert_eq!(ms(super::recheck_interval(std::time::Duration::from_millis(500))), 100);
-    assert_eq!(ms(super::recheck_interval(std::time::Duration::from_millis(100))), 50);
+    assert_eq!(
+        ms(super::recheck_interval(std::time::Duration::from_millis(
+            500
+        ))),
+        100
+    );
+    assert_eq!(
+        ms(super::recheck_interval(std::time::Duration::from_millis(
+            100
+        ))),
+        50
+    );
 }
