@@ -240,3 +240,19 @@ pub async fn metric_at(client: &reqwest::Client, url: &str, series: &str) -> Opt
         .find_map(|rest| rest.strip_prefix(' '))
         .and_then(|v| v.trim().parse().ok())
 }
+
+/// The value of the first sample of `family` at the `/metrics` of `url`, read with `client`,
+/// whose labels include every one of `labels` (`name="value"` each), whatever their order.
+pub async fn metric_labelled(
+    client: &reqwest::Client,
+    url: &str,
+    family: &str,
+    labels: &[&str],
+) -> Option<f64> {
+    let text = client.get(url).send().await.ok()?.text().await.ok()?;
+    text.lines()
+        .filter_map(|l| l.strip_prefix(family)?.strip_prefix('{'))
+        .filter_map(|rest| rest.split_once("} "))
+        .find(|(set, _)| labels.iter().all(|l| set.split(',').any(|p| p == *l)))
+        .and_then(|(_, value)| value.trim().parse().ok())
+}

@@ -15,23 +15,6 @@ fn probes(backend: &RawBackend) -> usize {
     requests.iter().filter(|s| s.path == GV).count()
 }
 
-/// The value of the first `/metrics` sample of `family` carrying label `label`.
-async fn sample(client: &reqwest::Client, base: &str, family: &str, label: &str) -> Option<f64> {
-    let text = client
-        .get(format!("{base}/metrics"))
-        .send()
-        .await
-        .ok()?
-        .text()
-        .await
-        .ok()?;
-    text.lines()
-        .filter_map(|l| l.strip_prefix(family)?.strip_prefix('{'))
-        .filter_map(|rest| rest.split_once("} "))
-        .find(|(set, _)| set.split(',').any(|p| p == label))
-        .and_then(|(_, value)| value.trim().parse().ok())
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_backends_429_to_a_list_passes_through_once_and_costs_it_nothing() {
     let backend = RawBackend::start(GV).await;
@@ -84,7 +67,8 @@ async fn a_backends_429_to_a_list_passes_through_once_and_costs_it_nothing() {
     .await;
     let label = format!("name=\"{NAME}\"");
     let family = "aggregator_unavailable_apiservice_total";
-    let went_unavailable = sample(&client, &base, family, &label).await;
+    let metrics = format!("{base}/metrics");
+    let went_unavailable = metric_labelled(&client, &metrics, family, &[&label]).await;
     assert!(
         went_unavailable.unwrap_or(0.0) == 0.0,
         "the APIService went unavailable {went_unavailable:?} times"

@@ -4,22 +4,9 @@
 use apiagg_tests::openapi::*;
 use apiagg_tests::*;
 
-/// The value of the first `/metrics` sample of `family` whose labels include every one of
-/// `labels` (`name="value"` each), whatever their order.
+/// The value of the first `/metrics` sample of `family` whose labels include `labels`.
 async fn sample(gw: &Apiagg, family: &str, labels: &[&str]) -> Option<f64> {
-    let text = client()
-        .get(gw.url("/metrics"))
-        .send()
-        .await
-        .ok()?
-        .text()
-        .await
-        .ok()?;
-    text.lines()
-        .filter_map(|l| l.strip_prefix(family)?.strip_prefix('{'))
-        .filter_map(|rest| rest.split_once("} "))
-        .find(|(set, _)| labels.iter().all(|l| set.split(',').any(|p| p == *l)))
-        .and_then(|(_, value)| value.trim().parse().ok())
+    metric_labelled(&client(), &gw.url("/metrics"), family, labels).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
