@@ -55,13 +55,13 @@ impl Bounds {
     /// A watch ends, as kube-apiserver ends it, after the `timeoutSeconds` the client asked for
     /// or else after a random time between `--min-request-timeout` and twice it, passed to
     /// the backend as `timeoutSeconds` so that it ends the watch cleanly; apiagg cuts it a
-    /// little later if the backend does not.
+    /// little later if the backend does not. Returns when its lifetime ends (`None`: never).
     pub(super) fn bound_watch(
         &mut self,
         watches: &Arc<Watches>,
         started: Instant,
         info: &RequestInfo<'_>,
-    ) {
+    ) -> Option<Instant> {
         /// How long after its lifetime, at most, apiagg cuts a watch the backend did not end.
         const CUT_AFTER: std::time::Duration = std::time::Duration::from_secs(15);
         let asked = info
@@ -79,6 +79,7 @@ impl Bounds {
         };
         self.deadline = lifetime.and_then(|l| started.checked_add(l + l.min(CUT_AFTER)));
         self.watch = Some(watches.open());
+        lifetime.and_then(|l| started.checked_add(l))
     }
 
     /// One slow backend holds at most its share of the gateway: a request to a remote

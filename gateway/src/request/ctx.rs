@@ -14,6 +14,7 @@ use super::flow::{self, FlowHold};
 use super::refusal::Refusal;
 use super::reply::Reply;
 use super::trace::Trace;
+use super::watch_position::WatchPosition;
 use crate::auth::{Authenticated, User};
 use crate::backends::Upstream;
 use apiagg_audit::AUDIT_ID_HEADER;
@@ -98,6 +99,9 @@ pub struct RequestCtx {
     pub(super) audit: AuditState,
     /// The request's spans, when tracing is on (trace.rs).
     pub(super) trace: Trace,
+    /// A watch to a delegate with several endpoints: where it stands, to resume elsewhere
+    /// when its API server dies (watch_position.rs; boxed: no other request pays for it).
+    pub(super) resume: Option<Box<WatchPosition>>,
     pub(super) in_flight: Option<InFlight>,
 }
 

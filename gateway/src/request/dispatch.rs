@@ -14,6 +14,7 @@ use super::ctx::{Dispatch, RequestCtx, Session, Step, To};
 use super::forward::{self, Forwarding, Identity};
 use super::refusal::Refusal;
 use super::service::ApiaggProxy;
+use super::watch_position::WatchPosition;
 use super::{upgrade, watch_list};
 use crate::auth::Authenticated;
 use crate::backends::Upstream;
@@ -89,8 +90,15 @@ impl ApiaggProxy {
             }
         }
         if info.verb == "watch" {
-            ctx.bounds
+            let ends = ctx
+                .bounds
                 .bound_watch(&self.gateway.watches, ctx.started, info);
+            if to != To::Remote && dispatch.upstream.endpoints.len() > 1 && session.is_body_empty()
+            {
+                // A watch to an HA control plane resumes on another API server when its own
+                // dies (resume.rs); no other request carries this.
+                ctx.resume = Some(Box::new(WatchPosition::for_watch(&info.query, ends)));
+            }
             if to == To::Remote && watch_list::asked(info) {
                 // Boxed: the emulation's state stays out of every request's future.
                 let served = Box::pin(self.watch_list(session, ctx, &dispatch, info)).await?;

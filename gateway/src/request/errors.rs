@@ -42,6 +42,18 @@ pub fn endpoint_broken(e: &Error, client_reused: bool) -> bool {
         )
 }
 
+/// Whether `e` says the connection (or the HTTP/2 stream) died, rather than timed out or
+/// carried something malformed.
+pub fn connection_died(e: &Error) -> bool {
+    matches!(
+        e.etype(),
+        ErrorType::ConnectionClosed
+            | ErrorType::ReadError
+            | ErrorType::WriteError
+            | ErrorType::H2Error
+    )
+}
+
 /// What is known of an exchange with a backend that failed after connecting.
 #[derive(Clone, Copy, Debug)]
 pub struct Exchanged {

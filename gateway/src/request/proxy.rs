@@ -23,7 +23,7 @@ use super::attempts::Attempts;
 use super::backend::Backend;
 use super::ctx::{Dispatch, RequestCtx, Session};
 use super::service::ApiaggProxy;
-use super::{deadline, errors, forward, framing};
+use super::{deadline, errors, forward, framing, resume};
 use crate::backends::H1Client;
 use apiagg_audit::AUDIT_ID_HEADER;
 
@@ -102,6 +102,9 @@ impl ApiaggProxy {
                     if e.retry() && retries < RETRIES && session.response_written().is_none() {
                         retries += 1;
                         continue;
+                    }
+                    if self.resumes(ctx, &mut attempts, &e) {
+                        continue; // a watch whose API server died goes on elsewhere
                     }
                     return Err(e);
                 }
@@ -232,6 +235,7 @@ impl ApiaggProxy {
         if let Some(seconds) = ctx.bounds.watch_timeout {
             forward::add_timeout_seconds(&mut request, seconds)?;
         }
+        resume::retarget(ctx.resume.as_deref(), &mut request)?;
         if let Some(id) = ctx.audit.id_header() {
             // The same audit ID at the backend and the delegate (the caller's own was removed
             // or replaced: it is what apiagg audited).
@@ -360,14 +364,7 @@ impl ApiaggProxy {
 /// Whether `e` says the connection (or the HTTP/2 stream) died or its endpoint was ejected,
 /// rather than timed out or carried something malformed.
 fn connection_lost(e: &Error) -> bool {
-    let died = matches!(
-        e.etype(),
-        ErrorType::ConnectionClosed
-            | ErrorType::ReadError
-            | ErrorType::WriteError
-            | ErrorType::H2Error
-    );
-    died || e.etype() == &ENDPOINT_EJECTED
+    errors::connection_died(e) || e.etype() == &ENDPOINT_EJECTED
 }
 
 /// Whether the request may be sent again: idempotent, with a body that can be replayed.

@@ -30,28 +30,41 @@ impl ApiaggProxy {
         ctx: &mut RequestCtx,
         backend: &mut Backend,
     ) -> Result<bool> {
-        let mut head = final_head(session, backend).await?;
-        framing::strip_response_hop_by_hop(&mut head);
-        let answered_well = head.status.is_success();
-        self.filter_head(&mut head, session.req_header(), ctx)?;
-        if !session.is_http2() {
-            framing::frame_for_http11(
-                &mut head,
-                session.req_header().method == http::Method::HEAD,
-            )?;
-        }
-        session
-            .write_response_header(head)
-            .await
-            .map_err(|e| e.into_down())?;
-        if let Some(body) = ctx.outcome.replacement.take() {
+        let answered_well = if ctx.resume.as_ref().is_some_and(|p| p.resuming()) {
+            // A watch resumed on another endpoint: the client has its head (resume.rs). Boxed:
+            // the rare branch stays out of every answer's future.
+            if !Box::pin(self.resumed_head(session, ctx, backend)).await? {
+                return Ok(false);
+            }
+            true
+        } else {
+            let mut head = final_head(session, backend).await?;
+            framing::strip_response_hop_by_hop(&mut head);
+            if let Some(position) = ctx.resume.as_deref_mut() {
+                position.answered(&head);
+            }
+            let answered_well = head.status.is_success();
+            self.filter_head(&mut head, session.req_header(), ctx)?;
+            if !session.is_http2() {
+                framing::frame_for_http11(
+                    &mut head,
+                    session.req_header().method == http::Method::HEAD,
+                )?;
+            }
             session
-                .write_response_body(body, true)
+                .write_response_header(head)
                 .await
                 .map_err(|e| e.into_down())?;
-            // The backend's own body was not read: its connection is not reused.
-            return Ok(false);
-        }
+            if let Some(body) = ctx.outcome.replacement.take() {
+                session
+                    .write_response_body(body, true)
+                    .await
+                    .map_err(|e| e.into_down())?;
+                // The backend's own body was not read: its connection is not reused.
+                return Ok(false);
+            }
+            answered_well
+        };
         loop {
             let piece = match (&ctx.bounds.watch, ctx.bounds.deadline) {
                 (Some(watch), deadline) => {
@@ -90,11 +103,22 @@ impl ApiaggProxy {
             let Some(piece) = piece else { break };
             self.filter_body(&piece, ctx)?;
             ctx.flow.count_list_bytes(piece.len());
+            // A resumable watch passes whole event lines only (watch_position.rs).
+            let piece = match ctx.resume.as_deref_mut() {
+                Some(position) => position.pass(piece),
+                None => piece,
+            };
             if piece.is_empty() {
                 continue;
             }
             session
                 .write_response_body(piece, false)
+                .await
+                .map_err(|e| e.into_down())?;
+        }
+        if let Some(rest) = ctx.resume.as_deref_mut().and_then(|p| p.rest()) {
+            session
+                .write_response_body(rest, false)
                 .await
                 .map_err(|e| e.into_down())?;
         }

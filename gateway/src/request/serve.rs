@@ -162,6 +162,7 @@ impl ApiaggProxy {
             flow: Default::default(),
             audit: Default::default(),
             trace: Default::default(),
+            resume: None,
             in_flight: Some(self.gateway.lifecycle.track()),
         }
     }

@@ -25,6 +25,7 @@ mod cluster_services;
 mod connection_deadlines;
 mod dashboards;
 mod delegate_ha;
+mod delegate_watch_resume;
 mod discovery;
 mod failover;
 mod flow_control;

@@ -138,6 +138,10 @@ pub struct Args {
     /// Changes kept for watches from a resourceVersion; older ones get 410 `Expired`.
     #[arg(long, default_value_t = crate::store::DEFAULT_HISTORY)]
     pub watch_history: usize,
+    /// A watch from a resourceVersion the history no longer holds is answered `410 Gone` with
+    /// the Status, instead of the in-stream `ERROR` event kube-apiserver sends.
+    #[arg(long)]
+    pub watch_expired_status: bool,
 }
 
 /// See [`Args::watch_list`].

@@ -49,6 +49,7 @@ impl ClusterResources {
                     kind: kind.into(),
                     cbor: false,
                     watch_list: crate::args::WatchListMode::Native,
+                    expired_status: false,
                 },
                 store: Arc::new(Store::new(api_version, kind.into())),
             }

@@ -241,6 +241,7 @@ pub fn watch_params(
         initial_events,
         bookmarks,
         gzip: false,
+        expired_status: false,
     }))
 }
 

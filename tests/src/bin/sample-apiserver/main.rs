@@ -142,6 +142,7 @@ fn build_state(args: &Args) -> Result<State> {
             kind: args.kind.clone(),
             cbor: !args.no_cbor,
             watch_list: args.watch_list,
+            expired_status: args.watch_expired_status,
         },
         fixtures,
         discovery,

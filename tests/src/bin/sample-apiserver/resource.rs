@@ -27,6 +27,8 @@ pub struct ResourceInfo {
     pub cbor: bool,
     /// How streaming lists are answered (`--watch-list`).
     pub watch_list: crate::args::WatchListMode,
+    /// A watch from a compacted resourceVersion gets `410 Gone` (`--watch-expired-status`).
+    pub expired_status: bool,
 }
 
 impl ResourceInfo {
@@ -73,6 +75,7 @@ async fn collection_as(
                     // A streaming list is gzipped when the client accepts it (1.37's
                     // WatchListCompression); a plain watch never is.
                     params.gzip = params.initial_events && accepts_gzip(&req);
+                    params.expired_status = info.expired_status;
                     store.watches_released().await;
                     watch::respond(store, namespace.map(str::to_string), params)
                 }

@@ -3,7 +3,8 @@
 //!
 //! From `resourceVersion` 0 (or none) the stream starts with an `ADDED` event for every
 //! existing object; from another it replays the changes after it (an `ERROR` event with a 410
-//! `Expired` Status when the history no longer holds them, as upstream). A streaming list
+//! `Expired` Status when the history no longer holds them, as upstream; with
+//! `--watch-expired-status` a `410 Gone` answer instead). A streaming list
 //! (`sendInitialEvents=true`, `--watch-list native`) ends its initial events with the BOOKMARK
 //! annotated `k8s.io/initial-events-end`. Live `ADDED`/`MODIFIED`/`DELETED` events follow.
 //! It ends after `timeoutSeconds`, when the client goes away, or when the watcher falls more
@@ -41,6 +42,8 @@ pub struct WatchParams {
     pub bookmarks: bool,
     /// Gzipped, each event flushed (a streaming list to a client that accepts gzip).
     pub gzip: bool,
+    /// A watch from a compacted resourceVersion gets `410 Gone` rather than an `ERROR` event.
+    pub expired_status: bool,
 }
 
 /// Starts a watch of `namespace` (all namespaces when `None`).
@@ -60,6 +63,9 @@ pub fn respond(
                 "message": format!("too old resource version: {} ({})", expired.asked, expired.oldest),
                 "reason": "Expired", "code": 410,
             });
+            if params.expired_status {
+                return crate::response::json(hyper::StatusCode::GONE, &status);
+            }
             first.push(encode_event(format, "ERROR", status));
             (Vec::new(), store.closed_feed(), 0)
         }
