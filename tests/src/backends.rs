@@ -144,6 +144,16 @@ pub fn kube_delegate(openapi: bool, extra: &[&str]) -> Sample {
 
 /// [`kube_delegate`], serving HTTPS when `tls` (its CA in `cert_dir/ca.crt`).
 pub fn kube_delegate_over(tls: bool, openapi: bool, extra: &[&str]) -> Sample {
+    kube_apiserver(tls, openapi, "delegate", extra)
+}
+
+/// A kube-apiserver stand-in named `name` (several of them: an HA control plane), plain HTTP,
+/// serving the discovery fixtures; `extra` adds arguments.
+pub fn kube_named(name: &str, extra: &[&str]) -> Sample {
+    kube_apiserver(false, false, name, extra)
+}
+
+fn kube_apiserver(tls: bool, openapi: bool, name: &str, extra: &[&str]) -> Sample {
     let kube = fixtures().join("kubernetes");
     let path = |p: &str| kube.join(p).to_str().expect("utf8 path").to_string();
     let mut args: Vec<String> = vec!["--fixtures".into(), path("discovery")];
@@ -165,7 +175,7 @@ pub fn kube_delegate_over(tls: bool, openapi: bool, extra: &[&str]) -> Sample {
         "--kind",
         "Deployment",
         "--name",
-        "delegate",
+        name,
     ] {
         args.push(arg.into());
     }

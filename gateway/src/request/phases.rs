@@ -198,12 +198,22 @@ impl ApiaggProxy {
             && self.gateway.lifecycle.reached(Milestone::Rejecting)
     }
 
-    /// Completes once apiagg stops taking requests (never with `--shutdown-send-retry-after`).
-    pub(super) async fn until_stopped_taking_requests(&self) {
-        if self.gateway.options.send_retry_after {
-            return std::future::pending().await;
+    /// Wakes the connections waiting for their next request once apiagg stops taking
+    /// requests (never with `--shutdown-send-retry-after`): a task started by the first
+    /// request, so a waiting connection has one wait, not two.
+    pub(super) fn watch_stop(self: &std::sync::Arc<Self>) {
+        use std::sync::atomic::Ordering::{AcqRel, Relaxed};
+        if self.gateway.options.send_retry_after
+            || self.stop_watched.load(Relaxed)
+            || self.stop_watched.swap(true, AcqRel)
+        {
+            return;
         }
-        self.gateway.lifecycle.until(Milestone::Rejecting).await;
+        let proxy = self.clone();
+        tokio::spawn(async move {
+            proxy.gateway.lifecycle.until(Milestone::Rejecting).await;
+            proxy.closing.notify_waiters();
+        });
     }
 
     /// Step 3: who the caller is (`ctx.caller`), and 3a: the audit of the request starts (the

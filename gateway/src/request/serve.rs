@@ -49,16 +49,17 @@ impl HttpServerApp for ApiaggProxy {
             // A connection waiting for its next request is let go once the server stops listening,
             // or stops taking requests at shutdown (phases.rs, step 1: one that arrives after
             // that is read and refused there).
+            // One wait serves both: `closing` is also woken when apiagg stops taking requests
+            // (`watch_stop`).
+            self.watch_stop();
             let closing = self.closing.notified();
             if self.closed.load(Ordering::Acquire) {
                 return None;
             }
-            let stopped = self.stopped_taking_requests();
             let read = tokio::select! {
                 biased;
                 read = session.read_request() => read,
                 () = closing => return None,
-                () = self.until_stopped_taking_requests(), if !stopped => return None,
             };
             match read {
                 Ok(true) => {}

@@ -54,6 +54,8 @@ pub struct ApiaggProxy {
     /// request close.
     pub(super) closed: AtomicBool,
     pub(super) closing: Notify,
+    /// The task that wakes `closing` when apiagg stops taking requests was started.
+    pub(super) stop_watched: AtomicBool,
 }
 
 impl ApiaggProxy {
@@ -72,6 +74,7 @@ impl ApiaggProxy {
             server_options: server,
             closed: AtomicBool::new(false),
             closing: Notify::new(),
+            stop_watched: AtomicBool::new(false),
             gateway,
             auth,
             flow: controls.flow,

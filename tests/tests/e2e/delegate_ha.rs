@@ -8,26 +8,7 @@ use apiagg_tests::*;
 
 /// A kube-apiserver stand-in named `name` (its answers carry `X-Sample-Server: name`).
 fn apiserver(name: &str, listen: &str) -> Sample {
-    let kube = fixtures().join("kubernetes/discovery");
-    Sample::start(
-        &[
-            "--listen",
-            listen,
-            "--fixtures",
-            kube.to_str().expect("utf8"),
-            "--group",
-            "apps",
-            "--version",
-            "v1",
-            "--resource",
-            "deployments",
-            "--kind",
-            "Deployment",
-            "--name",
-            name,
-        ],
-        false,
-    )
+    kube_named(name, &["--listen", listen])
 }
 
 /// Which API servers answered `n` requests in a row (`failed` when one did not answer 200).

@@ -23,23 +23,7 @@ const LIMIT: Duration = Duration::from_secs(30);
 
 /// A kube-apiserver stand-in named `name`, with `extra` arguments.
 fn apiserver(name: &str, extra: &[&str]) -> Sample {
-    let kube = fixtures().join("kubernetes/discovery");
-    let mut args = vec![
-        "--fixtures",
-        kube.to_str().expect("utf8"),
-        "--group",
-        "apps",
-        "--version",
-        "v1",
-        "--resource",
-        "deployments",
-        "--kind",
-        "Deployment",
-        "--name",
-        name,
-    ];
-    args.extend_from_slice(extra);
-    Sample::start(&args, false)
+    kube_named(name, extra)
 }
 
 /// apiagg with the two API servers as its delegate, and the client the test watches with.
