@@ -46,6 +46,7 @@ impl FlowControl {
         for managed in writer.levels.values_mut() {
             managed.level.expire();
             managed.demand.sample(managed.level.demand());
+            managed.level.sample_utilization();
         }
     }
 

@@ -63,6 +63,7 @@ pub struct Metrics {
     no_accommodation: IntCounterVec,
     nominal: IntGaugeVec,
     current: IntGaugeVec,
+    utilization: HistogramVec,
 }
 
 /// The series of one (flow schema, priority level) pair.
@@ -131,7 +132,17 @@ pub struct LevelGauges {
     pub nominal: IntGauge,
     /// `apiserver_flowcontrol_current_limit_seats`
     pub current: IntGauge,
+    /// `apiserver_flowcontrol_priority_level_seat_utilization{phase="executing"}`: the
+    /// executing seats over the limit, sampled every 100 ms (each observation stands for the
+    /// 100 ms around it; upstream weighs each value by the nanoseconds it held).
+    pub utilization: Histogram,
 }
+
+/// Upstream's buckets of the seat utilization (k8s.io/apiserver's
+/// `pkg/util/flowcontrol/metrics/metrics.go`).
+const UTILIZATION_BUCKETS: [f64; 13] = [
+    0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99, 1.0,
+];
 
 fn register<C: prometheus::core::Collector + Clone + 'static>(
     registry: &Registry,
@@ -157,6 +168,15 @@ impl Metrics {
             )
             .buckets(WAIT_BUCKETS.to_vec()),
             &["flow_schema", "priority_level", "execute"],
+        )?;
+        let utilization = HistogramVec::new(
+            HistogramOpts::new(
+                "apiserver_flowcontrol_priority_level_seat_utilization",
+                "Observations, at the end of every nanosecond, of utilization of seats for any stage of execution (but only initial stage for WATCHes)",
+            )
+            .const_label("phase", "executing")
+            .buckets(UTILIZATION_BUCKETS.to_vec()),
+            &["priority_level"],
         )?;
         let estimated = HistogramVec::new(
             HistogramOpts::new(
@@ -219,6 +239,7 @@ impl Metrics {
                 "current derived number of execution seats available to each priority level",
                 &["priority_level"],
             )?,
+            utilization: register(registry, utilization)?,
         })
     }
 
@@ -249,6 +270,7 @@ impl Metrics {
         LevelGauges {
             nominal: self.nominal.with_label_values(&[level]),
             current: self.current.with_label_values(&[level]),
+            utilization: self.utilization.with_label_values(&[level]),
         }
     }
 }

@@ -211,6 +211,18 @@ impl Level {
         }
     }
 
+    /// Samples the executing seats over the current limit into the utilization histogram
+    /// (exempt levels, and levels without seats, have no utilization).
+    pub fn sample_utilization(&self) {
+        let limit = self.limit.load(Relaxed);
+        if self.exempt || limit == 0 {
+            return;
+        }
+        let executing = self.executing.load(Relaxed);
+        let ratio = f64::from(executing) / f64::from(limit);
+        self.gauges.utilization.observe(ratio);
+    }
+
     /// Seats taken plus seats asked for by waiters.
     pub fn demand(&self) -> u32 {
         self.executing.load(Relaxed) + self.waiting.load(Relaxed)

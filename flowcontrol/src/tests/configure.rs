@@ -221,6 +221,19 @@ fn metrics_carry_upstream_names_and_the_dump_lists_levels() {
     let flow = crate::FlowControl::new(Default::default(), &registry).expect("fc");
     let seat = super::decide(&flow, "alice", &["system:authenticated"], "GET", "/api");
     drop(seat);
+    // One utilization sample while alice's request holds a seat, one after.
+    let info = apiagg_requestinfo::RequestInfo::new("GET", "/api", None).expect("info");
+    let groups = vec!["system:authenticated".to_string()];
+    let request = crate::Request {
+        user: "alice",
+        groups: &groups,
+        info: &info,
+    };
+    let admission = flow.admit(&request);
+    assert!(matches!(admission, crate::Admission::Run(_)), "alice runs");
+    flow.sample_demand();
+    drop(admission);
+    flow.sample_demand();
     let mut text = Vec::new();
     let families = registry.gather();
     prometheus::Encoder::encode(&prometheus::TextEncoder::new(), &families, &mut text)
@@ -229,11 +242,21 @@ fn metrics_carry_upstream_names_and_the_dump_lists_levels() {
     for line in [
         "apiserver_flowcontrol_nominal_limit_seats{priority_level=\"workload-low\"} 245",
         "apiserver_flowcontrol_current_limit_seats{priority_level=\"global-default\"} 49",
-        "apiserver_flowcontrol_dispatched_requests_total{flow_schema=\"global-default\",priority_level=\"global-default\"} 0",
+        "apiserver_flowcontrol_dispatched_requests_total{flow_schema=\"global-default\",priority_level=\"global-default\"} 1",
         "apiserver_flowcontrol_request_wait_duration_seconds_bucket{execute=\"true\",flow_schema=\"probes\",priority_level=\"exempt\",le=\"0.005\"} 0",
+        // Upstream's name, constant label and buckets; one observation per sample.
+        "apiserver_flowcontrol_priority_level_seat_utilization_bucket{phase=\"executing\",priority_level=\"global-default\",le=\"0.95\"} 2",
+        "apiserver_flowcontrol_priority_level_seat_utilization_count{phase=\"executing\",priority_level=\"global-default\"} 2",
     ] {
         assert!(text.contains(line), "missing {line}");
     }
+    // The seat alice held while the first sample was taken shows in its level's sum.
+    let held = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("apiserver_flowcontrol_priority_level_seat_utilization_sum"))
+        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+        .any(|sum| sum > 0.0);
+    assert!(held, "no level's utilization saw alice's seat");
     let dump = flow.dump_priority_levels();
     let mut lines = dump.lines();
     let header = lines.next().expect("header");
