@@ -221,6 +221,16 @@ async fn two_users_flooding_one_level_get_equal_shares() {
         (high - low) * 10 <= high,
         "unequal shares of one seat: alice {alice}, bob {bob}"
     );
+    // The level's one seat was held most of the 9 s: its utilization, sampled every 100 ms,
+    // sums to seconds of full use (upstream's histogram, `phase="executing"`).
+    let family = "apiserver_flowcontrol_priority_level_seat_utilization_sum";
+    let labels = ["phase=\"executing\"", "priority_level=\"tiny\""];
+    let sum = metric_labelled(&client(), &gw.url("/metrics"), family, &labels).await;
+    let full_samples = sum.unwrap_or(0.0);
+    assert!(
+        full_samples >= 30.0,
+        "tiny's seat utilization sums to {sum:?} samples of full use"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
