@@ -17,7 +17,8 @@ pub fn go_quote(text: &str) -> String {
             '\t' => out.push_str("\\t"),
             '\x0b' => out.push_str("\\v"),
             c if (c as u32) < 0x20 || c == '\x7f' => out.push_str(&format!("\\x{:02x}", c as u32)),
-            c if c.is_control() => match c as u32 {
+            // Go's `unicode.IsPrint` holds no space but U+0020.
+            c if c.is_control() || (c.is_whitespace() && c != ' ') => match c as u32 {
                 n if n <= 0xffff => out.push_str(&format!("\\u{n:04x}")),
                 n => out.push_str(&format!("\\U{n:08x}")),
             },
@@ -26,4 +27,18 @@ pub fn go_quote(text: &str) -> String {
     }
     out.push('"');
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::go_quote;
+
+    #[test]
+    fn quotes_as_gos_percent_q() {
+        assert_eq!(go_quote("a \"b\"\\"), r#""a \"b\"\\""#);
+        assert_eq!(
+            go_quote("\t\u{7f}\u{a0}\u{2028}é"),
+            r#""\t\x7f\u00a0\u2028é""#
+        );
+    }
 }

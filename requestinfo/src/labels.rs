@@ -125,7 +125,7 @@ pub struct FieldError {
 
 impl std::fmt::Display for FieldError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let value = validate::go_quote(&self.value);
+        let value = crate::go_quote(&self.value);
         write!(f, "{}: Invalid value: {value}: {}", self.field, self.detail)
     }
 }

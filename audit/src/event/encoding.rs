@@ -66,6 +66,29 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_yaml_alias_bomb_is_refused_not_expanded() {
+        // Ten levels of nine aliases: 9^10 strings once expanded, a few hundred bytes as sent.
+        let mut bomb = String::from("a: &a [\"lol\"]\n");
+        for level in 1..=10 {
+            let prev = (b'a' + level - 1) as char;
+            let this = (b'a' + level) as char;
+            let refs = vec![format!("*{prev}"); 9].join(", ");
+            bomb.push_str(&format!("{this}: &{this} [{refs}]\n"));
+        }
+        let transcoded = transcode(bomb.as_bytes(), Encoding::Yaml);
+        assert!(
+            matches!(
+                transcoded,
+                Some(Err(Omitted::NotTranscoded { from: "YAML" }))
+            ),
+            "{transcoded:?}"
+        );
+        // The control: the same document without the aliases' expansion is read.
+        let small = transcode(b"a: &a [lol]\nb: [*a]\n", Encoding::Yaml);
+        assert!(matches!(small, Some(Ok(_))), "{small:?}");
+    }
+
+    #[test]
     fn content_types_name_their_encoding() {
         let cases = [
             ("application/cbor", Encoding::Cbor),

@@ -272,34 +272,40 @@ impl ApiaggProxy {
 }
 
 /// The backend's final answer head, once informational (1xx) ones were relayed to an HTTP/1.1
-/// client (an HTTP/2 one gets none): more than Go's transport accepts is a failure, and so is
-/// a `101` nobody asked for.
+/// client (an HTTP/2 one gets none).
 async fn final_head(session: &mut Session, backend: &mut Backend) -> Result<Box<ResponseHeader>> {
+    past_informational(session, backend, true).await?;
+    backend.relayed_head().map_or_else(no_head, Ok)
+}
+
+/// Reads past the backend's informational (1xx) heads, relaying them to an HTTP/1.1 client
+/// when `relay`; the final head's status. More than Go's transport accepts is a failure (a
+/// backend that sends them without end would keep the request, and its seat, until the
+/// deadline), and so is a `101` nobody asked for (upgrades are tunnelled: upgrade.rs).
+pub(super) async fn past_informational(
+    session: &mut Session,
+    backend: &mut Backend,
+    relay: bool,
+) -> Result<http::StatusCode> {
     let mut informational = 0;
     loop {
         let Some(status) = backend.response_header().map(|h| h.status) else {
             return no_head();
         };
         if !status.is_informational() {
-            match backend.relayed_head() {
-                Some(head) => return Ok(head),
-                None => return no_head(),
-            }
+            return Ok(status);
         }
         if status == http::StatusCode::SWITCHING_PROTOCOLS {
-            // Upgrades are tunnelled (upgrade.rs): a 101 here is a backend that broke HTTP.
             return Error::e_explain(ErrorType::InvalidHTTPHeader, "unasked 101 from the backend")
                 .map_err(|e| e.into_up());
         }
-        if let (false, Some(informational)) = (session.is_http2(), backend.response_header()) {
-            let informational = Box::new(informational.clone());
+        if let (true, false, Some(head)) = (relay, session.is_http2(), backend.response_header()) {
+            let head = Box::new(head.clone());
             session
-                .write_response_header(informational)
+                .write_response_header(head)
                 .await
                 .map_err(|e| e.into_down())?;
         }
-        // A backend that sends informational heads without end keeps the request (and its
-        // seat) until the deadline: more than Go's transport accepts is a failure.
         informational += 1;
         if informational > MAX_INFORMATIONAL {
             return Error::e_explain(

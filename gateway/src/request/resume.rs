@@ -18,16 +18,13 @@ use pingora_http::RequestHeader;
 use super::attempts::Attempts;
 use super::backend::Backend;
 use super::ctx::{RequestCtx, Session};
-use super::errors;
 use super::service::ApiaggProxy;
 use super::watch_position::WatchPosition;
+use super::{errors, response};
 use apiagg_observe::Milestone;
 
 /// The most of a `410` answer's body read for its Status.
 const MAX_STATUS_BODY: usize = 64 << 10;
-
-/// Informational (1xx) heads skipped before a resumed answer's final one.
-const MAX_INFORMATIONAL: u32 = 5;
 
 impl ApiaggProxy {
     /// Whether a watch whose exchange failed with `e` resumes on another endpoint of its
@@ -72,20 +69,8 @@ impl ApiaggProxy {
         ctx: &mut RequestCtx,
         backend: &mut Backend,
     ) -> Result<bool> {
-        let mut informational = 0;
-        let status = loop {
-            let Some(status) = backend.response_header().map(|h| h.status) else {
-                return refused("no response head");
-            };
-            if !status.is_informational() || status == http::StatusCode::SWITCHING_PROTOCOLS {
-                break status;
-            }
-            informational += 1;
-            if informational > MAX_INFORMATIONAL {
-                return refused("too many informational (1xx) responses");
-            }
-            backend.read_response_header().await?;
-        };
+        // Its informational heads are not relayed: the client has its answer's head.
+        let status = response::past_informational(session, backend, false).await?;
         let Some(position) = ctx.resume.as_deref_mut() else {
             return refused("not a resumable watch");
         };

@@ -192,31 +192,3 @@ pub(super) fn aggregate(errors: &[FieldError]) -> String {
         many => format!("[{}]", many.join(", ")),
     }
 }
-
-/// Go's `%q` of a string: quoted, with `"`, `\` and unprintable characters escaped.
-pub(super) fn go_quote(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + 2);
-    out.push('"');
-    for c in text.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\u{7}' => out.push_str("\\a"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{b}' => out.push_str("\\v"),
-            ' '..='~' => out.push(c),
-            c if c.is_ascii() => out.push_str(&format!("\\x{:02x}", c as u32)),
-            c if c.is_control() || c.is_whitespace() => match c as u32 {
-                n if n < 0x10000 => out.push_str(&format!("\\u{n:04x}")),
-                n => out.push_str(&format!("\\U{n:08x}")),
-            },
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
