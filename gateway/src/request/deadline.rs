@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use apiagg_requestinfo::{QueryParams, RequestInfo};
+use apiagg_requestinfo::{go_quote, QueryParams, RequestInfo};
 
 /// What bounds a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,11 +21,12 @@ pub enum Limit {
 
 /// Why a request's limit cannot be read: a 400 `BadRequest`, as upstream. Not retryable: the
 /// request must change.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LimitError {
-    /// `?timeout=` is not a Go duration (upstream's wording). Not retryable.
-    #[error("invalid timeout specified in the request URL")]
-    InvalidTimeout,
+    /// `?timeout=` is not a Go duration, with Go's `time.ParseDuration` error (upstream's
+    /// wording). Not retryable.
+    #[error("invalid timeout specified in the request URL - {0}")]
+    InvalidTimeout(String),
 }
 
 /// The deadline result.
@@ -45,7 +46,10 @@ pub fn limit(info: &RequestInfo<'_>, default: Duration) -> Result<Limit> {
     }
     let asked = match QueryParams::decoded(info.query.timeout).filter(|t| !t.is_empty()) {
         None => None,
-        Some(text) => Some(go_duration(&text).ok_or(LimitError::InvalidTimeout)?),
+        Some(text) => {
+            let parsed = go_duration(&text);
+            Some(parsed.ok_or_else(|| LimitError::InvalidTimeout(go_duration_error(&text)))?)
+        }
     };
     Ok(Limit::Request(asked.map_or(default, |t| t.min(default))))
 }
@@ -125,6 +129,34 @@ pub fn go_duration(text: &str) -> Option<Duration> {
     (total.is_finite() && total < 1e9).then(|| Duration::from_secs_f64(total))
 }
 
+/// Go's `time.ParseDuration` error for `text`, which [`go_duration`] refused.
+fn go_duration_error(text: &str) -> String {
+    let quoted = go_quote(text);
+    let invalid = || format!("time: invalid duration {quoted}");
+    let mut rest = text;
+    while !rest.is_empty() {
+        let number_len = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        if rest[..number_len].parse::<f64>().is_err() {
+            return invalid();
+        }
+        rest = &rest[number_len..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let unit = &rest[..unit_len];
+        if unit.is_empty() {
+            return format!("time: missing unit in duration {quoted}");
+        }
+        if !["ns", "us", "µs", "μs", "ms", "s", "m", "h"].contains(&unit) {
+            return format!("time: unknown unit {} in duration {quoted}", go_quote(unit));
+        }
+        rest = &rest[unit_len..];
+    }
+    invalid()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -174,8 +206,18 @@ mod tests {
         }
         assert_eq!(
             limit_of("/api/v1/pods", Some("timeout=soon")),
-            Err(LimitError::InvalidTimeout)
+            Err(LimitError::InvalidTimeout(
+                "time: invalid duration \"soon\"".into()
+            ))
         );
+        // Go's own words for each way a duration fails, as kube-apiserver appends them.
+        for (text, go) in [
+            ("soon", r#"time: invalid duration "soon""#),
+            ("5", r#"time: missing unit in duration "5""#),
+            ("5x", r#"time: unknown unit "x" in duration "5x""#),
+        ] {
+            assert_eq!(go_duration_error(text), go, "{text}");
+        }
     }
 
     #[test]

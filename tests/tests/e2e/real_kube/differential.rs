@@ -130,11 +130,12 @@ async fn kube_aggregator_and_apiagg_answer_alike() {
         format!("{WARDLE}/namespaces/{ns}/x"),
     );
     let no_namespace = flunders("no-such-namespace");
+    let bad_timeout = format!("{list}?timeout=soon");
     let invalid = json!({"apiVersion": "wardle.example.com/v1alpha1", "kind": "Flunder",
         "metadata": {"name": "invalid"}, "spec": {"referenceType": "Flunder"}});
     let (banned, new) = (flunder("banned", json!({})), flunder("new", json!({})));
     let label = json!({"metadata": {"labels": {"a": "b"}}});
-    let rows: [(&str, &str, &str, Option<&Value>); 24] = [
+    let rows: [(&str, &str, &str, Option<&Value>); 26] = [
         ("admin", "GET", &list, None),
         ("admin", "GET", &item, None),
         ("admin", "GET", &missing, None),
@@ -157,6 +158,10 @@ async fn kube_aggregator_and_apiagg_answer_alike() {
         ("anonymous", "GET", &list, None),
         ("anonymous", "GET", WARDLE, None),
         ("bad-token", "GET", &list, None),
+        // A `?timeout=` that does not parse is refused before the credentials are looked at
+        // (WithRequestDeadline precedes authentication): 400, not 401.
+        ("bad-token", "GET", &bad_timeout, None),
+        ("anonymous", "GET", &bad_timeout, None),
         ("service-account", "GET", &list, None),
         ("service-account", "GET", WARDLE, None),
     ];
