@@ -15,10 +15,12 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 
 /// glibc malloc showed up at about 15% of the proxy's CPU; mimalloc handles its many small,
 /// short-lived allocations much better.
+#[cfg(not(feature = "system-allocator"))]
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// `mi_option_arena_eager_commit` (mimalloc.h, the same index in mimalloc v2 and v3).
+#[cfg(not(feature = "system-allocator"))]
 const MI_OPTION_ARENA_EAGER_COMMIT: libmimalloc_sys::mi_option_t = 4;
 
 /// mimalloc commits its arenas eagerly on Linux by default, and memory it frees then stays in
@@ -26,11 +28,13 @@ const MI_OPTION_ARENA_EAGER_COMMIT: libmimalloc_sys::mi_option_t = 4;
 /// arenas committed on demand, purged memory leaves RSS. The option must be set before the first
 /// allocation reserves the first arena, so this runs as a constructor, after mimalloc's own
 /// (priority 101) and before `main`.
+#[cfg(not(feature = "system-allocator"))]
 extern "C" fn tune_allocator() {
     // SAFETY: sets a documented mimalloc option to a valid value; no memory is touched.
     unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_ARENA_EAGER_COMMIT, 0) };
 }
 
+#[cfg(not(feature = "system-allocator"))]
 #[used]
 #[cfg_attr(target_os = "linux", link_section = ".init_array")]
 static TUNE_ALLOCATOR: extern "C" fn() = tune_allocator;

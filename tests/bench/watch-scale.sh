@@ -31,7 +31,8 @@
 # (`watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true`:
 # against the sample backend, which ignores it, apiagg emulates each one).
 # Environment: N, SAMPLE (100), CASES, STREAMS_PER_CONN (100), APIAGG_ARGS (extra `apiagg serve`
-# arguments), WATCH_QUERY, SKIP_BUILD=1 (use the existing release binaries), KEEP_TMP=1,
+# arguments), APIAGG_WRAPPER (a command apiagg runs under, e.g. `valgrind --tool=dhat
+# --dhat-out-file=/tmp/w.dhat`: RSS is then valgrind's), WATCH_QUERY, SKIP_BUILD=1 (use the existing release binaries), KEEP_TMP=1,
 # CARGO_TARGET_DIR.
 # Needs: cargo, python3 (3.11+); h2-client also the Python package h2 (installed with pip).
 
@@ -118,8 +119,8 @@ run_case() { # $1 = case
     esac
     port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
     python3 "$helper" config "$dir" "$port" "$backend_url" "$dir/certs/ca.crt" "${serving[@]}"
-    # shellcheck disable=SC2086 # APIAGG_ARGS is a list of words
-    "$tmp/apiagg" serve --config "$dir/apiagg.yaml" --data-dir "$dir/data" --threads 1 \
+    # shellcheck disable=SC2086 # APIAGG_WRAPPER and APIAGG_ARGS are lists of words
+    ${APIAGG_WRAPPER:-} "$tmp/apiagg" serve --config "$dir/apiagg.yaml" --data-dir "$dir/data" --threads 1 \
         ${APIAGG_ARGS:-} >"$dir/apiagg.log" 2>&1 &
     local pid=$!
     pids+=("$pid")
