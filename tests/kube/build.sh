@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Usage: tests/kube/build.sh OUT_DIR
 # Builds the real Kubernetes servers of this module (go.mod, go.sum) into OUT_DIR: kube-apiserver,
-# sample-apiserver, etcd and the standalone kube-aggregator (the benchmarks' other aggregator),
-# each from its Go module, with the version stamps of an upstream
-# build (`kube-apiserver --version` and `/version` say the release, as kubectl expects), and
+# sample-apiserver and etcd, each from its Go module, with the version stamps of an upstream
+# build (`kube-apiserver --version` and `/version` say the release, as kubectl expects); the
+# standalone kube-aggregator (the benchmarks' other aggregator) from cmd/kube-aggregator, which
+# builds it from k8s.io/kube-aggregator's packages because upstream's main does not start; and
 # kube-client, the client-go program of cmd/kube-client (an informer, discovery, a RESTMapper).
 # Called by `scripts/need.sh kube`, which caches OUT_DIR by the hash of go.mod, go.sum, this
 # file and cmd/.
@@ -28,13 +29,16 @@ for binary in \
   kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver \
   sample-apiserver=k8s.io/sample-apiserver \
   etcd=go.etcd.io/etcd/server/v3 \
-  kube-aggregator=k8s.io/kube-aggregator \
+  kube-aggregator=./cmd/kube-aggregator \
   kube-client=./cmd/kube-client; do
   name=${binary%%=*}
   start=$(date +%s)
   module=$(go list -f '{{.Module.Path}}' "${binary#*=}")
-  # The program of this module is built on client-go: name that.
-  [ "$module" = "$(go list -m)" ] && module=k8s.io/client-go
+  # The programs of this module: name the module each is built on.
+  if [ "$module" = "$(go list -m)" ]; then
+    module=k8s.io/client-go
+    [ "$name" = kube-aggregator ] && module=k8s.io/kube-aggregator
+  fi
   echo "building $name ($(go list -m -f '{{.Path}} {{with .Replace}}{{.Version}}{{else}}{{.Version}}{{end}}' "$module"))" >&2
   nice -n 10 go build -ldflags "-s -w$stamp" -o "$out/$name" "${binary#*=}"
   echo "built $name in $(($(date +%s) - start)) s" >&2

@@ -3,6 +3,9 @@
 // which scripts/need.sh kube runs once per version. The tool block names their main packages.
 // cmd/kube-client, built beside them, is the suite's client-go program (direct requirements:
 // client-go, apimachinery and sample-apiserver's generated clients, the same release).
+// cmd/kube-aggregator is the benchmarks' standalone kube-aggregator: upstream's server packages
+// with the OpenAPI v3 config its own main omits (direct requirements: kube-aggregator,
+// apiserver, component-base, cobra).
 // Every k8s.io module is pinned to one release. k8s.io/kubernetes replaces its staging modules
 // with ./staging paths that do not exist outside its repository, so a module importing it
 // replaces each of them with the published version of the same release (the list is the
@@ -20,8 +23,12 @@ tool (
 )
 
 require (
+	github.com/spf13/cobra v1.10.2
 	k8s.io/apimachinery v0.37.2
+	k8s.io/apiserver v0.37.2
 	k8s.io/client-go v0.37.2
+	k8s.io/component-base v0.37.2
+	k8s.io/kube-aggregator v0.0.0
 	k8s.io/sample-apiserver v0.37.2
 )
 
@@ -95,7 +102,6 @@ require (
 	github.com/robfig/cron/v3 v3.0.1 // indirect
 	github.com/sirupsen/logrus v1.9.4 // indirect
 	github.com/soheilhy/cmux v0.1.5 // indirect
-	github.com/spf13/cobra v1.10.2 // indirect
 	github.com/spf13/pflag v1.0.10 // indirect
 	github.com/tmc/grpc-websocket-proxy v0.0.0-20220101234140-673ab2c3ae75 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
@@ -141,10 +147,8 @@ require (
 	gopkg.in/natefinch/lumberjack.v2 v2.2.1 // indirect
 	k8s.io/api v0.37.2 // indirect
 	k8s.io/apiextensions-apiserver v0.0.0 // indirect
-	k8s.io/apiserver v0.37.2 // indirect
 	k8s.io/cloud-provider v0.37.2 // indirect
 	k8s.io/cluster-bootstrap v0.0.0 // indirect
-	k8s.io/component-base v0.37.2 // indirect
 	k8s.io/component-helpers v0.37.2 // indirect
 	k8s.io/controller-manager v0.37.2 // indirect
 	k8s.io/csi-translation-lib v0.0.0 // indirect
@@ -153,7 +157,6 @@ require (
 	k8s.io/externaljwt v0.0.0 // indirect
 	k8s.io/klog/v2 v2.140.0 // indirect
 	k8s.io/kms v0.37.2 // indirect
-	k8s.io/kube-aggregator v0.0.0 // indirect
 	k8s.io/kube-controller-manager v0.0.0 // indirect
 	k8s.io/kube-openapi v0.0.0-20260721132016-d427ff9ee9ad // indirect
 	k8s.io/kube-proxy v0.0.0 // indirect
