@@ -33,14 +33,19 @@
 #   aggregated /apis and /openapi/v3/apis/wardle.example.com/v1alpha1 answers per second (h2load,
 #     4 connections, 10 streams each, as fast as the front answers);
 #   backend death (SIGKILL of sample-apiserver) to Available=False and to the first 503 at each
-#     aggregator, and from its return to Available=True and the first 200.
-# Not measured here (printed as such): OpenAPI v2 merge with 50/200 APIServices, a silent
-# endpoint, cold start with 200 APIServices at kube-apiserver (see docs/benchmarks.md).
+#     aggregator, and from its return to Available=True and the first 200;
+#   many (apiagg and kube-apiserver; side_by_side_many.sh): 200 fake TLS backends, one group and
+#     Service each; time from registering 50, then 200, APIServices to an /openapi/v2 holding every
+#     group's definitions, and the peak RSS growth over it; cold start with the 200 stored, from
+#     spawn to /readyz 200 and to the first 200 of a GET of the last group.
+# Not measured here (printed as such): a silent endpoint (see docs/benchmarks.md).
 #
 # Usage (from the repo root): tests/bench/side-by-side.sh [OUT_DIR]   (default: a temporary one)
 #   QUICK=1     smaller counts (a few minutes): N1/N2 20/80, watches 1,000 + 500, 5 s load runs
 #   SKIP_BUILD=1, KEEP_TMP=1, FRONTS="apiagg kube agg nginx" (the fronts measured),
-#   ROWS="instr load watch rps outage" (the rows run), RATE (requests per second, default 300)
+#   ROWS="instr load watch rps outage many" (the rows run), RATE (requests per second, default
+#   300), MANY_SETTLE (s between a front's start and a `many` measurement, default 5), MANY_POLL
+#   (s between two /openapi/v2 answers in the `many` rows, default 0.5)
 #   DOC_PNG=path: also copy the chart there (docs/images/side-by-side.png); GO_CALLGRIND=1 also
 #   runs kube-apiserver and kube-aggregator under callgrind (callgrind 3.19 aborts in them here)
 # Writes OUT_DIR/side-by-side.json, .md and .png.
@@ -62,7 +67,7 @@ else
 fi
 rate=${RATE:-300}
 fronts=(${FRONTS:-apiagg kube agg nginx})
-rows=" ${ROWS:-instr load watch rps outage} "
+rows=" ${ROWS:-instr load watch rps outage many} "
 out_dir="${1:-}"
 
 "$repo/scripts/need.sh" nginx valgrind h2load curl openssl python:h2 python:matplotlib
@@ -513,7 +518,10 @@ if [[ "$rows" == *" outage "* ]]; then
     cat "$tmp/outage.json" >&2
 fi
 
-notes+=("not measured in this run: OpenAPI v2 merge time and peak RSS with 50 and 200 APIServices, a silent endpoint under 10 GET/s, cold start with 200 APIServices (each needs 200 backends registered in kube-apiserver too: see docs/benchmarks.md)")
+# ---------------------------------------- OpenAPI v2 merge and cold start with many APIServices
+[[ "$rows" != *" many "* ]] || source "$here/side_by_side_many.sh"
+
+notes+=("not measured in this run: a silent endpoint under 10 GET/s (see docs/benchmarks.md)")
 python3 - "$tmp/rows.tsv" "$results" "$(date -u +%F)" "$(nproc)" "$("$kube_bin/kube-apiserver" --version | awk '{print $2}')" \
     "$(git -C "$repo" rev-parse --short HEAD)" "$object_bytes" "${notes[@]}" <<'PY'
 import json, sys
