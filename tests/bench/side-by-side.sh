@@ -38,18 +38,22 @@
 #     Service each; time from registering 50, then 200, APIServices to an /openapi/v2 holding every
 #     group's definitions, and the peak RSS growth over it; cold start with the 200 stored, from
 #     spawn to /readyz 200 and to the first 200 of a GET of the last group.
-# Not measured here (printed as such): a silent endpoint (see docs/benchmarks.md).
+#   side_by_side_more.sh: GETs lost and the worst wait when one endpoint of two goes silent (no
+#     FIN, no RST) under 10 GETs/s (apiagg, kube-apiserver with --enable-aggregator-routing), and
+#     the CPU µs a Metadata audit to a JSON log file adds per GET (nginx: a JSON access log line).
 #
 # Usage (from the repo root): tests/bench/side-by-side.sh [OUT_DIR]   (default: a temporary one)
 #   QUICK=1     smaller counts (a few minutes): N1/N2 20/80, watches 1,000 + 500, 5 s load runs
 #   SKIP_BUILD=1, KEEP_TMP=1, FRONTS="apiagg kube agg nginx" (the fronts measured),
-#   ROWS="instr load watch rps outage many" (the rows run), RATE (requests per second, default
-#   300), MANY_SETTLE (s between a front's start and a `many` measurement, default 5), MANY_POLL
-#   (s between two /openapi/v2 answers in the `many` rows, default 0.5)
+#   ROWS="instr load watch rps outage many silent audit" (the rows run), RATE (requests per
+#   second, default 300), MANY_SETTLE (s between a front's start and a `many` measurement,
+#   default 5), MANY_POLL (s between two /openapi/v2 answers in the `many` rows, default 0.5);
+#   SILENT_SECS (20 with QUICK, else 60), SILENT_TIMEOUT (30), AUDIT_SECS (2 x the load runs'),
+#   AUDIT_ROUNDS (2) for the rows of side_by_side_more.sh
 #   DOC_PNG=path: also copy the chart there (docs/images/side-by-side.png); GO_CALLGRIND=1 also
 #   runs kube-apiserver and kube-aggregator under callgrind (callgrind 3.19 aborts in them here)
 # Writes OUT_DIR/side-by-side.json, .md and .png.
-# Needs: cargo, go 1.26 (first run), nginx, valgrind, h2load, curl, openssl, python3 (h2,
+# Needs: cargo, go 1.26 (first run), nginx, valgrind, h2load, curl, openssl, ip, python3 (h2,
 # matplotlib).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -67,7 +71,7 @@ else
 fi
 rate=${RATE:-300}
 fronts=(${FRONTS:-apiagg kube agg nginx})
-rows=" ${ROWS:-instr load watch rps outage many} "
+rows=" ${ROWS:-instr load watch rps outage many silent audit} "
 out_dir="${1:-}"
 
 "$repo/scripts/need.sh" nginx valgrind h2load curl openssl python:h2 python:matplotlib
@@ -520,8 +524,7 @@ fi
 
 # ---------------------------------------- OpenAPI v2 merge and cold start with many APIServices
 [[ "$rows" != *" many "* ]] || source "$here/side_by_side_many.sh"
-
-notes+=("not measured in this run: a silent endpoint under 10 GET/s (see docs/benchmarks.md)")
+source "$here/side_by_side_more.sh" # the rows silent and audit
 python3 - "$tmp/rows.tsv" "$results" "$(date -u +%F)" "$(nproc)" "$("$kube_bin/kube-apiserver" --version | awk '{print $2}')" \
     "$(git -C "$repo" rev-parse --short HEAD)" "$object_bytes" "${notes[@]}" <<'PY'
 import json, sys
