@@ -70,6 +70,11 @@ pub struct Fetched {
     pub content_type: String,
     /// `ETag` when sent.
     pub etag: Option<String>,
+    /// `Location` when the status is a redirect (3xx) and it was sent (read it with
+    /// [`Fetched::location`]); never followed here (the client follows no redirect): a caller
+    /// that follows one checks it first. Boxed: one pointer, so that a `Fetched` stays small
+    /// in the `Result`s it travels in.
+    pub location: Option<Box<http::HeaderValue>>,
     /// Body (at most the configured limit).
     pub body: Bytes,
 }
@@ -81,6 +86,11 @@ impl Fetched {
             return Err(self.unexpected());
         }
         serde_json::from_slice(&self.body).map_err(|e| self.invalid(e))
+    }
+
+    /// The `Location` of a redirect, when sent as visible ASCII.
+    pub fn location(&self) -> Option<&str> {
+        self.location.as_deref().and_then(|v| v.to_str().ok())
     }
 
     /// The error for a status code the caller does not handle.
@@ -311,6 +321,11 @@ impl Client {
         let content_type = header("content-type").unwrap_or_default();
         let etag = header("etag");
         let status = response.status().as_u16();
+        let location = if response.status().is_redirection() {
+            response.headers().get("location").cloned().map(Box::new)
+        } else {
+            None
+        };
         let too_large = |url: &str| FetchError::TooLarge {
             url: url.to_string(),
             limit: self.body_limit,
@@ -332,6 +347,7 @@ impl Client {
             status,
             content_type,
             etag,
+            location,
             body,
         })
     }

@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use super::documents::{Documents, Parsed};
 
-use crate::backends::{Client, FetchError};
+use crate::backends::{Client, FetchError, Fetched};
 
 const JSON: &str = "application/json";
 
@@ -25,6 +25,14 @@ pub enum Error {
     /// The document arrived but cannot be used.
     #[error("unusable {what}: {message}")]
     Unusable { what: String, message: String },
+    /// A redirect apiagg does not follow (see [`followable_redirect`]).
+    #[error("{url}: status {code} to Location {location:?} not followed: {why}")]
+    Redirect {
+        url: String,
+        code: u16,
+        location: String,
+        why: &'static str,
+    },
     /// A worker thread failed (a bug).
     #[error("worker failed: {0}")]
     Worker(#[from] tokio::task::JoinError),
@@ -74,11 +82,7 @@ pub struct Download<'a> {
 }
 
 impl Download<'_> {
-    async fn get(
-        &self,
-        path: &str,
-        if_none_match: Option<&str>,
-    ) -> Result<crate::backends::Fetched, Error> {
+    async fn get(&self, path: &str, if_none_match: Option<&str>) -> Result<Fetched, Error> {
         Ok(self
             .client
             .get(path, JSON, if_none_match, self.timeout)
@@ -261,6 +265,9 @@ impl V3State {
         self.docs
             .retain(|key, _| listed.iter().any(|(k, _)| k == key));
 
+        // A document fetched through a redirect is kept under the index's (stale) URL: while
+        // the index lists that URL it is not fetched again (we hold the current document); when
+        // the index lists another URL, it is.
         let work = listed.into_iter().filter_map(|(key, url)| {
             let previous = self.docs.get(&key);
             let same_url = previous.is_some_and(|c| c.url == url);
@@ -303,7 +310,45 @@ impl V3State {
 /// A v3 document answered 200: its `ETag` (when sent) and the document.
 type FreshV3 = (Option<String>, V3Served);
 
-/// One v3 document: `Some((etag, document))` on 200, `None` on 304.
+/// Where a v3 document's redirect may be followed: kube-openapi's handler3 answers a URL whose
+/// `hash` is no longer current with 301 to the same path with the current hash (the index and
+/// the documents can disagree for a moment, or for good when two servers answer at random), and
+/// client-go follows it.
+///
+/// Threat model: the redirect comes from the delegate or a backend, trusted to serve documents,
+/// not to send apiagg elsewhere. Followed anywhere, it would make apiagg send its credentials
+/// (client certificate, delegate token, the aggregator's identity headers) to a host or path of
+/// the sender's choosing (SSRF). So only 301, 302, 307 and 308 are followed, to a `Location`
+/// that is a path on the same source (no scheme, no authority, not `//`) equal to `url`'s path
+/// with another query, and only one hop.
+fn followable_redirect<'a>(url: &str, fetched: &'a Fetched) -> Result<&'a str, Error> {
+    let location = fetched.location();
+    let refuse = |why| Error::Redirect {
+        url: fetched.url.clone(),
+        code: fetched.status,
+        location: location.unwrap_or_default().to_string(),
+        why,
+    };
+    if !matches!(fetched.status, 301 | 302 | 307 | 308) {
+        return Err(refuse("only 301, 302, 307 and 308 are followed"));
+    }
+    let Some(location) = location else {
+        return Err(refuse("no Location, or not visible ASCII"));
+    };
+    if !location.starts_with('/') || location.starts_with("//") {
+        return Err(refuse("not a path on the same source"));
+    }
+    fn path(url: &str) -> &str {
+        url.split_once('?').map_or(url, |(path, _)| path)
+    }
+    if path(location) != path(url) {
+        return Err(refuse("another path (only the query may change)"));
+    }
+    Ok(location)
+}
+
+/// One v3 document: `Some((etag, document))` on 200, `None` on 304. One redirect is followed
+/// when [`followable_redirect`] allows it.
 async fn fetch_v3_document(
     source: &Download<'_>,
     key: &str,
@@ -316,7 +361,22 @@ async fn fetch_v3_document(
             format!("serverRelativeURL {url:?} is not a path"),
         ));
     }
-    let fetched = source.get(url, if_none_match).await?;
+    let mut fetched = source.get(url, if_none_match).await?;
+    let mut if_none_match = if_none_match;
+    if is_redirect(fetched.status) {
+        let location = followable_redirect(url, &fetched)?;
+        // The ETag was the stale URL's: the current document is asked for unconditionally.
+        if_none_match = None;
+        fetched = source.get(location, None).await?;
+        if is_redirect(fetched.status) {
+            return Err(Error::Redirect {
+                url: fetched.url.clone(),
+                code: fetched.status,
+                location: fetched.location().unwrap_or_default().to_string(),
+                why: "a second redirect (one is followed)",
+            });
+        }
+    }
     match fetched.status {
         304 if if_none_match.is_some() => Ok(None),
         200 => {
@@ -327,6 +387,14 @@ async fn fetch_v3_document(
         _ => Err(fetched.unexpected().into()),
     }
 }
+
+/// A 3xx that sends the client elsewhere (304 does not).
+fn is_redirect(status: u16) -> bool {
+    (300..400).contains(&status) && status != 304
+}
+
+#[cfg(test)]
+mod redirect_tests;
 
 #[cfg(test)]
 mod tests {
