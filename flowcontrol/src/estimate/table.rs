@@ -10,7 +10,7 @@
 //! watch opening or closing) hold it for one hash-map operation.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasher, RandomState};
+use std::hash::{BuildHasher, BuildHasherDefault, Hasher, RandomState};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
@@ -61,8 +61,31 @@ impl<V> Slot<V> {
     }
 }
 
-/// One shard: slots by key hash.
-type Shard<V> = RwLock<HashMap<u64, Slot<V>>>;
+/// One shard: slots by key hash. The hashes are already keyed (per process) and spread, so a
+/// shard's map uses them as they are instead of hashing them a second time.
+type Shard<V> = RwLock<ShardMap<V>>;
+type ShardMap<V> = HashMap<u64, Slot<V>, BuildHasherDefault<Prehashed>>;
+
+/// The hasher of a shard's map: a key hash passes as it is.
+#[derive(Default)]
+struct Prehashed(u64);
+
+impl Hasher for Prehashed {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        // Only `u64` keys are hashed here; other input is folded in all the same.
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8)) ^ u64::from(b);
+        }
+    }
+
+    fn write_u64(&mut self, hash: u64) {
+        self.0 = hash;
+    }
+}
 
 /// The table.
 pub struct Table<V> {
@@ -85,14 +108,15 @@ impl<V: Copy> Table<V> {
 
     fn locate(&self, key: &Key<'_>) -> (u64, &Shard<V>) {
         let hash = self.hasher.hash_one(key);
-        (hash, &self.shards[(hash as usize) % SHARDS])
+        // The shard by middle bits: a shard's map indexes by the low ones and tags by the top.
+        (hash, &self.shards[((hash >> 32) as usize) % SHARDS])
     }
 
-    fn read<'s>(shard: &'s Shard<V>) -> RwLockReadGuard<'s, HashMap<u64, Slot<V>>> {
+    fn read<'s>(shard: &'s Shard<V>) -> RwLockReadGuard<'s, ShardMap<V>> {
         shard.read().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn write<'s>(shard: &'s Shard<V>) -> RwLockWriteGuard<'s, HashMap<u64, Slot<V>>> {
+    fn write<'s>(shard: &'s Shard<V>) -> RwLockWriteGuard<'s, ShardMap<V>> {
         shard.write().unwrap_or_else(|e| e.into_inner())
     }
 

@@ -22,7 +22,7 @@ use bytes::{Bytes, BytesMut};
 use http::header::{CONNECTION, CONTENT_LENGTH, TRANSFER_ENCODING};
 use http::{HeaderValue, Method};
 use pingora_error::{Error, ErrorType, Result, RetryType};
-use pingora_http::{RequestHeader, ResponseHeader};
+use pingora_http::RequestHeader;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 /// Largest response head read from a backend.
@@ -46,7 +46,7 @@ pub struct H1Client<S> {
     io: S,
     /// Bytes read and not consumed yet.
     buf: BytesMut,
-    head: Option<Box<ResponseHeader>>,
+    head: Option<http::response::Parts>,
     body: Body,
     /// How the request's body is framed, and what is left of it.
     request: RequestBody,
@@ -220,12 +220,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin> H1Client<S> {
     }
 
     /// The last response head read.
-    pub fn response_header(&self) -> Option<&ResponseHeader> {
-        self.head.as_deref()
+    pub fn response_header(&self) -> Option<&http::response::Parts> {
+        self.head.as_ref()
     }
 
     /// Takes the last response head read (to relay it).
-    pub fn take_response_header(&mut self) -> Option<Box<ResponseHeader>> {
+    pub fn take_response_header(&mut self) -> Option<http::response::Parts> {
         self.head.take()
     }
 

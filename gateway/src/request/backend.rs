@@ -8,7 +8,7 @@ use bytes::Bytes;
 use pingora_core::protocols::http::v2::client::Http2Session;
 use pingora_core::protocols::Stream;
 use pingora_error::Result;
-use pingora_http::{RequestHeader, ResponseHeader};
+use pingora_http::RequestHeader;
 
 use super::framing;
 use crate::backends::H1Client;
@@ -80,16 +80,17 @@ impl Backend {
     }
 
     /// The last response head read.
-    pub(super) fn response_header(&self) -> Option<&ResponseHeader> {
+    pub(super) fn response_header(&self) -> Option<&http::response::Parts> {
         match self {
             Backend::H1(h1) => h1.response_header(),
-            Backend::H2(h2) => h2.response_header(),
+            Backend::H2(h2) => h2.response_header().map(|head| &**head),
         }
     }
 
-    /// The last response head, as the client gets it: HTTP/1.1's parsed with room for the
-    /// headers added on the way (taken), HTTP/2's copied without pingora's case map.
-    pub(super) fn relayed_head(&mut self) -> Option<Box<ResponseHeader>> {
+    /// The last response head, as the client gets it, to edit before it becomes pingora's:
+    /// HTTP/1.1's parsed with room for the headers added on the way (taken), HTTP/2's copied
+    /// without pingora's case map.
+    pub(super) fn relayed_head(&mut self) -> Option<http::response::Parts> {
         match self {
             Backend::H1(h1) => h1.take_response_header(),
             Backend::H2(h2) => h2.response_header().map(framing::relayed_head),

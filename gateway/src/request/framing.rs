@@ -30,9 +30,9 @@ const ALSO_HOP_BY_HOP: [&str; 2] = ["proxy-connection", "http2-settings"];
 
 /// The same for a backend's answer, keeping `Transfer-Encoding`: what the client connection
 /// frames its body with (pingora drops it for HTTP/2 clients).
-pub fn strip_response_hop_by_hop(head: &mut ResponseHeader) {
+pub fn strip_response_hop_by_hop(head: &mut http::response::Parts) {
     for name in hop_by_hop(&head.headers, false) {
-        head.remove_header(&name);
+        head.headers.remove(&name);
     }
 }
 
@@ -117,7 +117,7 @@ pub fn h2_target(request: &mut RequestHeader, tls: bool, authority: &HeaderValue
 /// The backend's answer head as the client gets it: a copy of its status and header map, not of
 /// pingora's second, case-preserving map, with room for the headers added on the way (so the
 /// map does not grow again).
-pub fn relayed_head(backend: &ResponseHeader) -> Box<ResponseHeader> {
+pub fn relayed_head(backend: &ResponseHeader) -> http::response::Parts {
     let (mut parts, ()) = http::Response::new(()).into_parts();
     parts.status = backend.status;
     parts.version = backend.version;
@@ -126,21 +126,22 @@ pub fn relayed_head(backend: &ResponseHeader) -> Box<ResponseHeader> {
         headers.append(name.clone(), value.clone());
     }
     parts.headers = headers;
-    Box::new(ResponseHeader::from(parts))
+    parts
 }
 
 /// An HTTP/1.1 client gets a framed body: an answer the backend delimited by closing its
 /// connection (HTTP/1.0 style) is sent chunked, so the client's connection stays usable.
-pub fn frame_for_http11(head: &mut ResponseHeader, head_request: bool) -> Result<()> {
+pub fn frame_for_http11(head: &mut http::response::Parts, head_request: bool) {
     // An HTTP/2 backend's head says HTTP/2, which an HTTP/1.1 status line must not.
-    head.set_version(http::Version::HTTP_11);
+    head.version = http::Version::HTTP_11;
     let bodiless = head_request || matches!(head.status.as_u16(), 204 | 304);
     let framed = head.headers.contains_key(http::header::CONTENT_LENGTH)
         || head.headers.contains_key(http::header::TRANSFER_ENCODING);
     if !bodiless && !framed {
-        head.insert_header(http::header::TRANSFER_ENCODING, "chunked")?;
+        let chunked = HeaderValue::from_static("chunked");
+        head.headers
+            .insert(http::header::TRANSFER_ENCODING, chunked);
     }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -203,15 +204,15 @@ mod tests {
 
     #[test]
     fn answers_keep_their_framing_but_lose_what_belongs_to_the_backend_hop() {
-        let mut head = ResponseHeader::build(200, None).expect("head");
+        let (mut head, ()) = http::Response::new(()).into_parts();
         for (name, value) in [
-            ("Connection", "close, X-Backend-Hop"),
-            ("X-Backend-Hop", "1"),
-            ("Keep-Alive", "timeout=5"),
-            ("Transfer-Encoding", "chunked"),
-            ("Content-Type", "application/json"),
+            ("connection", "close, X-Backend-Hop"),
+            ("x-backend-hop", "1"),
+            ("keep-alive", "timeout=5"),
+            ("transfer-encoding", "chunked"),
+            ("content-type", "application/json"),
         ] {
-            head.append_header(name, value).expect("header");
+            head.headers.append(name, HeaderValue::from_static(value));
         }
         strip_response_hop_by_hop(&mut head);
         assert_eq!(names(&head.headers), ["content-type", "transfer-encoding"]);
@@ -219,14 +220,15 @@ mod tests {
 
     #[test]
     fn an_unframed_answer_goes_chunked_to_an_http11_client_unless_it_has_no_body() {
-        let mut close_delimited = ResponseHeader::build(200, None).expect("head");
-        close_delimited.set_version(http::Version::HTTP_2);
-        frame_for_http11(&mut close_delimited, false).expect("frame");
+        let (mut close_delimited, ()) = http::Response::new(()).into_parts();
+        close_delimited.version = http::Version::HTTP_2;
+        frame_for_http11(&mut close_delimited, false);
         assert_eq!(close_delimited.headers["transfer-encoding"], "chunked");
         assert_eq!(close_delimited.version, http::Version::HTTP_11);
         for (code, head_request) in [(204, false), (304, false), (200, true)] {
-            let mut bodiless = ResponseHeader::build(code, None).expect("head");
-            frame_for_http11(&mut bodiless, head_request).expect("frame");
+            let (mut bodiless, ()) = http::Response::new(()).into_parts();
+            bodiless.status = http::StatusCode::from_u16(code).expect("status");
+            frame_for_http11(&mut bodiless, head_request);
             assert!(
                 !bodiless.headers.contains_key("transfer-encoding"),
                 "{code}"

@@ -44,15 +44,15 @@ impl ApiaggProxy {
                 position.answered(&head);
             }
             let answered_well = head.status.is_success();
-            self.filter_head(&mut head, session.req_header(), ctx)?;
+            self.filter_head(&mut head, session.req_header(), ctx);
             if !session.is_http2() {
                 framing::frame_for_http11(
                     &mut head,
                     session.req_header().method == http::Method::HEAD,
-                )?;
+                );
             }
             session
-                .write_response_header(head)
+                .write_response_header(Box::new(ResponseHeader::from(head)))
                 .await
                 .map_err(|e| e.into_down())?;
             if let Some(body) = ctx.outcome.replacement.take() {
@@ -141,19 +141,19 @@ impl ApiaggProxy {
     /// replaced by a Status.
     pub(super) fn filter_head(
         &self,
-        response: &mut ResponseHeader,
+        response: &mut http::response::Parts,
         req: &RequestHeader,
         ctx: &mut RequestCtx,
-    ) -> Result<()> {
-        // Names parsed once for the process (a custom name given as text is parsed, and
-        // copied, at every insert).
+    ) {
+        // Into the head's map with names parsed once for the process (pingora's setters parse
+        // and copy the name again at every insert).
         if let Some(decision) = ctx.flow.classified() {
             for (name, value) in flow::reply_headers(decision) {
-                response.insert_header(name, value.clone())?;
+                response.headers.insert(name, value.clone());
             }
         }
         if let Some(id) = ctx.audit.id_header() {
-            response.insert_header(AUDIT_ID_HEADER, id)?;
+            response.headers.insert(AUDIT_ID_HEADER, id);
         }
         if let Some(audit) = ctx.audit.ongoing() {
             audit.response_started(response.status.as_u16());
@@ -166,7 +166,7 @@ impl ApiaggProxy {
                 http::header::ACCESS_CONTROL_ALLOW_HEADERS,
                 http::header::ACCESS_CONTROL_ALLOW_METHODS,
             ] {
-                response.remove_header(&name);
+                response.headers.remove(&name);
             }
         }
         let code = response.status.as_u16();
@@ -180,21 +180,32 @@ impl ApiaggProxy {
         let Some(replacement) =
             errors::replacement(ctx.outcome.kind, code, redirects, ctx.arrived_complete)
         else {
-            return Ok(());
+            return;
         };
         let retry_after = replacement.retry_after;
         let (code, content_type, body) = Reply::from(replacement).negotiated(req).into_parts();
-        response.set_status(code)?;
-        for name in ["location", "transfer-encoding", "content-encoding", "etag"] {
-            response.remove_header(name);
+        response.status = http::StatusCode::from_u16(code).unwrap_or(http::StatusCode::BAD_GATEWAY);
+        let headers = &mut response.headers;
+        for name in [
+            http::header::LOCATION,
+            http::header::TRANSFER_ENCODING,
+            http::header::CONTENT_ENCODING,
+            http::header::ETAG,
+        ] {
+            headers.remove(name);
         }
-        response.insert_header("Content-Type", content_type)?;
-        response.insert_header("Content-Length", body.len().to_string())?;
+        headers.insert(
+            http::header::CONTENT_TYPE,
+            http::HeaderValue::from_static(content_type),
+        );
+        headers.insert(
+            http::header::CONTENT_LENGTH,
+            http::HeaderValue::from(body.len()),
+        );
         if let Some(seconds) = retry_after {
-            response.insert_header("Retry-After", seconds.to_string())?;
+            headers.insert(http::header::RETRY_AFTER, http::HeaderValue::from(seconds));
         }
         ctx.outcome.replacement = Some(body);
-        Ok(())
     }
 
     /// A piece of the backend's body: recorded for the audit; the answer is cut when its
@@ -273,7 +284,7 @@ impl ApiaggProxy {
 
 /// The backend's final answer head, once informational (1xx) ones were relayed to an HTTP/1.1
 /// client (an HTTP/2 one gets none).
-async fn final_head(session: &mut Session, backend: &mut Backend) -> Result<Box<ResponseHeader>> {
+async fn final_head(session: &mut Session, backend: &mut Backend) -> Result<http::response::Parts> {
     past_informational(session, backend, true).await?;
     backend.relayed_head().map_or_else(no_head, Ok)
 }
@@ -300,7 +311,7 @@ pub(super) async fn past_informational(
                 .map_err(|e| e.into_up());
         }
         if let (true, false, Some(head)) = (relay, session.is_http2(), backend.response_header()) {
-            let head = Box::new(head.clone());
+            let head = Box::new(ResponseHeader::from(head.clone()));
             session
                 .write_response_header(head)
                 .await

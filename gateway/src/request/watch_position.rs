@@ -21,7 +21,6 @@ use std::time::{Duration, Instant};
 use apiagg_apis::{Failure, Reason};
 use apiagg_requestinfo::{decode_value, QueryParams};
 use bytes::{Bytes, BytesMut};
-use pingora_http::ResponseHeader;
 use serde::Deserialize;
 
 /// The longest event line held back whole; a longer one turns resumption off for its watch
@@ -109,7 +108,7 @@ impl WatchPosition {
 
     /// An answer's head: resumption stays on only for a `200` in JSON, uncompressed
     /// (`false`: it is off).
-    pub(super) fn answered(&mut self, head: &ResponseHeader) -> bool {
+    pub(super) fn answered(&mut self, head: &http::response::Parts) -> bool {
         let text = |name| head.headers.get(name).and_then(|v| v.to_str().ok());
         let json = text(http::header::CONTENT_TYPE).is_some_and(|t| {
             let essence = t.split(';').next().unwrap_or_default().trim();

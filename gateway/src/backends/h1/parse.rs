@@ -7,7 +7,6 @@ use bytes::{Buf, Bytes};
 use http::header::{CONTENT_LENGTH, TRANSFER_ENCODING};
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode, Version};
 use pingora_error::{Error, ErrorType, Result};
-use pingora_http::ResponseHeader;
 
 use super::{
     connection_has, tokens, Body, Chunk, H1Client, ADDED_TO_ANSWERS, MAX_CHUNK_LINE, MAX_HEADERS,
@@ -17,7 +16,7 @@ use super::{
 impl<S> H1Client<S> {
     /// Parses a complete response head at the start of the buffer (`None`: more bytes are
     /// needed), consumes it, and sets how the body is framed.
-    pub(super) fn parse_head(&mut self) -> Result<Option<Box<ResponseHeader>>> {
+    pub(super) fn parse_head(&mut self) -> Result<Option<http::response::Parts>> {
         let mut headers = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
         let mut response = httparse::Response::new(&mut []);
         let parsed = httparse::ParserConfig::default().parse_response_with_uninit_headers(
@@ -65,7 +64,7 @@ impl<S> H1Client<S> {
         parts.status = status;
         parts.version = version;
         parts.headers = map;
-        Ok(Some(Box::new(ResponseHeader::from(parts))))
+        Ok(Some(parts))
     }
 
     /// How the body of an answer with `headers` is framed (RFC 9112 §6.3), and whether the

@@ -13,11 +13,13 @@ fn event(kind: &str, name: &str, rv: &str) -> String {
     )
 }
 
-fn head(status: u16, headers: &[(&str, &str)]) -> ResponseHeader {
-    let mut head = ResponseHeader::build(status, None).expect("head");
+fn head(status: u16, headers: &[(&str, &str)]) -> http::response::Parts {
+    let (mut head, ()) = http::Response::new(()).into_parts();
+    head.status = http::StatusCode::from_u16(status).expect("status");
     for (name, value) in headers {
-        head.insert_header(name.to_string(), *value)
-            .expect("header");
+        let name = http::HeaderName::from_bytes(name.as_bytes()).expect("name");
+        let value = http::HeaderValue::from_str(value).expect("value");
+        head.headers.insert(name, value);
     }
     head
 }
