@@ -26,6 +26,9 @@ use super::tls::{self, TlsError};
 use super::watch_list::WatchListSupport;
 use apiagg_observe::GroupVersionMetrics;
 
+/// Streams apiagg opens on one HTTP/2 connection to a backend (see where it is set).
+const H2_STREAMS_PER_CONNECTION: usize = 100;
+
 /// Why an upstream cannot be built. Only [`BuildError::Resolve`] may heal by itself (DNS).
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {
@@ -208,12 +211,15 @@ fn build_endpoint<'a>(
     });
     if ep.tls {
         options.alpn = ALPN::H2H1;
-        // Many watches share one connection, as kube-aggregator's do (the backend's own limit
-        // still applies): with 2,000 watches, 48 connections instead of 251 and 5.5 KiB less
-        // RSS per watch than at 100 streams (tests/bench/watch-scale.sh). The connection window
-        // is Go's transport default, so one stream whose reader stalls holds only its own
-        // window and never stops the others.
-        options.max_h2_streams = 1000;
+        // Many watches share one connection, as kube-aggregator's do, but never more than a
+        // backend is sure to allow: until the backend's SETTINGS arrive, its limit is unknown
+        // and every stream opened is sent, and those past the limit it then announces wait for
+        // a free stream for ever (a burst of 250 watches onto a new connection to hyper, which
+        // allows 200: 50 never answered). 100 is the least RFC 9113 recommends a server allow
+        // (Go allows 250, hyper 200, nginx 128); a backend announcing less is still obeyed
+        // once its SETTINGS arrive. The connection window is Go's transport default, so one
+        // stream whose reader stalls holds only its own window and never stops the others.
+        options.max_h2_streams = H2_STREAMS_PER_CONNECTION;
         options.h2_connection_window_size = Some(1 << 30);
         options.h2_ping_interval = Some(Duration::from_secs(2));
         options.verify_cert = !settings.insecure;

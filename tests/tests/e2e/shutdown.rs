@@ -183,9 +183,8 @@ async fn drain(n: usize, grace: Duration) -> Drain {
     )
     .await;
     let path = format!("https://127.0.0.1/apis/{G}/{V}/flunders?watch=true&timeoutSeconds=600");
-    // Opened 100 at a time, each batch open (its heads in) before the next, as informers start:
-    // a burst of hundreds onto a backend connection whose SETTINGS have not arrived yet would
-    // be more streams than the backend allows (hyper: 200), and those past it wait for ever.
+    // Opened 100 at a time, each batch open (its heads in) before the next, as informers start
+    // (a burst at once is watch_scale.rs's row).
     let mut connection = None;
     let mut watches = Vec::with_capacity(n);
     for first in (0..n).step_by(BATCH) {

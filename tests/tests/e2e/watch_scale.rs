@@ -171,3 +171,50 @@ async fn a_burst_of_watch_streams_shares_one_backend_connection() {
         "{new_connections} new backend connections for a burst of 100 watches"
     );
 }
+
+/// Informers start their watches at once: 250 watch streams opened together on one client
+/// connection (all apiagg allows on it), onto a backend that has no connection from apiagg yet
+/// and allows 200 streams on each (hyper). Until the backend's SETTINGS arrive apiagg cannot
+/// know its limit; streams it sent past it would wait for a free one for ever. Every watch
+/// gets its head.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_past_the_backends_stream_limit_on_a_new_connection_is_answered() {
+    use apiagg_tests::wire::{h2_connect, tls_apiagg};
+    const BURST: usize = 250;
+    let h2 = h2_sample();
+    let config = format!(
+        "services:\n{}apiServices:\n{}",
+        service("h2", &h2.url),
+        apiservice(G, V, "h2", &format!(", caBundle: {}", h2.ca_bundle())),
+    );
+    let (gw, ca) = tls_apiagg(&config).await;
+    let client = h2_connect(gw.port, &ca).await;
+    let path = format!("https://127.0.0.1/apis/{G}/{V}/flunders?watch=true&timeoutSeconds=60");
+    let mut opened = Vec::with_capacity(BURST);
+    for _ in 0..BURST {
+        let request = http::Request::get(&path).body(()).expect("request");
+        let mut send = client.clone().ready().await.expect("stream");
+        let (response, _) = send.send_request(request, true).expect("send");
+        opened.push(response);
+    }
+    let mut unanswered = 0;
+    let mut watches = Vec::with_capacity(BURST);
+    let started = Instant::now();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    for response in opened {
+        match tokio::time::timeout_at(deadline, response).await {
+            Ok(response) => {
+                let response = response.expect("watch head");
+                assert_eq!(response.status(), 200);
+                watches.push(response.into_body());
+            }
+            Err(_) => unanswered += 1,
+        }
+    }
+    println!("RESULT heads in {:?}", started.elapsed());
+    assert_eq!(
+        unanswered, 0,
+        "{unanswered} of {BURST} watches got no head in 20 s"
+    );
+    drop(gw);
+}
