@@ -193,13 +193,9 @@ def apiservice_body(g, bundle):
 
 
 def status_kib(pid):
-    out = {}
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith(("VmHWM:", "VmRSS:")):
-                k, v = line.split(":", 1)
-                out[k] = int(v.split()[0])
-    return out.get("VmRSS", 0), out.get("VmHWM", 0)
+    """(VmRSS, VmHWM) of `pid`, in KiB."""
+    hwm, rss = bh.vmhwm(pid)
+    return rss, hwm
 
 
 def merge(a):

@@ -36,3 +36,24 @@ pub use table::{build as build_table, RouteTable, TableError};
 pub(crate) use tls::verify_signature_with;
 pub use upstream::{build_delegate, delegate_credentials, BuildError, Upstream, UpstreamEndpoint};
 pub use watch_list::{Plan as WatchListPlan, Verdict};
+
+/// A delegate at `url` without credentials (unit tests of what talks to one).
+#[cfg(test)]
+pub(crate) fn plain_delegate(url: &str) -> Upstream {
+    let config = apiagg_config::DelegateConfig {
+        url: url.parse().expect("url"),
+        ca_pem: None,
+        insecure_skip_tls_verify: false,
+        token: None,
+        client_cert: None,
+        endpoints: Vec::new(),
+    };
+    let credentials = delegate_credentials(&config).expect("credentials");
+    build_delegate(
+        &config,
+        &credentials,
+        &Default::default(),
+        &Default::default(),
+    )
+    .expect("upstream")
+}

@@ -131,11 +131,9 @@ async fn watches_share_http2_connections_and_all_receive_events() {
     }
 }
 
-/// Watches as client-go holds them: HTTP/2 streams on one TLS connection to apiagg, which
-/// allows 250 of them (kube-apiserver's limit); a burst of 100 opened at once shares one new
-/// connection to the h2 backend instead of opening one each.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_burst_of_watch_streams_shares_one_backend_connection() {
+/// apiagg serving TLS (h2 by ALPN) in front of an HTTP/2 sample backend it has no connection
+/// to yet, and one HTTP/2 client connection to apiagg.
+async fn tls_apiagg_before_h2_sample() -> (Sample, Apiagg, h2::client::SendRequest<bytes::Bytes>) {
     use apiagg_tests::wire::{h2_connect, tls_apiagg};
     let h2 = h2_sample();
     let config = format!(
@@ -145,15 +143,33 @@ async fn a_burst_of_watch_streams_shares_one_backend_connection() {
     );
     let (gw, ca) = tls_apiagg(&config).await;
     let client = h2_connect(gw.port, &ca).await;
+    (h2, gw, client)
+}
+
+/// `n` flunder watches sent at once on `client`: their response futures.
+async fn open_watches(
+    client: &h2::client::SendRequest<bytes::Bytes>,
+    n: usize,
+) -> Vec<h2::client::ResponseFuture> {
     let path = format!("https://127.0.0.1/apis/{G}/{V}/flunders?watch=true&timeoutSeconds=60");
-    let before = connections_to(h2.port);
-    let mut opened = Vec::new();
-    for _ in 0..100 {
+    let mut opened = Vec::with_capacity(n);
+    for _ in 0..n {
         let request = http::Request::get(&path).body(()).expect("request");
         let mut send = client.clone().ready().await.expect("stream");
         let (response, _) = send.send_request(request, true).expect("send");
         opened.push(response);
     }
+    opened
+}
+
+/// Watches as client-go holds them: HTTP/2 streams on one TLS connection to apiagg, which
+/// allows 250 of them (kube-apiserver's limit); a burst of 100 opened at once shares one new
+/// connection to the h2 backend instead of opening one each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_watch_streams_shares_one_backend_connection() {
+    let (h2, gw, client) = tls_apiagg_before_h2_sample().await;
+    let before = connections_to(h2.port);
+    let opened = open_watches(&client, 100).await;
     let mut watches = Vec::new();
     for response in opened {
         let response = response.await.expect("watch head");
@@ -179,24 +195,9 @@ async fn a_burst_of_watch_streams_shares_one_backend_connection() {
 /// gets its head.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_burst_past_the_backends_stream_limit_on_a_new_connection_is_answered() {
-    use apiagg_tests::wire::{h2_connect, tls_apiagg};
     const BURST: usize = 250;
-    let h2 = h2_sample();
-    let config = format!(
-        "services:\n{}apiServices:\n{}",
-        service("h2", &h2.url),
-        apiservice(G, V, "h2", &format!(", caBundle: {}", h2.ca_bundle())),
-    );
-    let (gw, ca) = tls_apiagg(&config).await;
-    let client = h2_connect(gw.port, &ca).await;
-    let path = format!("https://127.0.0.1/apis/{G}/{V}/flunders?watch=true&timeoutSeconds=60");
-    let mut opened = Vec::with_capacity(BURST);
-    for _ in 0..BURST {
-        let request = http::Request::get(&path).body(()).expect("request");
-        let mut send = client.clone().ready().await.expect("stream");
-        let (response, _) = send.send_request(request, true).expect("send");
-        opened.push(response);
-    }
+    let (_h2, gw, client) = tls_apiagg_before_h2_sample().await;
+    let opened = open_watches(&client, BURST).await;
     let mut unanswered = 0;
     let mut watches = Vec::with_capacity(BURST);
     let started = Instant::now();

@@ -105,22 +105,7 @@ impl Server {
 
     /// A delegate at this server, without credentials.
     fn upstream(&self) -> Upstream {
-        let config = apiagg_config::DelegateConfig {
-            url: format!("http://{}", self.addr).parse().expect("url"),
-            ca_pem: None,
-            insecure_skip_tls_verify: false,
-            token: None,
-            client_cert: None,
-            endpoints: Vec::new(),
-        };
-        let credentials = crate::backends::delegate_credentials(&config).expect("credentials");
-        crate::backends::build_delegate(
-            &config,
-            &credentials,
-            &Default::default(),
-            &Default::default(),
-        )
-        .expect("upstream")
+        crate::backends::plain_delegate(&format!("http://{}", self.addr))
     }
 
     fn client(&self) -> Client {
