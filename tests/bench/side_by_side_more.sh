@@ -1,7 +1,7 @@
 # Sourced by side-by-side.sh once its fronts serve and `row` is defined: the rows "silent" and
 # "audit" (issue 45). Uses its globals (here, tmp, url, pid, pids, running, kube_cmd, apiagg_cmd,
 # name, object, token, rate, secs, quick, rows, notes, helper, sample_port) and functions
-# (start_front, stop_front, wait_front, wait_code, kc, pin_rest, nginx_conf, row, log, die).
+# (start_front, stop_front, restart_front, wait_front, wait_code, kc, pin_rest, nginx_conf, row, log, die).
 #
 # silent: one endpoint of two goes silent under 10 GETs/s (apiagg and kube-apiserver; nginx has no
 #   active health check and is not measured). The wardle Service gets two endpoints, both TCP
@@ -36,13 +36,6 @@ silent_secs=${SILENT_SECS:-$([[ "$quick" == 1 ]] && echo 20 || echo 60)}
 silent_timeout=${SILENT_TIMEOUT:-30}
 audit_secs=${AUDIT_SECS:-$((secs * 2))}
 audit_rounds=${AUDIT_ROUNDS:-2}
-
-restart_front() { # FRONT
-    stop_front "$1"
-    start_front "$1"
-    [[ $1 != kube ]] || wait_code "${url[kube]}/readyz" 200 120 kube-apiserver
-    wait_front "$1" 180
-}
 
 # ------------------------------------------------------------------------ a silent endpoint
 wardle_service() { # external | slices PORT_A PORT_B: the Service wardle/api at kube-apiserver
