@@ -167,7 +167,7 @@ async fn open_watches(
 /// connection to the h2 backend instead of opening one each.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_burst_of_watch_streams_shares_one_backend_connection() {
-    let (h2, gw, client) = tls_apiagg_before_h2_sample().await;
+    let (h2, _gw, client) = tls_apiagg_before_h2_sample().await;
     let before = connections_to(h2.port);
     let opened = open_watches(&client, 100).await;
     let mut watches = Vec::new();
