@@ -216,8 +216,9 @@ fn build_endpoint<'a>(
         // and every stream opened is sent, and those past the limit it then announces wait for
         // a free stream for ever (a burst of 250 watches onto a new connection to hyper, which
         // allows 200: 50 never answered). 100 is the least RFC 9113 recommends a server allow
-        // (Go allows 250, hyper 200, nginx 128); a backend announcing less is still obeyed
-        // once its SETTINGS arrive. The connection window is Go's transport default, so one
+        // (Go allows 250, hyper 200, nginx 128), and what Go's transport, Chrome and .NET allow
+        // until the SETTINGS arrive (pingora cannot raise a connection's cap later); a backend
+        // announcing less is still obeyed once its SETTINGS arrive. The connection window is Go's transport default, so one
         // stream whose reader stalls holds only its own window and never stops the others.
         options.max_h2_streams = H2_STREAMS_PER_CONNECTION;
         options.h2_connection_window_size = Some(1 << 30);
