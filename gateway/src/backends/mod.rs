@@ -37,6 +37,9 @@ pub(crate) use tls::verify_signature_with;
 pub use upstream::{build_delegate, delegate_credentials, BuildError, Upstream, UpstreamEndpoint};
 pub use watch_list::{Plan as WatchListPlan, Verdict};
 
+#[cfg(test)]
+pub(crate) mod test_head;
+
 /// A delegate at `url` without credentials (unit tests of what talks to one).
 #[cfg(test)]
 pub(crate) fn plain_delegate(url: &str) -> Upstream {

@@ -129,25 +129,16 @@ async fn serve(
     stream: tokio::net::TcpStream,
     reviews: Arc<std::sync::atomic::AtomicUsize>,
 ) -> std::io::Result<()> {
-    use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
     let mut stream = BufReader::new(stream);
     loop {
-        let mut length = 0usize;
-        loop {
-            let mut line = String::new();
-            if stream.read_line(&mut line).await? == 0 {
-                return Ok(());
-            }
-            let line = line.trim_end();
-            if line.is_empty() {
-                break;
-            }
-            if let Some((name, value)) = line.split_once(':') {
-                if name.eq_ignore_ascii_case("content-length") {
-                    length = value.trim().parse().unwrap_or(0);
-                }
-            }
-        }
+        let Some(head) = crate::backends::test_head::read(&mut stream).await? else {
+            return Ok(());
+        };
+        let length = head
+            .field("content-length")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0usize);
         let mut body = vec![0; length];
         stream.read_exact(&mut body).await?;
         reviews.fetch_add(1, std::sync::atomic::Ordering::SeqCst);

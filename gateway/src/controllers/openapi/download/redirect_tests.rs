@@ -120,29 +120,14 @@ async fn serve(
     answers: Answers,
     received: Arc<Mutex<Vec<Received>>>,
 ) -> std::io::Result<()> {
-    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    use tokio::io::{AsyncWriteExt, BufReader};
     let mut stream = BufReader::new(stream);
     loop {
-        let mut target = None;
-        let mut if_none_match = None;
-        loop {
-            let mut line = String::new();
-            if stream.read_line(&mut line).await? == 0 {
-                return Ok(());
-            }
-            let line = line.trim_end();
-            if line.is_empty() {
-                break;
-            }
-            if target.is_none() {
-                target = line.split(' ').nth(1).map(str::to_string);
-            } else if let Some((name, value)) = line.split_once(':') {
-                if name.eq_ignore_ascii_case("if-none-match") {
-                    if_none_match = Some(value.trim().to_string());
-                }
-            }
-        }
-        let target = target.unwrap_or_default();
+        let Some(head) = crate::backends::test_head::read(&mut stream).await? else {
+            return Ok(());
+        };
+        let if_none_match = head.field("if-none-match").map(str::to_string);
+        let target = head.target;
         let answer = answers
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
