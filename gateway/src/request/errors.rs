@@ -54,6 +54,20 @@ pub fn connection_died(e: &Error) -> bool {
     )
 }
 
+/// Whether the backend refused the request's HTTP/2 stream unprocessed: a graceful GOAWAY that
+/// left the stream above its last stream ID, or `RST_STREAM(REFUSED_STREAM)` (RFC 9113 §8.7).
+/// Such a request never ran, so sending it again is safe for any method, and Go's transport
+/// retries it on another connection more than once.
+pub fn refused_unprocessed(e: &Error) -> bool {
+    e.root_cause()
+        .downcast_ref::<h2::Error>()
+        .is_some_and(|h2| {
+            h2.is_remote()
+                && ((h2.is_go_away() && h2.reason() == Some(h2::Reason::NO_ERROR))
+                    || (h2.is_reset() && h2.reason() == Some(h2::Reason::REFUSED_STREAM)))
+        })
+}
+
 /// What is known of an exchange with a backend that failed after connecting.
 #[derive(Clone, Copy, Debug)]
 pub struct Exchanged {

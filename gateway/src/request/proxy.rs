@@ -34,6 +34,10 @@ const ENDPOINT_EJECTED: ErrorType = ErrorType::Custom("EndpointEjected");
 /// was stale).
 const RETRIES: u8 = 1;
 
+/// More attempts for a request the backend refused unprocessed (`errors::refused_unprocessed`):
+/// a backend rolling its HTTP/2 connections with GOAWAY may refuse it on the next one too.
+const REFUSED_RETRIES: u8 = 3;
+
 impl ApiaggProxy {
     /// Forwards the request as `dispatch` says and streams the answer back. `Err`: the request
     /// failed for good (the caller answers with a Status when nothing was written yet).
@@ -99,7 +103,11 @@ impl ApiaggProxy {
                 Err(e) => {
                     backend.shutdown().await;
                     let e = self.error_while_proxy(session, e, ctx, &mut attempts, reused);
-                    if e.retry() && retries < RETRIES && session.response_written().is_none() {
+                    let budget = match errors::refused_unprocessed(&e) {
+                        true => RETRIES + REFUSED_RETRIES,
+                        false => RETRIES,
+                    };
+                    if e.retry() && retries < budget && session.response_written().is_none() {
                         retries += 1;
                         continue;
                     }
