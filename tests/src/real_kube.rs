@@ -217,6 +217,17 @@ impl RealKube {
 
     /// A client trusting the control plane's serving CA, presenting `identity` (cert, key PEM).
     pub fn client(&self, identity: Option<&(String, String)>) -> reqwest::Client {
+        self.client_builder(identity).build().expect("client")
+    }
+
+    /// The same client, showing redirects instead of following them.
+    pub fn client_seeing_redirects(&self, identity: Option<&(String, String)>) -> reqwest::Client {
+        let builder = self.client_builder(identity);
+        let builder = builder.redirect(reqwest::redirect::Policy::none());
+        builder.build().expect("client")
+    }
+
+    fn client_builder(&self, identity: Option<&(String, String)>) -> reqwest::ClientBuilder {
         let ca = reqwest::Certificate::from_pem(self.serving_ca.cert_pem.as_bytes()).expect("CA");
         let mut builder = reqwest::Client::builder()
             .add_root_certificate(ca)
@@ -226,7 +237,7 @@ impl RealKube {
             let pem = format!("{cert}{key}");
             builder = builder.identity(reqwest::Identity::from_pem(pem.as_bytes()).expect("id"));
         }
-        builder.build().expect("client")
+        builder
     }
 
     /// `method path` at kube-apiserver as the admin, with a JSON `body`; the status and the

@@ -103,9 +103,10 @@ impl ApiaggProxy {
                 Err(e) => {
                     backend.shutdown().await;
                     let e = self.error_while_proxy(session, e, ctx, &mut attempts, reused);
-                    let budget = match errors::refused_unprocessed(&e) {
-                        true => RETRIES + REFUSED_RETRIES,
-                        false => RETRIES,
+                    let budget = if errors::refused_unprocessed(&e) {
+                        RETRIES + REFUSED_RETRIES
+                    } else {
+                        RETRIES
                     };
                     if e.retry() && retries < budget && session.response_written().is_none() {
                         retries += 1;

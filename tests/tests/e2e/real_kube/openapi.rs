@@ -162,3 +162,34 @@ async fn openapi_v2_and_every_v3_document_alike() {
         differ.join("\n")
     );
 }
+
+/// A document asked under a stale `hash`: kube-apiserver (kube-openapi's handler3) and apiagg
+/// both answer 301 to the same path with the current hash. That is the one redirect apiagg's own
+/// OpenAPI downloads follow (controllers/openapi/download.rs: same path, same source, one hop),
+/// asked here of the real server whose documents apiagg downloads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_hash_is_redirected_to_the_same_path_with_the_current_one() {
+    let kube = RealKube::shared().await;
+    let _steady = apiservices_steady().await;
+    let front = kube.apiagg(Some("{mode: Webhook}")).await;
+    let client = kube.client_seeing_redirects(Some(&kube.admin));
+    let path = "/openapi/v3/api/v1";
+    let stale = format!("{path}?hash=0000");
+    for (who, url) in [
+        ("kube-apiserver", kube.kube_url(&stale)),
+        ("apiagg", front.url(&stale)),
+    ] {
+        let answer = client.get(&url).send().await.expect("GET");
+        let location = answer
+            .headers()
+            .get("location")
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+            .unwrap_or_default();
+        assert_eq!(answer.status().as_u16(), 301, "{who}: GET {stale}");
+        let current = location.strip_prefix(&format!("{path}?hash="));
+        assert!(
+            current.is_some_and(|hash| !hash.is_empty() && hash != "0000"),
+            "{who}: Location {location:?} is not {path} with the current hash"
+        );
+    }
+}
