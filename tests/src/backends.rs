@@ -48,6 +48,28 @@ impl Sample {
         }
     }
 
+    /// A plain-HTTP sample serving `wardle.example.com/v1alpha1` flunders, with `extra` arguments
+    /// (e.g. `--namespaced`).
+    pub fn wardle(extra: &[&str]) -> Sample {
+        let mut args = vec!["--group", G, "--version", V, "--resource", "flunders"];
+        args.extend_from_slice(&["--kind", "Flunder", "--name", "w"]);
+        args.extend_from_slice(extra);
+        Sample::start(&args, false)
+    }
+
+    /// What this backend was asked, as `METHOD path?query`, oldest first (its
+    /// `/debug/queries` log).
+    pub async fn queries(&self) -> Vec<String> {
+        crate::client()
+            .get(format!("{}/debug/queries", self.url))
+            .send()
+            .await
+            .expect("queries")
+            .json()
+            .await
+            .expect("queries JSON")
+    }
+
     /// How many requests for `path` this backend has served (its `/debug/requests` log).
     pub async fn requests(&self, path: &str) -> u64 {
         let client = reqwest::Client::builder()

@@ -71,14 +71,7 @@ impl Backend {
 
     /// What the backend was asked for its flunders, as `METHOD path?query`, oldest first.
     pub async fn queries(&self) -> Vec<String> {
-        let log: Vec<String> = client()
-            .get(format!("{}/debug/queries", self.sample.url))
-            .send()
-            .await
-            .expect("queries")
-            .json()
-            .await
-            .expect("queries JSON");
+        let log = self.sample.queries().await;
         let prefix = format!("GET {}", self.path());
         log.into_iter().filter(|q| q.starts_with(&prefix)).collect()
     }

@@ -81,15 +81,7 @@ async fn start_trail() -> Trail {
     std::fs::write(path("tokens.csv"), TOKENS).expect("tokens");
     std::fs::write(path("policy.yaml"), POLICY).expect("policy");
     std::fs::write(path("flow.yaml"), FLOW).expect("flow control");
-    let wardle = format!("--group {G} --version {V} --resource flunders --kind Flunder --name w");
-    let wardle = Sample::start(
-        &[
-            &wardle.split(' ').collect::<Vec<_>>()[..],
-            &["--namespaced"],
-        ]
-        .concat(),
-        false,
-    );
+    let wardle = Sample::wardle(&["--namespaced"]);
     let delegate = kube_delegate(false, &[]);
     let config = format!(
         "authentication: {{anonymous: true, tokenFile: tokens.csv}}\n\

@@ -20,15 +20,7 @@ async fn cbor_and_yaml_bodies_are_audited_as_json() {
     let path = |name: &str| dir.path().join(name).to_str().expect("utf8").to_string();
     std::fs::write(path("tokens.csv"), TOKENS).expect("tokens");
     std::fs::write(path("policy.yaml"), POLICY).expect("policy");
-    let wardle = format!("--group {G} --version {V} --resource flunders --kind Flunder --name w");
-    let wardle = Sample::start(
-        &[
-            &wardle.split(' ').collect::<Vec<_>>()[..],
-            &["--namespaced"],
-        ]
-        .concat(),
-        false,
-    );
+    let wardle = Sample::wardle(&["--namespaced"]);
     let config = format!(
         "authentication: {{anonymous: true, tokenFile: tokens.csv}}\n{}",
         one_backend("wardle", &wardle)

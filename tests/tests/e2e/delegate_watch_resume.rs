@@ -126,14 +126,7 @@ async fn create_everywhere(servers: &[Option<Sample>; 2], name: &str) -> String 
 
 /// The watches of the collection `server` was asked for, as `GET path?query`.
 async fn watches(server: &Sample) -> Vec<String> {
-    let log: Vec<String> = client()
-        .get(format!("{}/debug/queries", server.url))
-        .send()
-        .await
-        .expect("queries")
-        .json()
-        .await
-        .expect("queries JSON");
+    let log = server.queries().await;
     let prefix = format!("GET {WATCHED}?");
     log.into_iter()
         .filter(|q| q.starts_with(&prefix) && q.contains("watch=1"))

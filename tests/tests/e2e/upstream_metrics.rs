@@ -36,8 +36,7 @@ async fn openapi_v2_is_counted_like_v3() {
 /// `pkg/endpoints/metrics`): one per event of the APIService API's watches, sized as written.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watch_events_of_the_apiservice_api_are_counted_and_sized() {
-    let args = format!("--group {G} --version {V} --resource flunders --kind Flunder --name w");
-    let wardle = Sample::start(&args.split(' ').collect::<Vec<_>>(), false);
+    let wardle = Sample::wardle(&[]);
     let gw = Apiagg::start(&one_backend("wardle", &wardle), &[]);
     gw.wait_ready().await;
     let labels = [
