@@ -6,6 +6,7 @@
 # root it installs; otherwise through sudo when there is one; else it says what to install and
 # fails.
 # `kube` builds the real Kubernetes servers of tests/kube (kube-apiserver, sample-apiserver, etcd,
+# the standalone kube-aggregator of cmd/kube-aggregator (benchmarks only),
 # and the client-go program kube-client: tests/kube/build.sh) with Go, once per version, into a
 # cache outside the checkout that later runs reuse: ${XDG_CACHE_HOME:-~/.cache}/apiagg/
 # kube-<release>-<hash of go.mod, go.sum, build.sh and cmd/>/bin. `kube-bin` does the same and
